@@ -1,0 +1,80 @@
+"""The one error tree that streamfilter raises.
+
+    StreamFilterError
+    ├── ConfigError            a setting is out of range, or options contradict each other
+    │   └── ConfigMismatchError  an index was built with other signature/band settings
+    ├── InvalidRecordError     one input record cannot be turned into a post (carries line, reason)
+    ├── StoreError             the band store failed (lmdb or redis errors are mapped to this)
+    │   └── StoreFullError     the disk (not the map) is full; committed data is intact
+    └── MissingDependencyError an optional extra is not installed; says which pip install fixes it
+
+Errors from lmdb are turned into these at the store boundary, so callers
+never need to import lmdb to handle a failure.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ConfigMismatchError",
+    "InvalidRecordError",
+    "MissingDependencyError",
+    "StoreError",
+    "StoreFullError",
+    "StreamFilterError",
+]
+
+
+class StreamFilterError(Exception):
+    """Root of every error that streamfilter raises on purpose."""
+
+
+class ConfigError(StreamFilterError, ValueError):
+    """A setting is invalid; the message says which one and what to change."""
+
+
+class ConfigMismatchError(ConfigError):
+    """The index on disk was built with settings that shape signatures differently."""
+
+    def __init__(self, location: str, differences: dict[str, tuple[object, object]]) -> None:
+        self.location = location
+        self.differences = differences
+        detail = ", ".join(
+            f"{name}: index has {stored!r}, requested {requested!r}"
+            for name, (stored, requested) in sorted(differences.items())
+        )
+        super().__init__(
+            f"index at {location} was built with different settings ({detail}); "
+            "open it with the stored settings or use a new index directory"
+        )
+
+
+class InvalidRecordError(StreamFilterError, ValueError):
+    """A record cannot be turned into a post.
+
+    ``reason`` is a short machine-friendly explanation, ``line`` the 1-based
+    input line when the record came from a file or stream.
+    """
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        self.reason = reason
+        self.line = line
+        where = f"line {line}: " if line is not None else ""
+        super().__init__(f"{where}{reason}")
+
+
+class StoreError(StreamFilterError):
+    """The band store failed; committed data is left as it was."""
+
+
+class StoreFullError(StoreError):
+    """The disk holding the store is full. Free space, then resume."""
+
+
+class MissingDependencyError(StreamFilterError, ImportError):
+    """An optional extra is needed for this feature."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional extra; install it with: pip install 'streamfilter[{extra}]'"
+        )

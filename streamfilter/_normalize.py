@@ -1,0 +1,154 @@
+"""Text normalisation: what is left of a post once the noise that copies vary is gone.
+
+Pure functions, no I/O. ``normalize(text)`` returns lowercase words separated
+by single spaces, and is idempotent.
+
+What is removed, and why:
+- URLs (``https://…``, ``www.…``, bare ``host.tld/path``): campaigns rotate t.co links.
+- @mentions and a leading ``RT @user:`` / ``MT @user:``: campaigns rotate the addressee.
+- Emoji, including ZWJ sequences, skin tones, flags, keycaps and tag sequences.
+  The character set is compiled from the ``emoji`` package's data (plus
+  ``\\p{Extended_Pictographic}`` for emoji newer than the package) into one
+  ``regex`` character class; ``emoji.replace_emoji`` costs ~60 µs a post.
+- Combining marks and format characters (zero-width spaces and joiners, bidi
+  controls, soft hyphens), so ``he\\u200bllo`` and ``h̶e̶l̶l̶o̶`` read as ``hello``.
+- Punctuation; hashtags keep their word (``#KYDerby`` reads as ``kyderby``).
+
+What is folded: HTML entities (``&amp;``), Unicode compatibility forms (NFKC:
+fullwidth, mathematical bold/italic/script letters, circled letters,
+ligatures), case (casefold), Latin small capitals, and Cyrillic/Greek letters
+that look like Latin ones (``Неllо`` spelled with Cyrillic Н and о).
+
+Truncation: when the text ends in ``…`` glued to a word, that last word was
+probably cut by a client, so it is dropped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+import emoji
+import regex
+
+__all__ = ["NORMALIZER_VERSION", "has_retweet_prefix", "normalize", "normalize_fallback"]
+
+# Bump when normalize() changes its output: indexes pin it, because old band
+# keys would silently stop matching new ones.
+NORMALIZER_VERSION = 1
+
+
+def _emoji_code_points() -> frozenset[int]:
+    code_points: set[int] = set()
+    for sequence in emoji.EMOJI_DATA:
+        code_points.update(ord(char) for char in sequence)
+    # Digits, '#' and '*' only count as emoji inside keycap sequences (handled apart).
+    code_points = {cp for cp in code_points if cp >= 0x80}
+    # Pictographs newer than the emoji package's data.
+    pictographic = regex.compile(r"[\p{Extended_Pictographic}\p{Emoji_Modifier}]")
+    for block_start, block_end in ((0x2000, 0x3300), (0x1F000, 0x1FB00)):
+        code_points.update(
+            cp for cp in range(block_start, block_end) if pictographic.match(chr(cp))
+        )
+    code_points.update(range(0x1F1E6, 0x1F200))  # regional indicators (flags)
+    code_points.update(range(0xE0020, 0xE0080))  # tag characters (subdivision flags)
+    code_points.update((0x200D, 0xFE0E, 0xFE0F, 0x20E3))
+    return frozenset(code_points)
+
+
+_EMOJI_TO_SPACE = {cp: " " for cp in _emoji_code_points()}
+
+_LOOKALIKES = str.maketrans(
+    {
+        # Cyrillic (lowercase after casefold) that renders like Latin
+        "а": "a", "в": "b", "е": "e", "ё": "e", "і": "i", "ї": "i", "ј": "j", "к": "k",
+        "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x",
+        "ѕ": "s", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l",
+        # Greek
+        "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "μ": "u", "ν": "v",
+        "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ζ": "z", "γ": "y", "ω": "w",
+        # Latin small capitals and other letters that NFKC leaves alone
+        "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ғ": "f", "ɢ": "g", "ʜ": "h",
+        "ɪ": "i", "ᴊ": "j", "ᴋ": "k", "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p",
+        "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y", "ᴢ": "z",
+        "ı": "i", "ſ": "s", "ɡ": "g",
+    }
+)
+
+# ASCII fast path: letters and digits lowercased, apostrophes dropped, the rest a space.
+_ASCII_WORDS = {
+    i: (chr(i).lower() if chr(i).isalnum() else " ") for i in range(128)
+} | {ord("'"): None, ord("`"): None}
+
+_RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:RT|MT)\b\s*[@＠]\w+\s*:?)+", regex.IGNORECASE)
+_URL = regex.compile(
+    r"(?:https?|ftp):/\S*|\bwww\.\S+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}/\S*", regex.IGNORECASE
+)
+_MENTION = regex.compile(r"(?<!\w)@\w+(?:\s+via\b)?|\bvia\s+@\w+", regex.IGNORECASE)
+_KEYCAP = regex.compile(r"[0-9#*]\ufe0f?\u20e3")
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+_MARKS_AND_FORMAT = regex.compile(r"[\p{Mn}\p{Me}\p{Cf}]+")
+_APOSTROPHES = regex.compile(r"(?<=\w)['’ʼ`](?=\w)")
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+def has_retweet_prefix(text: str) -> bool:
+    """True when the text is a manual retweet: it starts with ``RT @user``."""
+    return _RETWEET_PREFIX.match(text) is not None
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text)
+    text = _MARKS_AND_FORMAT.sub("", text)
+    text = text.casefold().translate(_LOOKALIKES)
+    return unicodedata.normalize("NFKC", text)
+
+
+def _fold_run(match: re.Match[str]) -> str:
+    return _fold(match.group().translate(_EMOJI_TO_SPACE))
+
+
+def _strip_urls(text: str) -> str:
+    return " ".join(
+        _URL.sub(" ", token) if ("/" in token or "www." in token) else token
+        for token in text.split()
+    )
+
+
+def normalize(text: str) -> str:
+    """Lowercase words of ``text`` with URLs, mentions, emoji and punctuation gone."""
+    if "&" in text:
+        text = html.unescape(text)
+    stripped = text.rstrip()
+    truncated = stripped.endswith("…") and stripped[-2:-1].isalnum()
+    if _RETWEET_PREFIX.match(text):
+        text = _RETWEET_PREFIX.sub(" ", text, count=1)
+    if not text.isascii():
+        if "\u20e3" in text:
+            text = _KEYCAP.sub(" ", text)
+        # Only the non-ASCII runs need emoji removal and Unicode folding; ASCII
+        # never changes under NFKC, so most of a tweet skips the slow part.
+        text = _NON_ASCII_RUN.sub(_fold_run, text)
+    if "/" in text or "www." in text:
+        text = _strip_urls(text)
+    if "@" in text:
+        text = _MENTION.sub(" ", text)
+    if text.isascii():
+        words = text.translate(_ASCII_WORDS).split()
+    else:
+        words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
+    if truncated and len(words) > 1:
+        words.pop()
+    return " ".join(words)
+
+
+def normalize_fallback(text: str) -> str:
+    """The exact-text form used when ``normalize`` leaves nothing (emoji- or URL-only posts).
+
+    Only entities, case, Unicode forms and whitespace are folded, so two posts
+    made of the same emoji or the same link still match, and different ones don't.
+    """
+    if "&" in text:
+        text = html.unescape(text)
+    return " ".join(_fold(text).split())

@@ -1,0 +1,89 @@
+"""What every stage passes on: a Post in, a Verdict out."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Post", "RetweetPolicy", "Verdict", "VerdictKind"]
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    """One social-media post, as the adapters see it.
+
+    ``text`` is the text the post is judged on: for a retweet it is the
+    retweeted post's own text when the payload carries it. ``timestamp`` is
+    the event time in seconds since the epoch, or None when the record has
+    none (the filter then uses the wall clock). ``raw`` is the record exactly
+    as it arrived (a dict, a str, or the bytes of an input line).
+    """
+
+    id: str | None
+    text: str
+    timestamp: float | None = None
+    retweet_of: str | None = None
+    is_retweet: bool = False
+    platform: str = "text"
+    raw: Any = field(default=None, repr=False, compare=False)
+
+
+class RetweetPolicy(str, enum.Enum):
+    """How retweets are judged.
+
+    CONTENT: a retweet is judged on the retweeted post's text, like any post.
+    DROP: every retweet gets verdict ``retweet``; it never passes and is never indexed.
+    KEEP: every retweet passes and is never indexed.
+    """
+
+    CONTENT = "content"
+    DROP = "drop"
+    KEEP = "keep"
+
+
+class VerdictKind(str, enum.Enum):
+    NOVEL = "novel"
+    DUPLICATE = "duplicate"
+    RETWEET = "retweet"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The filter's decision about one post (or one record that is not a post).
+
+    ``line`` is the 1-based position of the record in its input, ``post`` is
+    None only for invalid records. ``duplicate_of`` and ``similarity`` are
+    set for duplicates; ``reason`` says why a record is invalid, or why a
+    retweet passed under the ``keep`` policy.
+    """
+
+    kind: VerdictKind
+    line: int
+    post: Post | None = None
+    duplicate_of: str | None = None
+    similarity: float | None = None
+    reason: str | None = None
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_novel(self) -> bool:
+        return self.kind is VerdictKind.NOVEL
+
+    @property
+    def post_id(self) -> str:
+        if self.post is not None and self.post.id is not None:
+            return self.post.id
+        return f"line:{self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--verdicts`` line for this verdict."""
+        return {
+            "id": self.post_id,
+            "verdict": self.kind.value,
+            "duplicate_of": self.duplicate_of,
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
+            "reason": self.reason,
+            "line": self.line,
+        }
