@@ -1,0 +1,177 @@
+"""The synchronous core that every API wraps: records in, verdicts out.
+
+``prepare`` is pure CPU work (adapt, normalise, shingle, MinHash, band keys)
+and touches no store; ``commit`` makes the one store call per batch. The
+async pipeline runs them as two stages; the sync API calls them back to back.
+
+Posts that are empty after normalising (emoji-only, URL-only) are judged on
+their exact text instead: the text with only entities, case, Unicode forms and
+whitespace folded becomes a single shingle, so identical emoji-only posts are
+duplicates and any difference makes them novel. A post whose text is empty
+even then cannot be compared: it passes as novel and is not indexed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ._config import FilterConfig
+from ._exceptions import InvalidRecordError
+from ._lsh import band_keys
+from ._minhash import MinHasher
+from ._normalize import normalize, normalize_fallback
+from ._post import Post, RetweetPolicy, Verdict, VerdictKind
+from ._shingle import ShingleSets, shingle_batch
+from .adapters import RecordAdapter
+from .stores import BandStore, IndexSettings, Sketch
+
+__all__ = ["Engine", "PreparedBatch"]
+
+_EXACT_TEXT_MARK = "\x00"
+REASON_EMPTY = "empty text: nothing to compare, passed and not indexed"
+REASON_KEPT_RETWEET = "retweet passed unjudged (retweet policy keep)"
+
+
+@dataclass(slots=True)
+class _Entry:
+    line: int
+    raw: object
+    post: Post | None
+    verdict: Verdict | None  # decided without the store
+    sketch_index: int = -1
+
+
+@dataclass(slots=True)
+class PreparedBatch:
+    entries: list[_Entry]
+    sketches: list[Sketch]
+
+
+class Engine:
+    """Adapter, sketcher and store, wired by one FilterConfig."""
+
+    def __init__(self, config: FilterConfig, store: BandStore, adapter: RecordAdapter) -> None:
+        self.config = config
+        self.store = store
+        self.adapter = adapter
+        self._minhasher = MinHasher(config.num_perm, config.seed)
+        store.open(
+            IndexSettings(
+                fingerprint=config.fingerprint(),
+                jaccard_threshold=config.jaccard_threshold,
+                ttl_seconds=config.ttl_seconds,
+                rekey=self._rekey,
+                max_candidates_per_band=config.max_candidates_per_band,
+                purge_limit=config.purge_limit,
+            )
+        )
+
+    # -- sketching -------------------------------------------------------------
+    def words(self, text: str) -> list[str]:
+        """The words a post is shingled from (see the module docstring for the empty rule)."""
+        normalized = normalize(text)
+        if normalized:
+            return normalized.split(" ")
+        fallback = normalize_fallback(text)
+        return [_EXACT_TEXT_MARK + fallback] if fallback else []
+
+    def _sketch_words(self, word_lists: Sequence[Sequence[str]]) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
+        config = self.config
+        assert config.bands is not None and config.rows is not None
+        shingles = shingle_batch(word_lists, config.shingle_size, config.seed)
+        signatures = self._minhasher.signatures(shingles)
+        return shingles, band_keys(signatures, config.bands, config.rows)
+
+    def _rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
+        config = self.config
+        assert config.bands is not None and config.rows is not None
+        offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
+        hashes = np.concatenate(shingle_sets) if shingle_sets else np.zeros(0, dtype=np.uint32)
+        signatures = self._minhasher.signatures(ShingleSets(hashes.astype(np.uint32), offsets))
+        return band_keys(signatures, config.bands, config.rows)
+
+    # -- the two stages ----------------------------------------------------------
+    def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
+        """Adapt and sketch a batch of (line number, record); no I/O."""
+        policy = self.config.retweet_policy
+        entries: list[_Entry] = []
+        to_sketch: list[_Entry] = []
+        word_lists: list[list[str]] = []
+        for line, record in records:
+            try:
+                posts = self.adapter.adapt(record)
+            except InvalidRecordError as exc:
+                entries.append(_Entry(line, record, None, Verdict(VerdictKind.INVALID, line, None, reason=exc.reason, raw=record)))
+                continue
+            if not posts:
+                reason = "record carries no posts"
+                entries.append(_Entry(line, record, None, Verdict(VerdictKind.INVALID, line, None, reason=reason, raw=record)))
+                continue
+            for post in posts:
+                entry = _Entry(line, record, post, None)
+                entries.append(entry)
+                if post.is_retweet and policy is RetweetPolicy.DROP:
+                    entry.verdict = Verdict(VerdictKind.RETWEET, line, post, raw=record)
+                    continue
+                if post.is_retweet and policy is RetweetPolicy.KEEP:
+                    entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=REASON_KEPT_RETWEET, raw=record)
+                    continue
+                words = self.words(post.text)
+                if not words:
+                    entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=REASON_EMPTY, raw=record)
+                    continue
+                to_sketch.append(entry)
+                word_lists.append(words)
+        sketches: list[Sketch] = []
+        if to_sketch:
+            shingles, keys = self._sketch_words(word_lists)
+            now = time.time()
+            for index, entry in enumerate(to_sketch):
+                post = entry.post
+                assert post is not None
+                entry.sketch_index = index
+                sketches.append(
+                    Sketch(
+                        post_id=post.id if post.id is not None else f"line:{entry.line}",
+                        timestamp=post.timestamp if post.timestamp is not None else now,
+                        band_keys=keys[index],
+                        shingles=shingles[index],
+                    )
+                )
+        return PreparedBatch(entries, sketches)
+
+    def commit(self, batch: PreparedBatch) -> list[Verdict]:
+        """Judge a prepared batch against the store in one transaction."""
+        matches = self.store.check_and_insert(batch.sketches) if batch.sketches else []
+        verdicts: list[Verdict] = []
+        for entry in batch.entries:
+            if entry.verdict is not None:
+                verdicts.append(entry.verdict)
+                continue
+            match = matches[entry.sketch_index]
+            if match is None:
+                verdicts.append(Verdict(VerdictKind.NOVEL, entry.line, entry.post, raw=entry.raw))
+            else:
+                verdicts.append(
+                    Verdict(
+                        VerdictKind.DUPLICATE,
+                        entry.line,
+                        entry.post,
+                        duplicate_of=match.duplicate_of,
+                        similarity=match.similarity,
+                        raw=entry.raw,
+                    )
+                )
+        return verdicts
+
+    def judge(self, records: Sequence[tuple[int, object]]) -> list[Verdict]:
+        return self.commit(self.prepare(records))
+
+    def close(self) -> None:
+        self.store.close()

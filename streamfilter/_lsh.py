@@ -1,0 +1,110 @@
+"""Locality-sensitive hashing: the S-curve, the choice of (bands, rows), band keys.
+
+A pair with Jaccard similarity s becomes a candidate when all ``rows`` values
+of at least one of the ``bands`` bands agree:
+
+    P(candidate | s) = 1 - (1 - s**rows) ** bands
+
+Every permutation is used: ``bands * rows == num_perm``.
+
+Choosing (bands, rows). Candidates are verified against stored shingle
+sets, so a false candidate costs one verification and never a wrong
+verdict; a missed candidate is a missed duplicate. The chooser therefore
+takes the (bands, rows) with the fewest bands (the least index and the least
+work per post) whose probability of catching a pair *exactly at* the
+threshold is at least ``1 - max_miss_rate``. When no split reaches that, the
+one with the highest probability at the threshold wins.
+
+The areas that datasketch minimises (false positives below the threshold,
+false negatives above it) are reported too, but normalised by the width of
+their interval, so they read as average probabilities: datasketch's raw
+integrals make a threshold of 0.9 count false negatives over a tenth of the
+width they get at 0.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "BandPlan",
+    "band_keys",
+    "candidate_probability",
+    "choose_bands",
+]
+
+_BAND_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def candidate_probability(similarity: float, bands: int, rows: int) -> float:
+    """P(a pair with this Jaccard similarity shares at least one band)."""
+    return float(1.0 - (1.0 - similarity**rows) ** bands)
+
+
+def _mean_probability(low: float, high: float, bands: int, rows: int, points: int = 512) -> float:
+    if high <= low:
+        return 0.0
+    grid = np.linspace(low, high, points)
+    return float(np.mean(1.0 - (1.0 - grid**rows) ** bands))
+
+
+@dataclass(frozen=True)
+class BandPlan:
+    """A (bands, rows) split and what it means at a given threshold."""
+
+    bands: int
+    rows: int
+    threshold: float
+
+    @property
+    def num_perm(self) -> int:
+        return self.bands * self.rows
+
+    def probability(self, similarity: float) -> float:
+        return candidate_probability(similarity, self.bands, self.rows)
+
+    @property
+    def false_positive_rate(self) -> float:
+        """Average P(candidate) over similarities below the threshold."""
+        return _mean_probability(0.0, self.threshold, self.bands, self.rows)
+
+    @property
+    def false_negative_rate(self) -> float:
+        """Average P(missed) over similarities at or above the threshold."""
+        return 1.0 - _mean_probability(self.threshold, 1.0, self.bands, self.rows)
+
+    def table(self, similarities: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)) -> list[tuple[float, float]]:
+        return [(s, self.probability(s)) for s in similarities]
+
+
+def choose_bands(threshold: float, num_perm: int, max_miss_rate: float = 0.01) -> BandPlan:
+    """The split of ``num_perm`` with the fewest bands that misses at most
+    ``max_miss_rate`` of the pairs at exactly ``threshold``."""
+    splits = [(num_perm // rows, rows) for rows in range(1, num_perm + 1) if num_perm % rows == 0]
+    good = [(b, r) for b, r in splits if candidate_probability(threshold, b, r) >= 1 - max_miss_rate]
+    if good:
+        bands, rows = min(good, key=lambda split: split[0])
+    else:
+        bands, rows = max(splits, key=lambda split: candidate_probability(threshold, *split))
+    return BandPlan(bands, rows, threshold)
+
+
+def band_keys(signatures: npt.NDArray[np.uint32], bands: int, rows: int) -> npt.NDArray[np.uint64]:
+    """A (posts, bands) matrix of 64-bit band keys.
+
+    The band index is mixed into the key, so equal values in different bands
+    give different keys and one key space serves every band.
+    """
+    posts = signatures.shape[0]
+    grouped = signatures[:, : bands * rows].reshape(posts, bands, rows).astype(np.uint64)
+    keys = np.broadcast_to(np.arange(1, bands + 1, dtype=np.uint64) * _BAND_MULTIPLIER, (posts, bands)).copy()
+    for row in range(rows):
+        keys ^= grouped[:, :, row]
+        keys *= _BAND_MULTIPLIER
+        keys ^= keys >> np.uint64(29)
+    keys *= np.uint64(0xBF58476D1CE4E5B9)
+    keys ^= keys >> np.uint64(32)
+    return keys

@@ -1,0 +1,67 @@
+"""Event times from the many ways platforms write them."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime, timezone
+
+from ._exceptions import InvalidRecordError
+
+__all__ = ["parse_timestamp"]
+
+_EARLIEST = datetime(1990, 1, 1, tzinfo=timezone.utc).timestamp()
+_FUTURE_SLACK = 86400.0
+
+
+def parse_timestamp(value: object) -> float:
+    """Seconds since the epoch from epoch numbers (s, ms or µs), ISO 8601, or
+    Twitter's ``Wed Feb 24 11:35:00 +0000 2015``.
+
+    Times before 1990 or more than a day ahead of this machine's clock are
+    rejected: they are broken clocks or hostile input, and a far-future time
+    would otherwise move the event clock ahead and expire the whole index.
+    """
+    if isinstance(value, bool):
+        raise InvalidRecordError(f"timestamp is a boolean: {value!r}")
+    if isinstance(value, int | float):
+        seconds = _from_number(float(value))
+    elif isinstance(value, str):
+        seconds = _from_string(value.strip())
+    else:
+        raise InvalidRecordError(f"timestamp is a {type(value).__name__}, not a string or number")
+    if not math.isfinite(seconds) or seconds < _EARLIEST:
+        raise InvalidRecordError(f"timestamp {value!r} is in the far past (before 1990)")
+    if seconds > time.time() + _FUTURE_SLACK:
+        raise InvalidRecordError(f"timestamp {value!r} is in the far future")
+    return seconds
+
+
+def _from_number(number: float) -> float:
+    magnitude = abs(number)
+    if magnitude >= 1e17:
+        return number / 1e9  # nanoseconds
+    if magnitude >= 1e14:
+        return number / 1e6  # microseconds (Bluesky time_us)
+    if magnitude >= 1e11:
+        return number / 1e3  # milliseconds
+    return number
+
+
+def _from_string(text: str) -> float:
+    if not text:
+        raise InvalidRecordError("timestamp is an empty string")
+    try:
+        return _from_number(float(text))
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            parsed = datetime.strptime(text, "%a %b %d %H:%M:%S %z %Y")
+        except ValueError:
+            raise InvalidRecordError(f"cannot read timestamp {text[:64]!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()

@@ -1,0 +1,28 @@
+"""Adapters turn one raw record into the posts it carries.
+
+An adapter is any object with ``matches(record) -> bool`` (used by
+auto-detection) and ``posts(record) -> list[Post]``, which raises
+InvalidRecordError for a record it cannot use. Most records carry one post;
+a Twitter v2 response page or a v1.1 search page carries many.
+
+New platforms plug in by adding an adapter to the list ``record_adapter`` gives
+auto-detection.
+"""
+
+from ._base import Adapter, RecordAdapter, decode_line
+from .generic import GenericAdapter
+from .text import TextAdapter
+from .twitter import TwitterV1Adapter, TwitterV2Adapter
+
+from ._registry import record_adapter
+
+__all__ = [
+    "Adapter",
+    "GenericAdapter",
+    "RecordAdapter",
+    "TextAdapter",
+    "TwitterV1Adapter",
+    "TwitterV2Adapter",
+    "decode_line",
+    "record_adapter",
+]

@@ -1,0 +1,180 @@
+"""The adapter seam, line decoding, and auto-detection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .._exceptions import ConfigError, InvalidRecordError
+from .._post import Post
+
+__all__ = ["MAX_LINE_BYTES", "MAX_TEXT_CHARS", "Adapter", "RecordAdapter", "decode_line", "text_of"]
+
+MAX_LINE_BYTES = 4 << 20
+MAX_TEXT_CHARS = 100_000
+_MAX_DEPTH = 64
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    name: str
+
+    def matches(self, record: Mapping[str, Any]) -> bool: ...
+
+    def posts(self, record: Mapping[str, Any]) -> list[Post]: ...
+
+
+def _depth_ok(line: str) -> bool:
+    # json would recurse until RecursionError on hostile nesting; a cheap
+    # bracket count rejects it first.
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > _MAX_DEPTH:
+                    return False
+        elif char in "]}":
+            depth -= 1
+    return True
+
+
+def decode_line(line: bytes | str) -> dict[str, Any] | str:
+    """One input line as a JSON object, or as plain text when it is not JSON.
+
+    A line that starts with ``{`` must be a valid JSON object. A line that
+    starts with ``[`` is a JSON value if it parses (and then rejected, since
+    it is not an object), and plain text otherwise.
+    """
+    if isinstance(line, bytes):
+        if len(line) > MAX_LINE_BYTES:
+            raise InvalidRecordError(f"line is {len(line)} bytes, over the {MAX_LINE_BYTES} byte limit")
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRecordError(f"invalid UTF-8 at byte {exc.start}") from None
+    elif len(line) > MAX_LINE_BYTES:
+        raise InvalidRecordError(f"line is {len(line)} characters, over the {MAX_LINE_BYTES} limit")
+    if "\x00" in line:
+        raise InvalidRecordError("line contains a null byte")
+    stripped = line.strip()
+    if not stripped:
+        raise InvalidRecordError("empty line")
+    first = stripped[0]
+    if first == "{":
+        if not _depth_ok(stripped):
+            raise InvalidRecordError(f"JSON nested deeper than {_MAX_DEPTH} levels")
+        try:
+            value = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            message = getattr(exc, "msg", str(exc))
+            position = getattr(exc, "pos", None)
+            raise InvalidRecordError(f"broken JSON: {message} at character {position}") from None
+        if not isinstance(value, dict):
+            raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
+        return value
+    # A line that is a whole JSON array, string, number or literal is JSON
+    # that is not an object; anything else is plain text ("[BREAKING] ...").
+    if first in '["-0123456789' or stripped in ("true", "false", "null"):
+        if first == "[" and not _depth_ok(stripped):
+            raise InvalidRecordError(f"JSON nested deeper than {_MAX_DEPTH} levels")
+        try:
+            value = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError):
+            return line.rstrip("\r\n")
+        raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
+    return line.rstrip("\r\n")
+
+
+def text_of(value: object, field: str) -> str:
+    """Check that a text field holds usable text."""
+    if value is None:
+        raise InvalidRecordError(f"no text field ({field} is missing or null)")
+    if not isinstance(value, str):
+        raise InvalidRecordError(f"text field {field} is a {type(value).__name__}, not a string")
+    if len(value) > MAX_TEXT_CHARS:
+        raise InvalidRecordError(f"text field {field} has {len(value)} characters, over {MAX_TEXT_CHARS}")
+    return value
+
+
+def _decode_text(line: bytes | str) -> str:
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRecordError(f"invalid UTF-8 at byte {exc.start}") from None
+    if "\x00" in line:
+        raise InvalidRecordError("line contains a null byte")
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        raise InvalidRecordError("empty line")
+    return line
+
+
+class RecordAdapter:
+    """Turns any record into posts, by format.
+
+    Records may be dicts (parsed JSON), raw lines (bytes or str), or Posts
+    (passed through). ``format`` is ``auto`` (per record: each platform
+    adapter in turn, then generic JSON; non-JSON lines are plain text),
+    ``twitter``, ``text`` (every line is text, even if it looks like JSON) or
+    ``generic``.
+    """
+
+    FORMATS = ("auto", "twitter", "text", "generic")
+
+    def __init__(
+        self,
+        format: str,
+        platforms: Sequence[Adapter],
+        generic: Adapter,
+        text: Adapter,
+    ) -> None:
+        if format not in self.FORMATS:
+            raise ConfigError(f"format must be one of {', '.join(self.FORMATS)}; got {format!r}")
+        self.format = format
+        self._platforms = list(platforms)
+        self._generic = generic
+        self._text = text
+
+    def adapt(self, record: object) -> list[Post]:
+        if isinstance(record, Post):
+            return [record]
+        if isinstance(record, bytes | str):
+            if len(record) > MAX_LINE_BYTES:
+                raise InvalidRecordError(f"line is {len(record)} bytes, over the {MAX_LINE_BYTES} byte limit")
+            if self.format == "text":
+                return self._text.posts({"text": _decode_text(record), "_raw": record})
+            decoded = decode_line(record)
+            if isinstance(decoded, str):
+                if self.format != "auto":
+                    raise InvalidRecordError(f"line is not a JSON object (format is {self.format})")
+                return self._text.posts({"text": decoded, "_raw": record})
+            posts = self._from_mapping(decoded)
+        elif isinstance(record, Mapping):
+            posts = self._from_mapping(record)
+        else:
+            raise InvalidRecordError(f"record is a {type(record).__name__}; expected a dict, a line or a Post")
+        return posts
+
+    def _from_mapping(self, record: Mapping[str, Any]) -> list[Post]:
+        if self.format in ("generic", "text"):
+            return self._generic.posts(record)
+        for adapter in self._platforms:
+            if adapter.matches(record):
+                return adapter.posts(record)
+        if self.format == "twitter":
+            raise InvalidRecordError("not a Twitter v1.1 status or v2 tweet")
+        return self._generic.posts(record)

@@ -1,0 +1,26 @@
+"""Which adapters a ``--format`` value uses."""
+
+from __future__ import annotations
+
+from ._base import RecordAdapter
+from .generic import GenericAdapter
+from .text import TextAdapter
+from .twitter import TwitterV1Adapter, TwitterV2Adapter
+
+__all__ = ["record_adapter"]
+
+
+def record_adapter(
+    format: str = "auto",
+    *,
+    id_field: str = "id",
+    text_field: str = "text",
+    time_field: str = "created_at",
+) -> RecordAdapter:
+    """The adapter for a format, with the platforms that auto-detection tries, in order."""
+    return RecordAdapter(
+        format,
+        platforms=[TwitterV2Adapter(), TwitterV1Adapter()],
+        generic=GenericAdapter(id_field, text_field, time_field),
+        text=TextAdapter(),
+    )

@@ -1,0 +1,252 @@
+"""The embedded default: an LMDB environment on disk.
+
+Named sub-databases:
+
+- ``bands``  (dupsort, dupfixed): 8-byte band key -> 8-byte post serial, many per key
+- ``posts``: serial -> timestamp, post id and the post's sorted shingle hashes (verification data)
+- ``expiry``: (timestamp in ms, serial) -> empty; purging walks it from the oldest end
+- ``meta``: the pinned signature settings, the clock and the next serial
+
+Every batch is one write transaction: LMDB allows one writer at a time across
+all processes that open the directory, and lookups happen inside that
+transaction, so two processes can never both let copies of a text through.
+When the map fills, the transaction is aborted, the map doubled, and the batch
+run again; nothing of the failed attempt is kept.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import lmdb
+
+from .._exceptions import StoreError, StoreFullError
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, run_batch
+
+__all__ = ["LMDBStore"]
+
+_U64 = struct.Struct(">Q")
+_EXPIRY = struct.Struct(">QQ")
+_CLOCK = struct.Struct("<d")
+_TIME_OFFSET_MS = 1 << 62  # keeps (rare) negative timestamps sortable as unsigned keys
+_CONFIG_KEY = b"config"
+_CLOCK_KEY = b"clock"
+_SERIAL_KEY = b"next_serial"
+_FORMAT_KEY = b"format"
+_FORMAT = b"streamfilter-lmdb-1"
+
+
+def _expiry_key(timestamp: float, serial: int) -> bytes:
+    return _EXPIRY.pack(int(math.floor(timestamp * 1000)) + _TIME_OFFSET_MS, serial)
+
+
+class _LMDBTxn:
+    def __init__(self, txn: lmdb.Transaction, bands: lmdb._Database, posts: lmdb._Database, expiry: lmdb._Database) -> None:
+        self._txn = txn
+        self._bands_db = bands
+        self._bands = txn.cursor(bands)
+        self._posts = posts
+        self._expiry = expiry
+
+    def band_members(self, band_key: int, limit: int) -> Iterator[int]:
+        cursor = self._bands
+        if not cursor.set_key(_U64.pack(band_key)):
+            return
+        cursor.last_dup()
+        for _ in range(limit):
+            yield _U64.unpack(cursor.value())[0]
+            if not cursor.prev_dup():
+                return
+
+    def get_post(self, serial: int) -> bytes | None:
+        value: bytes | None = self._txn.get(_U64.pack(serial), db=self._posts)
+        return value
+
+    def insert(self, serial: int, timestamp: float, band_keys: Sequence[int], record: bytes) -> None:
+        serial_bytes = _U64.pack(serial)
+        self._txn.put(serial_bytes, record, db=self._posts)
+        self._txn.put(_expiry_key(timestamp, serial), b"", db=self._expiry)
+        for band_key in band_keys:
+            self._bands.put(_U64.pack(band_key), serial_bytes, dupdata=True)
+
+    def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
+        cutoff_key = _expiry_key(cutoff, (1 << 64) - 1)
+        found: list[tuple[int, bytes]] = []
+        cursor = self._txn.cursor(self._expiry)
+        if not cursor.first():
+            return found
+        for key in cursor.iternext(keys=True, values=False):
+            if key > cutoff_key or len(found) >= limit:
+                break
+            serial = _EXPIRY.unpack(key)[1]
+            record = self._txn.get(_U64.pack(serial), db=self._posts)
+            if record is not None:
+                found.append((serial, record))
+            else:
+                self._txn.delete(key, db=self._expiry)
+        return found
+
+    def delete(self, serial: int, timestamp: float, band_keys: Sequence[int]) -> None:
+        serial_bytes = _U64.pack(serial)
+        for band_key in band_keys:
+            self._txn.delete(_U64.pack(band_key), serial_bytes, db=self._bands_db)
+        self._txn.delete(serial_bytes, db=self._posts)
+        self._txn.delete(_expiry_key(timestamp, serial), db=self._expiry)
+
+
+class LMDBStore:
+    """A band store in an LMDB directory; the directory is created if needed.
+
+    ``map_size`` is only the starting size: the map doubles whenever it fills.
+    ``durable=False`` skips the fsync at each commit; a killed process still
+    loses nothing, but a power cut may lose the last few batches.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, map_size: int = 64 << 20, durable: bool = True) -> None:
+        self.path = Path(path)
+        self._initial_map_size = map_size
+        self._durable = durable
+        self._env: lmdb.Environment | None = None
+        self._settings: IndexSettings | None = None
+        self._lock = threading.Lock()
+
+    # -- opening -------------------------------------------------------------
+    def open(self, settings: IndexSettings) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            env = lmdb.open(
+                str(self.path),
+                map_size=self._initial_map_size,
+                max_dbs=4,
+                subdir=True,
+                sync=self._durable,
+                metasync=self._durable,
+                writemap=False,
+                readahead=False,
+                lock=True,
+            )
+        except (OSError, lmdb.Error) as exc:
+            raise _map_error(exc, f"cannot open LMDB index at {self.path}") from exc
+        self._env = env
+        try:
+            self._bands = env.open_db(b"bands", dupsort=True, dupfixed=True)
+            self._posts = env.open_db(b"posts")
+            self._expiry = env.open_db(b"expiry")
+            self._meta = env.open_db(b"meta")
+            self._pin(settings)
+        except BaseException:
+            self.close()
+            raise
+        self._settings = settings
+
+    def _pin(self, settings: IndexSettings) -> None:
+        requested = dict(settings.fingerprint)
+
+        def pin(txn: lmdb.Transaction) -> None:
+            stored_format = txn.get(_FORMAT_KEY, db=self._meta)
+            if stored_format is not None and stored_format != _FORMAT:
+                raise StoreError(f"{self.path} holds an index of format {stored_format!r}, expected {_FORMAT!r}")
+            stored = txn.get(_CONFIG_KEY, db=self._meta)
+            if stored is None:
+                txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
+                txn.put(_CONFIG_KEY, json.dumps(requested, sort_keys=True).encode(), db=self._meta)
+            else:
+                check_fingerprint(str(self.path), json.loads(stored), requested)
+
+        self._write(pin)
+
+    def stored_fingerprint(self) -> dict[str, int | str] | None:
+        """The pinned settings of an existing index, or None for a new one."""
+        env = self._require_env()
+        with env.begin(db=self._meta) as txn:
+            stored = txn.get(_CONFIG_KEY)
+        return None if stored is None else dict(json.loads(stored))
+
+    # -- the one operation ---------------------------------------------------
+    def check_and_insert(self, sketches: Sequence[Sketch]) -> list[Match | None]:
+        settings = self._settings
+        if settings is None:
+            raise StoreError("the LMDB store is not open")
+
+        def apply(txn: lmdb.Transaction) -> list[Match | None]:
+            clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
+            clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
+            serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
+            next_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
+            view = _LMDBTxn(txn, self._bands, self._posts, self._expiry)
+            results, clock, next_serial = run_batch(view, sketches, settings, clock, next_serial)
+            txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=self._meta)
+            txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=self._meta)
+            return results
+
+        return self._write(apply)
+
+    def _write(self, body):  # type: ignore[no-untyped-def]
+        env = self._require_env()
+        with self._lock:
+            while True:
+                try:
+                    with env.begin(write=True) as txn:
+                        return body(txn)
+                except lmdb.MapFullError:
+                    env.set_mapsize(env.info()["map_size"] * 2)
+                except lmdb.MapResizedError:
+                    env.set_mapsize(0)  # another process grew the map: adopt its size
+                except lmdb.Error as exc:
+                    raise _map_error(exc, f"LMDB index at {self.path} failed") from exc
+                except OSError as exc:
+                    raise _map_error(exc, f"LMDB index at {self.path} failed") from exc
+
+    # -- facts ---------------------------------------------------------------
+    def post_count(self) -> int:
+        env = self._require_env()
+        with env.begin(db=self._posts) as txn:
+            return int(txn.stat(self._posts)["entries"])
+
+    def band_entry_count(self) -> int:
+        env = self._require_env()
+        with env.begin(db=self._bands) as txn:
+            return int(txn.stat(self._bands)["entries"])
+
+    def clock(self) -> float | None:
+        env = self._require_env()
+        with env.begin(db=self._meta) as txn:
+            value = txn.get(_CLOCK_KEY)
+        return None if value is None else float(_CLOCK.unpack(value)[0])
+
+    def map_size(self) -> int:
+        return int(self._require_env().info()["map_size"])
+
+    def disk_bytes(self) -> int:
+        return sum(file.stat().st_size for file in self.path.iterdir() if file.is_file())
+
+    def used_bytes(self) -> int:
+        """Bytes of pages in use (what the index would take if copied compactly)."""
+        env = self._require_env()
+        return int((env.info()["last_pgno"] + 1) * env.stat()["psize"])
+
+    def _require_env(self) -> lmdb.Environment:
+        if self._env is None:
+            raise StoreError("the LMDB store is not open")
+        return self._env
+
+    def close(self) -> None:
+        if self._env is not None:
+            with self._lock:
+                self._env.close()
+                self._env = None
+
+
+def _map_error(exc: BaseException, context: str) -> StoreError:
+    code = getattr(exc, "errno", None)
+    message = str(exc).strip() or type(exc).__name__
+    if code == errno.ENOSPC or "No space left" in message:
+        return StoreFullError(f"{context}: the disk is full ({message}); committed data is intact")
+    return StoreError(f"{context}: {message}")

@@ -1,0 +1,94 @@
+"""An in-process store for tests, notebooks and short-lived filters.
+
+It runs the same algorithm as the LMDB store (``_base.run_batch``) over
+dicts, so verdicts are identical; it keeps nothing after the process ends
+and is shared by nothing but this process.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Iterator, Sequence
+
+from .._exceptions import StoreError
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, run_batch
+
+__all__ = ["MemoryStore"]
+
+
+class _MemoryTxn:
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def band_members(self, band_key: int, limit: int) -> Iterator[int]:
+        members = self._store._bands.get(band_key)
+        if members:
+            yield from reversed(members[-limit:])
+
+    def get_post(self, serial: int) -> bytes | None:
+        return self._store._posts.get(serial)
+
+    def insert(self, serial: int, timestamp: float, band_keys: Sequence[int], record: bytes) -> None:
+        store = self._store
+        store._posts[serial] = record
+        heapq.heappush(store._expiry, (timestamp, serial))
+        for band_key in band_keys:
+            store._bands.setdefault(band_key, []).append(serial)
+
+    def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
+        found: list[tuple[int, bytes]] = []
+        expiry = self._store._expiry
+        while expiry and expiry[0][0] <= cutoff and len(found) < limit:
+            _, serial = heapq.heappop(expiry)
+            record = self._store._posts.get(serial)
+            if record is not None:
+                found.append((serial, record))
+        return found
+
+    def delete(self, serial: int, timestamp: float, band_keys: Sequence[int]) -> None:
+        store = self._store
+        for band_key in band_keys:
+            members = store._bands.get(band_key)
+            if members is not None:
+                members.remove(serial)
+                if not members:
+                    del store._bands[band_key]
+        store._posts.pop(serial, None)
+
+
+class MemoryStore:
+    """A band store held in this process's memory."""
+
+    def __init__(self) -> None:
+        self._bands: dict[int, list[int]] = {}
+        self._posts: dict[int, bytes] = {}
+        self._expiry: list[tuple[float, int]] = []
+        self._clock = float("-inf")
+        self._next_serial = 1
+        self._fingerprint: dict[str, int | str] | None = None
+        self._settings: IndexSettings | None = None
+        self._lock = threading.Lock()
+
+    def open(self, settings: IndexSettings) -> None:
+        requested = dict(settings.fingerprint)
+        if self._fingerprint is None:
+            self._fingerprint = requested
+        else:
+            check_fingerprint("memory store", self._fingerprint, requested)
+        self._settings = settings
+
+    def check_and_insert(self, sketches: Sequence[Sketch]) -> list[Match | None]:
+        if self._settings is None:
+            raise StoreError("the memory store is not open")
+        with self._lock:
+            results, self._clock, self._next_serial = run_batch(
+                _MemoryTxn(self), sketches, self._settings, self._clock, self._next_serial
+            )
+        return results
+
+    def post_count(self) -> int:
+        return len(self._posts)
+
+    def close(self) -> None:
+        self._settings = None
