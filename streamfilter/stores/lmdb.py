@@ -162,11 +162,23 @@ class LMDBStore:
 
         self._write(pin)
 
-    def stored_fingerprint(self) -> dict[str, int | str] | None:
-        """The pinned settings of an existing index, or None for a new one."""
-        env = self._require_env()
-        with env.begin(db=self._meta) as txn:
-            stored = txn.get(_CONFIG_KEY)
+    @staticmethod
+    def read_fingerprint(path: str | os.PathLike[str]) -> dict[str, int | str] | None:
+        """The pinned settings of the index at ``path``, or None when there is none yet."""
+        if not (Path(path) / "data.mdb").exists():
+            return None
+        try:
+            env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=4, subdir=True)
+        except lmdb.Error as exc:
+            raise _map_error(exc, f"cannot read LMDB index at {path}") from exc
+        try:
+            meta = env.open_db(b"meta", create=False)
+            with env.begin(db=meta) as txn:
+                stored = txn.get(_CONFIG_KEY)
+        except lmdb.Error:
+            return None
+        finally:
+            env.close()
         return None if stored is None else dict(json.loads(stored))
 
     # -- the one operation ---------------------------------------------------

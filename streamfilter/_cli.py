@@ -1,0 +1,349 @@
+"""The command line: ``streamfilter replay`` and ``streamfilter params``."""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import IO, Any
+
+import anyio
+
+from ._config import FilterConfig, parse_duration
+from ._exceptions import ConfigError, StreamFilterError
+from ._filter import StreamFilter
+from ._lsh import choose_bands
+from ._pipeline import Chunks
+from ._post import RetweetPolicy, Verdict, VerdictKind
+from .stores import LMDBStore
+
+__all__ = ["main"]
+
+_READ_SIZE = 1 << 16
+_SIMILARITIES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+class _UsageError(Exception):
+    pass
+
+
+# -- argument parsing ------------------------------------------------------------
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamfilter",
+        description="Filter near-duplicate posts out of social-media streams.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay JSON Lines (or text) files through the filter",
+        description="Replay recorded streams; novel posts go to --out, one verdict per post to --verdicts.",
+    )
+    replay.add_argument("inputs", nargs="*", metavar="INPUT", help="JSON Lines files (.gz too) or -; none means stdin")
+    replay.add_argument("--db", metavar="PATH", help="LMDB index directory (default: a temporary one, removed at exit)")
+    replay.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
+    replay.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
+    replay.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
+    replay.add_argument("--format", choices=("auto", "twitter", "text", "generic"), default="auto")
+    replay.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
+    replay.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
+    replay.add_argument("--time-field", default="created_at", help="dotted path of the time in generic JSON (default: created_at)")
+    _add_tuning(replay)
+    replay.add_argument("--ttl", type=_duration, metavar="DURATION", help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)")
+    replay.add_argument("--retweets", choices=[p.value for p in RetweetPolicy], default=None, help="retweet policy (default: content)")
+    replay.add_argument("--batch-size", type=_positive_int, default=None, help="posts per store transaction (default: 256)")
+    replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
+
+    params = commands.add_parser("params", help="show the LSH split chosen for a threshold")
+    _add_tuning(params)
+    params.add_argument("--max-miss-rate", type=float, default=None, help="allowed share of missed pairs at the threshold (default: 0.01)")
+    return parser
+
+
+def _add_tuning(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threshold", type=_threshold, help="Jaccard similarity that makes a duplicate (default: 0.5)")
+    parser.add_argument("--shingle-size", type=_positive_int, help="words per shingle (default: 2)")
+    parser.add_argument("--num-perm", type=_positive_int, help="MinHash permutations (default: 32)")
+
+
+def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterConfig:
+    settings: dict[str, Any] = {}
+    if args.threshold is not None:
+        settings["jaccard_threshold"] = args.threshold
+    if args.shingle_size is not None:
+        settings["shingle_size"] = args.shingle_size
+    if args.num_perm is not None:
+        settings["num_perm"] = args.num_perm
+    if getattr(args, "ttl", None) is not None:
+        settings["ttl_seconds"] = args.ttl
+    if getattr(args, "retweets", None) is not None:
+        settings["retweet_policy"] = RetweetPolicy(args.retweets)
+    if getattr(args, "batch_size", None) is not None:
+        settings["batch_size"] = args.batch_size
+    if getattr(args, "max_miss_rate", None) is not None:
+        settings["max_miss_rate"] = args.max_miss_rate
+    if stored:
+        # An existing index keeps the shape it was built with, unless the
+        # command line asks for another one (which then fails, naming it).
+        settings.setdefault("shingle_size", stored.get("shingle_size"))
+        settings.setdefault("seed", stored.get("seed"))
+        if "num_perm" not in settings or settings["num_perm"] == stored.get("num_perm"):
+            settings["num_perm"] = stored.get("num_perm")
+            settings["bands"] = stored.get("bands")
+            settings["rows"] = stored.get("rows")
+    return FilterConfig(**settings)
+
+
+# -- input ---------------------------------------------------------------------------
+class _Inputs:
+    """Reads every input in blocks and yields lists of lines, numbering them globally."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths) or ["-"]
+        self._starts: list[int] = []
+        self.lines_read = 0
+
+    def open_all(self) -> list[IO[bytes]]:
+        handles = []
+        for path in self.paths:
+            if path == "-":
+                handles.append(sys.stdin.buffer)
+                continue
+            try:
+                handle: IO[bytes] = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=0)  # noqa: SIM115
+            except OSError as exc:
+                raise _UsageError(f"cannot open input {path}: {exc.strerror or exc}") from None
+            handles.append(handle)
+        return handles
+
+    def where(self, line: int) -> str:
+        """'path:line' of a global line number."""
+        index = bisect.bisect_right(self._starts, line - 1) - 1
+        index = max(index, 0)
+        name = "<stdin>" if self.paths[index] == "-" else self.paths[index]
+        return f"{name}:{line - self._starts[index]}"
+
+    async def chunks(self, handles: list[IO[bytes]]) -> AsyncIterator[list[bytes]]:
+        for handle in handles:
+            self._starts.append(self.lines_read)
+            pending = b""
+            read = getattr(handle, "read1", None) or handle.read
+            while True:
+                block = await anyio.to_thread.run_sync(read, _READ_SIZE)
+                if not block:
+                    break
+                pending += block
+                if b"\n" not in block:
+                    continue
+                lines = pending.split(b"\n")
+                pending = lines.pop()
+                self.lines_read += len(lines)
+                yield lines
+            if pending:
+                self.lines_read += 1
+                yield [pending]
+
+
+# -- output --------------------------------------------------------------------------
+def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
+    """What --out gets for one input line: the line itself when all its posts
+    are novel; for a page with some duplicates, the page cut to its novel posts."""
+    novel = [v for v in verdicts if v.kind is VerdictKind.NOVEL]
+    if not novel:
+        return None
+    raw = verdicts[0].raw
+    if len(novel) == len(verdicts) and isinstance(raw, bytes):
+        return raw.rstrip(b"\r")
+    post_record = novel[0].post.raw if novel[0].post is not None else None
+    if isinstance(post_record, dict):
+        keep = {v.post.id for v in novel if v.post is not None}
+        page = dict(post_record)
+        for key in ("data", "statuses"):
+            if isinstance(page.get(key), list):
+                page[key] = [item for item in page[key] if isinstance(item, dict) and str(item.get("id_str", item.get("id"))) in keep]
+        return json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode()
+    return raw if isinstance(raw, bytes) else str(raw).encode()
+
+
+class _Writer:
+    def __init__(self, args: argparse.Namespace, inputs: _Inputs) -> None:
+        self.inputs = inputs
+        self.out = _open_output(args.out) if args.out else sys.stdout.buffer
+        self.verdicts = _open_output(args.verdicts) if args.verdicts else None
+        self.rejects = _open_output(args.rejects) if args.rejects else None
+        self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid"), 0)
+
+    def write(self, verdicts: list[Verdict]) -> None:
+        start = 0
+        while start < len(verdicts):
+            end = start + 1
+            line = verdicts[start].line
+            while end < len(verdicts) and verdicts[end].line == line:
+                end += 1
+            self._write_line(verdicts[start:end])
+            start = end
+        self.out.flush()
+        if self.verdicts is not None:
+            self.verdicts.flush()
+
+    def _write_line(self, group: Sequence[Verdict]) -> None:
+        for verdict in group:
+            self.counts["posts"] += 1
+            self.counts[verdict.kind.value] += 1
+            if self.verdicts is not None:
+                self.verdicts.write(json.dumps(verdict.to_json(), ensure_ascii=False).encode() + b"\n")
+        first = group[0]
+        if first.kind is VerdictKind.INVALID:
+            print(f"streamfilter: {self.inputs.where(first.line)}: invalid: {first.reason}", file=sys.stderr)
+            if self.rejects is not None:
+                raw = first.raw if isinstance(first.raw, bytes) else str(first.raw).encode()
+                self.rejects.write(raw + b"\n")
+            return
+        output = _novel_output(group)
+        if output is not None:
+            self.out.write(output + b"\n")
+
+    def close(self) -> None:
+        for handle in (self.out, self.verdicts, self.rejects):
+            if handle is not None:
+                handle.flush()
+                if handle is not sys.stdout.buffer:
+                    handle.close()
+
+
+def _open_output(path: str) -> IO[bytes]:
+    if path == "-":
+        return sys.stdout.buffer
+    try:
+        return open(path, "wb")  # noqa: SIM115
+    except OSError as exc:
+        raise _UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+class _Progress:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self._shown = 0.0
+
+    def show(self, counts: dict[str, int], final: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self._shown < 0.2):
+            return
+        self._shown = now
+        elapsed = max(now - self.started, 1e-9)
+        sys.stderr.write(
+            f"\r{counts['posts']:>10,} posts  {counts['novel']:>9,} novel  "
+            f"{counts['duplicate']:>9,} dup  {counts['posts'] / elapsed:>9,.0f}/s"
+        )
+        if final:
+            sys.stderr.write("\r" + " " * 72 + "\r")
+        sys.stderr.flush()
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    stored = LMDBStore.read_fingerprint(args.db) if args.db else None
+    config = _config(args, stored)
+    inputs = _Inputs(args.inputs)
+    handles = inputs.open_all()
+    writer = _Writer(args, inputs)
+    progress = _Progress(sys.stderr.isatty() and not args.no_progress)
+    started = time.monotonic()
+    try:
+        async with StreamFilter(
+            config,
+            path=args.db,
+            format=args.format,
+            id_field=args.id_field,
+            text_field=args.text_field,
+            time_field=args.time_field,
+        ) as sf:
+            async for verdicts in sf.judge_batches(Chunks(inputs.chunks(handles))):
+                writer.write(verdicts)
+                progress.show(writer.counts)
+    finally:
+        writer.close()
+        progress.show(writer.counts, final=True)
+        for handle in handles:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+    seconds = time.monotonic() - started
+    counts = writer.counts
+    print(
+        f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
+        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {seconds:.2f} s, "
+        f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _params(args: argparse.Namespace) -> int:
+    config = _config(args, None)
+    assert config.bands is not None and config.rows is not None
+    plan = choose_bands(config.jaccard_threshold, config.num_perm, config.max_miss_rate)
+    print(f"threshold {plan.threshold}  num_perm {plan.num_perm}  bands {plan.bands}  rows {plan.rows}")
+    print(f"mean P(candidate) below the threshold (false-positive rate): {plan.false_positive_rate:.4f}")
+    print(f"mean P(missed) at or above the threshold (false-negative rate): {plan.false_negative_rate:.6f}")
+    print("similarity  P(candidate)")
+    for similarity, probability in plan.table(_SIMILARITIES):
+        print(f"{similarity:>10.2f}  {probability:.6f}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "params":
+            return _params(args)
+        return anyio.run(_replay, args)
+    except _UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"streamfilter: error: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"streamfilter: error: {exc}", file=sys.stderr)
+        return 2 if not isinstance(exc, StreamFilterError) or "index at" not in str(exc) else 1
+    except StreamFilterError as exc:
+        print(f"streamfilter: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print("streamfilter: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,190 @@
+"""StreamFilter: the async API first, and a sync facade over the same engine."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._config import FilterConfig
+from ._engine import Engine
+from ._exceptions import StreamFilterError
+from ._pipeline import Chunks, run_pipeline
+from ._post import Post, Verdict, VerdictKind
+from .adapters import RecordAdapter, record_adapter
+from .stores import BandStore, LMDBStore
+
+__all__ = ["StreamFilter"]
+
+logger = logging.getLogger("streamfilter")
+
+
+class StreamFilter:
+    """Yields only novel posts.
+
+    Async, around a streaming source::
+
+        async with StreamFilter(FilterConfig(), path="index") as sf:
+            async for post in sf.filter(source):
+                ...
+
+    Sync, as a stage in an ingestion script::
+
+        with StreamFilter(path="index") as sf:
+            if sf.is_novel(record):
+                ...
+
+    ``store`` is any BandStore; by default an LMDB index at ``path``, or in a
+    temporary directory (removed on close) when no path is given. Records are
+    dicts (parsed JSON), raw lines (bytes or str) or Posts; ``format`` and the
+    ``*_field`` options choose how they become posts (see ``record_adapter``).
+    """
+
+    def __init__(
+        self,
+        config: FilterConfig | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        store: BandStore | None = None,
+        format: str = "auto",
+        id_field: str = "id",
+        text_field: str = "text",
+        time_field: str = "created_at",
+        adapter: RecordAdapter | None = None,
+    ) -> None:
+        if path is not None and store is not None:
+            raise StreamFilterError("give either path (an LMDB index) or store, not both")
+        self.config = config if config is not None else FilterConfig()
+        self._adapter = adapter or record_adapter(format, id_field=id_field, text_field=text_field, time_field=time_field)
+        self._temporary_dir: str | None = None
+        if store is None:
+            if path is None:
+                self._temporary_dir = tempfile.mkdtemp(prefix="streamfilter-")
+                path = self._temporary_dir
+            store = LMDBStore(path)
+        self.store = store
+        self._engine: Engine | None = None
+        self._task_group: TaskGroup | None = None
+        self._line = 0
+        self._line_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------
+    def open(self) -> None:
+        if self._engine is None:
+            self._engine = Engine(self.config, self.store, self._adapter)
+
+    def close(self) -> None:
+        try:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
+        finally:
+            if self._temporary_dir is not None:
+                shutil.rmtree(self._temporary_dir, ignore_errors=True)
+                self._temporary_dir = None
+
+    def __enter__(self) -> StreamFilter:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> StreamFilter:
+        await anyio.to_thread.run_sync(self.open)
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        task_group, self._task_group = self._task_group, None
+        try:
+            if task_group is not None:
+                # Pipelines whose consumers went away are cancelled; each still
+                # finishes the store transaction it is in.
+                task_group.cancel_scope.cancel()
+                await task_group.__aexit__(exc_type, exc, traceback)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.close)
+
+    def _require_engine(self) -> Engine:
+        if self._engine is None:
+            raise StreamFilterError("the filter is not open: use it in a with or async with block")
+        return self._engine
+
+    # -- async API ---------------------------------------------------------------
+    async def judge_batches(self, source: AsyncIterable[Any] | Iterable[Any] | Chunks) -> AsyncIterator[list[Verdict]]:
+        """Like ``judge``, one list of verdicts per internal batch."""
+        engine = self._require_engine()
+        if self._task_group is None:
+            raise StreamFilterError("judge() and filter() need the filter opened with async with")
+        send, receive = anyio.create_memory_object_stream[list[Verdict] | BaseException](2)
+        scope = anyio.CancelScope()
+        self._task_group.start_soon(run_pipeline, engine, source, send, scope)
+        try:
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+        finally:
+            scope.cancel()
+
+    async def judge(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterator[Verdict]:
+        """Yield one Verdict per post (and per invalid record), in arrival order."""
+        batches = self.judge_batches(source)
+        try:
+            async for verdicts in batches:
+                for verdict in verdicts:
+                    yield verdict
+        finally:
+            await batches.aclose()
+
+    async def filter(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterator[Post]:
+        """Yield only the novel posts of ``source``; invalid records are logged and skipped."""
+        async for verdict in self.judge(source):
+            if verdict.kind is VerdictKind.NOVEL and verdict.post is not None:
+                yield verdict.post
+            elif verdict.kind is VerdictKind.INVALID:
+                logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
+
+    # -- sync API ----------------------------------------------------------------
+    def _numbered(self, records: Iterable[Any]) -> list[tuple[int, Any]]:
+        with self._line_lock:
+            numbered = []
+            for record in records:
+                self._line += 1
+                numbered.append((self._line, record))
+            return numbered
+
+    def check_many(self, records: Iterable[Any]) -> list[Verdict]:
+        """Verdicts for a batch of records, judged in order in one transaction."""
+        return self._require_engine().judge(self._numbered(records))
+
+    def check(self, record: Any) -> Verdict:
+        """The verdict for one record that carries one post."""
+        verdicts = self.check_many([record])
+        if len(verdicts) != 1:
+            raise StreamFilterError(
+                f"the record carries {len(verdicts)} posts (a response page?); use check_many([record])"
+            )
+        return verdicts[0]
+
+    def is_novel(self, record: Any) -> bool:
+        """True when the record's post is novel (and is now indexed)."""
+        return self.check(record).is_novel

@@ -1,0 +1,132 @@
+"""The anyio pipeline: source -> sketch stage -> store stage -> verdicts.
+
+Stages are connected by bounded memory object streams, so a fast source
+waits for a slow store (backpressure) and an endless stream runs in bounded
+memory. One sketch stage and one store stage per pipeline keep verdicts in
+arrival order and equal to one-at-a-time processing.
+
+The sketch stage flushes a batch when it holds ``batch_size`` records, or
+``max_delay`` seconds after the batch's first record arrived, whichever
+comes first, so a trickle of posts is not held back waiting for a full batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Iterable
+from typing import Any
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from ._engine import Engine, PreparedBatch
+from ._post import Verdict
+
+__all__ = ["Chunks", "run_pipeline"]
+
+
+class Chunks:
+    """Wraps a source that yields lists of records, so they cross the first
+    stream as lists instead of one at a time (the CLI's file reader)."""
+
+    def __init__(self, source: AsyncIterable[list[Any]]) -> None:
+        self.source = source
+
+
+async def _read(source: object, send: ObjectSendStream[list[tuple[int, Any]]]) -> None:
+    line = 0
+    async with send:
+        if isinstance(source, Chunks):
+            async for chunk in source.source:
+                numbered = list(enumerate(chunk, line + 1))
+                line += len(chunk)
+                await send.send(numbered)
+        elif isinstance(source, AsyncIterable):
+            async for record in source:
+                line += 1
+                await send.send([(line, record)])
+        elif isinstance(source, Iterable):
+            for record in source:
+                line += 1
+                await send.send([(line, record)])
+        else:
+            raise TypeError(f"source must be an iterable or async iterable of records, not {type(source).__name__}")
+
+
+async def _sketch(
+    engine: Engine,
+    receive: ObjectReceiveStream[list[tuple[int, Any]]],
+    send: ObjectSendStream[PreparedBatch],
+) -> None:
+    batch_size = engine.config.batch_size
+    max_delay = engine.config.max_delay
+    async with receive, send:
+        ended = False
+        while not ended:
+            try:
+                batch = list(await receive.receive())
+            except anyio.EndOfStream:
+                return
+            deadline = anyio.current_time() + max_delay
+            while len(batch) < batch_size:
+                try:
+                    batch.extend(receive.receive_nowait())
+                    continue
+                except anyio.WouldBlock:
+                    pass
+                except anyio.EndOfStream:
+                    ended = True
+                    break
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    break
+                with anyio.move_on_after(remaining):
+                    try:
+                        batch.extend(await receive.receive())
+                    except anyio.EndOfStream:
+                        ended = True
+                        break
+                    continue
+                break
+            prepared = await anyio.to_thread.run_sync(engine.prepare, batch)
+            await send.send(prepared)
+
+
+async def _commit(
+    engine: Engine,
+    receive: ObjectReceiveStream[PreparedBatch],
+    send: ObjectSendStream[list[Verdict] | BaseException],
+) -> None:
+    async with receive:
+        async for prepared in receive:
+            # Not cancellable mid-transaction: a cancelled pipeline still
+            # finishes (and commits or aborts) the batch in flight.
+            verdicts = await anyio.to_thread.run_sync(engine.commit, prepared)
+            await send.send(verdicts)
+
+
+async def run_pipeline(
+    engine: Engine,
+    source: object,
+    send: ObjectSendStream[list[Verdict] | BaseException],
+    scope: anyio.CancelScope,
+) -> None:
+    """Run one pipeline until the source ends; errors are sent, not raised,
+    so they surface in the consumer's task rather than in a task group."""
+    buffer = max(4, engine.config.batch_size // 16)
+    with scope:
+        async with send:
+            records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](buffer)
+            prepared_send, prepared_receive = anyio.create_memory_object_stream[PreparedBatch](1)
+            try:
+                async with anyio.create_task_group() as task_group:
+                    task_group.start_soon(_read, source, records_send)
+                    task_group.start_soon(_sketch, engine, records_receive, prepared_send)
+                    await _commit(engine, prepared_receive, send)
+            except Exception as exc:  # noqa: BLE001 - forwarded to the consumer
+                error: BaseException = exc
+                if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                    error = exc.exceptions[0]
+                try:
+                    await send.send(error)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
