@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     params = commands.add_parser("params", help="show the LSH split chosen for a threshold")
     _add_tuning(params)
-    params.add_argument("--max-miss-rate", type=float, default=None, help="allowed share of missed pairs at the threshold (default: 0.01)")
+    params.add_argument("--max-miss-rate", type=float, default=None, help="allowed share of missed pairs at the threshold (default: 0.02)")
     return parser
 
 

@@ -63,7 +63,7 @@ class FilterConfig:
     max_delay: float = 0.002
     max_candidates_per_band: int = 64
     purge_limit: int = 1024
-    max_miss_rate: float = 0.01
+    max_miss_rate: float = 0.02
     plan: BandPlan = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+from contextlib import aclosing
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from types import TracebackType
 from typing import Any
@@ -147,21 +148,20 @@ class StreamFilter:
 
     async def judge(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterator[Verdict]:
         """Yield one Verdict per post (and per invalid record), in arrival order."""
-        batches = self.judge_batches(source)
-        try:
+        async with aclosing(self.judge_batches(source)) as batches:
             async for verdicts in batches:
                 for verdict in verdicts:
                     yield verdict
-        finally:
-            await batches.aclose()
 
     async def filter(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterator[Post]:
         """Yield only the novel posts of ``source``; invalid records are logged and skipped."""
-        async for verdict in self.judge(source):
-            if verdict.kind is VerdictKind.NOVEL and verdict.post is not None:
-                yield verdict.post
-            elif verdict.kind is VerdictKind.INVALID:
-                logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
+        async with aclosing(self.judge_batches(source)) as batches:
+            async for verdicts in batches:
+                for verdict in verdicts:
+                    if verdict.kind is VerdictKind.NOVEL and verdict.post is not None:
+                        yield verdict.post
+                    elif verdict.kind is VerdictKind.INVALID:
+                        logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
 
     # -- sync API ----------------------------------------------------------------
     def _numbered(self, records: Iterable[Any]) -> list[tuple[int, Any]]:

@@ -1,0 +1,208 @@
+"""Build a labelled near-duplicate stream from real airline tweets.
+
+Reads ../shared/data/airline/Tweets.csv (CC BY-NC-SA: read in place, never
+copied into the repo), keeps bases that are not near-duplicates of each
+other, and injects variants of them later in the stream, the way campaigns,
+retweeters and clients produce them. Writes two JSON Lines files:
+
+- STREAM: Twitter v1.1-shaped statuses (id_str, text, created_at, user, and
+  retweeted_status for API retweets), in arrival order;
+- LABELS: {"id", "cluster", "kind", "duplicate"} per status, same order.
+
+    python benchmarks/make_stream.py --out benchmarks/out/stream.jsonl --labels benchmarks/out/labels.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from streamfilter import normalize  # noqa: E402
+
+DEFAULT_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
+KINDS = (
+    "exact",
+    "mention_link",
+    "hashtag_emoji",
+    "case_punct",
+    "truncate",
+    "word_edit",
+    "retweet_manual",
+    "retweet_api",
+    "unicode",
+    "combo",
+)
+EMOJI = ["😂", "🔥", "👍🏽", "❤️", "🇺🇸", "✈️", "😡", "🙏", "👨‍👩‍👧", "1️⃣", "💯", "😭"]
+HASHTAGS = ["#travel", "#fail", "#customerservice", "#win", "#giveaway", "#ad", "#avgeek", "#delay"]
+FILLER = ["really", "just", "so", "very", "totally", "again", "today", "now", "please", "seriously"]
+HOMOGLYPHS = {"a": "а", "e": "е", "o": "о", "p": "р", "c": "с", "x": "х", "i": "і", "y": "у"}
+FULLWIDTH = {chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)}
+
+
+def _bold(char: str) -> str:
+    if "a" <= char <= "z":
+        return chr(0x1D41A + ord(char) - ord("a"))
+    if "A" <= char <= "Z":
+        return chr(0x1D400 + ord(char) - ord("A"))
+    return char
+
+
+def _user(rng: random.Random) -> str:
+    return "@" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789_") for _ in range(rng.randint(5, 12)))
+
+
+def _link(rng: random.Random) -> str:
+    return "https://t.co/" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(10))
+
+
+def mutate(kind: str, text: str, rng: random.Random) -> str:
+    words = text.split()
+    if kind == "exact":
+        return text
+    if kind == "mention_link":
+        out = [(_user(rng) if w.startswith("@") else _link(rng) if w.startswith("http") else w) for w in words]
+        if not any(w.startswith("@") for w in words):
+            out.insert(0, _user(rng))
+        if not any(w.startswith("http") for w in words):
+            out.append(_link(rng))
+        return " ".join(out)
+    if kind == "hashtag_emoji":
+        out = list(words)
+        for _ in range(rng.randint(1, 3)):
+            out.insert(rng.randint(0, len(out)), rng.choice(EMOJI))
+        out.extend(rng.sample(HASHTAGS, rng.randint(1, 2)))
+        return " ".join(out)
+    if kind == "case_punct":
+        choice = rng.random()
+        text = text.upper() if choice < 0.3 else text.lower() if choice < 0.6 else text.title()
+        return text.replace(".", "!!").replace(",", "") + rng.choice(["!!!", "?!", "...", " :)", ""])
+    if kind == "truncate":
+        cut = int(len(text) * rng.uniform(0.8, 0.92))
+        return text[:cut].rstrip() + "…"
+    if kind == "word_edit":
+        out = list(words)
+        for _ in range(rng.randint(1, 2)):
+            plain = [i for i, w in enumerate(out) if not w.startswith(("@", "http", "#"))]
+            if not plain:
+                break
+            i = rng.choice(plain)
+            op = rng.random()
+            if op < 0.4:
+                out[i] = rng.choice(FILLER)
+            elif op < 0.7 and len(plain) > 3:
+                del out[i]
+            else:
+                out.insert(i, rng.choice(FILLER))
+        return " ".join(out)
+    if kind == "retweet_manual":
+        return f"RT {_user(rng)}: {text}"
+    if kind == "unicode":
+        trick = rng.choice(("homoglyph", "fullwidth", "zero_width", "bold"))
+        if trick == "homoglyph":
+            return "".join(HOMOGLYPHS.get(c, c) if rng.random() < 0.5 else c for c in text)
+        if trick == "fullwidth":
+            return "".join(FULLWIDTH.get(c, c) for c in text)
+        if trick == "zero_width":
+            return "".join(c + ("\u200b" if c.isalpha() and rng.random() < 0.3 else "") for c in text)
+        return "".join(_bold(c) for c in text)
+    if kind == "combo":
+        steps = rng.sample(["mention_link", "hashtag_emoji", "case_punct", "unicode", "word_edit"], 2)
+        if rng.random() < 0.3:
+            steps.append("truncate")
+        for step in steps:
+            text = mutate(step, text, rng)
+        return text
+    raise ValueError(kind)
+
+
+def thin(texts: list[str], min_words: int, max_jaccard: float) -> list[int]:
+    """Indices of bases with at least min_words words, no two with word-set Jaccard >= max_jaccard."""
+    kept: list[int] = []
+    seen_word_sets: list[set[str]] = []
+    index: dict[str, list[int]] = {}
+    for i, text in enumerate(texts):
+        words = set(normalize(text).split())
+        if len(words) < min_words:
+            continue
+        candidates: set[int] = set()
+        for w in words:
+            candidates.update(index.get(w, ()))
+        if any(len(words & seen_word_sets[c]) / len(words | seen_word_sets[c]) >= max_jaccard for c in candidates):
+            continue
+        for w in words:
+            index.setdefault(w, []).append(len(kept))
+        kept.append(i)
+        seen_word_sets.append(words)
+    return kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--csv", default=str(DEFAULT_CSV))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--labels", required=True)
+    parser.add_argument("--variants", type=float, default=1.0, help="variants per base on average")
+    parser.add_argument("--min-words", type=int, default=6)
+    parser.add_argument("--thin-jaccard", type=float, default=0.5, help="drop a base sharing this share of its words with a kept one")
+    parser.add_argument("--repeat", type=int, default=1, help="replay the base set this many times with fresh ids (for scale runs)")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    with open(args.csv, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    texts = [r["text"] for r in rows]
+    thinned = thin(texts, args.min_words, args.thin_jaccard)
+    # Every tenth thinned tweet is kept back as the original of "retweets of
+    # originals never seen": it is no near-duplicate of any base.
+    bases = [i for n, i in enumerate(thinned) if n % 10]
+    unseen = [i for n, i in enumerate(thinned) if n % 10 == 0]
+    start = datetime(2015, 2, 16, tzinfo=timezone.utc)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.labels).parent.mkdir(parents=True, exist_ok=True)
+    serial = 10**17
+    with open(args.out, "w", encoding="utf-8") as out, open(args.labels, "w", encoding="utf-8") as labels:
+        for round_ in range(args.repeat):
+            # pending: (position, record, label) inserted after their base
+            events: list[tuple[float, dict, dict]] = []
+            for order, base_index in enumerate(bases):
+                cluster = f"{round_}-{base_index}"
+                text = texts[base_index]
+                if round_:
+                    text = f"{text} {rng.randint(0, 10**9)}"
+                events.append((order, {"text": text}, {"cluster": cluster, "kind": "base", "duplicate": False}))
+                count = int(args.variants) + (1 if rng.random() < args.variants % 1 else 0)
+                for _ in range(count):
+                    kind = rng.choice(KINDS + ("retweet_unseen",))
+                    delay = order + rng.uniform(0.5, 60)
+                    if kind == "retweet_unseen":
+                        # a retweet of an original that never appears; its first copy is novel
+                        original = {"id_str": str(rng.randint(10**17, 10**18)), "text": texts[unseen.pop()] if unseen else f"never seen original {rng.random()} {rng.random()}"}
+                        unseen_cluster = cluster + "-unseen"
+                        events.append((delay, {"text": "RT x", "retweeted_status": original}, {"cluster": unseen_cluster, "kind": kind, "duplicate": False}))
+                        events.append((delay + rng.uniform(0.1, 20), {"text": "RT x", "retweeted_status": original}, {"cluster": unseen_cluster, "kind": kind, "duplicate": True}))
+                        continue
+                    if kind == "retweet_api":
+                        record = {"text": f"RT {_user(rng)}: {text[:110]}…", "retweeted_status": {"id_str": "orig-" + cluster, "text": text}}
+                    else:
+                        record = {"text": mutate(kind, text, rng)}
+                    events.append((delay, record, {"cluster": cluster, "kind": kind, "duplicate": True}))
+            events.sort(key=lambda e: e[0])
+            for position, record, label in events:
+                serial += 1
+                record["id_str"] = str(serial)
+                record["created_at"] = (start + timedelta(seconds=round_ * 86400 * 3 + position * 10)).strftime("%a %b %d %H:%M:%S +0000 %Y")
+                record["user"] = {"screen_name": _user(rng)[1:]}
+                label = {"id": record["id_str"], **label}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                labels.write(json.dumps(label) + "\n")
+    print(f"{len(bases)} bases ({len(unseen)} unseen originals left) from {len(texts)} tweets; wrote {args.out} and {args.labels}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""One suite, every store: the contract of check_and_insert."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamfilter import ConfigMismatchError, FilterConfig, LMDBStore, MemoryStore, StoreError, normalize
+from streamfilter._lsh import band_keys
+from streamfilter._minhash import MinHasher
+from streamfilter._shingle import ShingleSets, shingle_batch
+from streamfilter.stores import BandStore, IndexSettings, Sketch
+
+CONFIG = FilterConfig()
+HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
+
+
+def rekey(shingle_sets: list[np.ndarray]) -> np.ndarray:
+    offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
+    hashes = np.concatenate(shingle_sets).astype(np.uint32)
+    return band_keys(HASHER.signatures(ShingleSets(hashes, offsets)), CONFIG.bands or 0, CONFIG.rows or 0)
+
+
+def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict | None = None) -> IndexSettings:
+    return IndexSettings(
+        fingerprint=fingerprint or CONFIG.fingerprint(),
+        jaccard_threshold=CONFIG.jaccard_threshold,
+        ttl_seconds=ttl,
+        rekey=rekey,
+        purge_limit=purge_limit,
+    )
+
+
+def sketch(post_id: str, timestamp: float, text: str) -> Sketch:
+    shingles = shingle_batch([normalize(text).split()], CONFIG.shingle_size, CONFIG.seed)
+    keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
+    return Sketch(post_id, timestamp, keys[0], shingles[0])
+
+
+@pytest.fixture(params=["memory", "lmdb"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., BandStore]]:
+    opened: list[BandStore] = []
+
+    def make(ttl: float = 0, purge_limit: int = 1024) -> BandStore:
+        store: BandStore = MemoryStore() if request.param == "memory" else LMDBStore(tmp_path / "index")
+        store.open(settings(ttl, purge_limit))
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+TEXT = "the quick brown fox jumps over the lazy dog near the river bank"
+
+
+def test_novel_then_duplicate(make_store: Callable[..., BandStore]) -> None:
+    store = make_store()
+    assert store.check_and_insert([sketch("a", 1000, TEXT)]) == [None]
+    (match,) = store.check_and_insert([sketch("b", 1001, "@x " + TEXT.upper() + " http://t.co/1")])
+    assert match is not None and match.duplicate_of == "a" and match.similarity == 1.0
+    assert store.post_count() == 1  # duplicates are not indexed
+
+
+def test_duplicate_inside_one_batch(make_store: Callable[..., BandStore]) -> None:
+    store = make_store()
+    results = store.check_and_insert([sketch("a", 1, TEXT), sketch("b", 2, "something else entirely, nothing shared"), sketch("c", 3, TEXT)])
+    assert results[0] is None and results[1] is None
+    assert results[2] is not None and results[2].duplicate_of == "a"
+
+
+def test_near_duplicate_reports_measured_similarity(make_store: Callable[..., BandStore]) -> None:
+    store = make_store()
+    store.check_and_insert([sketch("a", 1, TEXT)])
+    (match,) = store.check_and_insert([sketch("b", 2, TEXT.replace("lazy", "sleepy"))])
+    assert match is not None and 0.5 <= match.similarity < 1.0
+
+
+def test_band_collision_alone_is_not_a_duplicate(make_store: Callable[..., BandStore]) -> None:
+    store = make_store()
+    first = sketch("a", 1, TEXT)
+    impostor = sketch("b", 2, "completely different words about cooking pasta at home tonight")
+    impostor.band_keys = first.band_keys.copy()  # every band collides
+    assert store.check_and_insert([first, impostor]) == [None, None]
+
+
+def test_ttl_in_event_time_hides_at_once_and_purges(make_store: Callable[..., BandStore]) -> None:
+    store = make_store(ttl=100, purge_limit=2)
+    store.check_and_insert([sketch("a", 1000, TEXT)])
+    (match,) = store.check_and_insert([sketch("b", 1099, TEXT)])
+    assert match is not None  # still alive 99 s later in event time
+    # the clock passes a's horizon mid-batch: the copy right after it no longer matches,
+    # although purging only runs at the end of the batch
+    results = store.check_and_insert([sketch("filler", 1101, "filler post with its own words"), sketch("c", 1102, TEXT)])
+    match = results[1]
+    assert match is None  # "a" expired: the copy is novel again
+
+
+def test_purge_is_bounded_per_batch(make_store: Callable[..., BandStore]) -> None:
+    store = make_store(ttl=10, purge_limit=3)
+    store.check_and_insert([sketch(f"p{i}", 100 + i * 0.01, f"distinct post {i} about topic {i * 13}") for i in range(10)])
+    assert store.post_count() == 10
+    store.check_and_insert([sketch("late", 1000, "a much later post that moves the clock")])
+    assert store.post_count() == 1 + 10 - 3
+    for _ in range(3):
+        store.check_and_insert([])
+    store.check_and_insert([sketch("later", 1001, "yet another unrelated post arriving")])
+    assert store.post_count() <= 1 + 10 - 6 + 1
+
+
+def test_ttl_zero_never_expires(make_store: Callable[..., BandStore]) -> None:
+    store = make_store(ttl=0)
+    store.check_and_insert([sketch("a", 1000, TEXT)])
+    store.check_and_insert([sketch("z", 10**9, "the clock jumps decades ahead")])
+    (match,) = store.check_and_insert([sketch("b", 10**9 + 1, TEXT)])
+    assert match is not None and match.duplicate_of == "a"
+
+
+def test_out_of_order_post_is_judged_against_the_highest_clock(make_store: Callable[..., BandStore]) -> None:
+    store = make_store(ttl=100)
+    store.check_and_insert([sketch("new", 5000, "fresh post from the present moment")])
+    # an old post arrives late: it is already past the horizon, so it never matches anything later
+    store.check_and_insert([sketch("old", 1000, TEXT)])
+    (match,) = store.check_and_insert([sketch("copy", 5001, TEXT)])
+    assert match is None
+
+
+# -- LMDB only ------------------------------------------------------------------------
+def test_lmdb_reopen_continues_the_index(tmp_path: Path) -> None:
+    store = LMDBStore(tmp_path / "index")
+    store.open(settings())
+    store.check_and_insert([sketch("a", 1, TEXT)])
+    store.close()
+    again = LMDBStore(tmp_path / "index")
+    again.open(settings())
+    (match,) = again.check_and_insert([sketch("b", 2, TEXT)])
+    again.close()
+    assert match is not None and match.duplicate_of == "a"
+    assert {p.name for p in (tmp_path / "index").iterdir()} >= {"data.mdb", "lock.mdb"}
+
+
+def test_lmdb_config_mismatch_names_the_settings(tmp_path: Path) -> None:
+    store = LMDBStore(tmp_path / "index")
+    store.open(settings())
+    store.close()
+    other = dict(CONFIG.fingerprint(), shingle_size=3, num_perm=64)
+    with pytest.raises(ConfigMismatchError) as caught:
+        LMDBStore(tmp_path / "index").open(settings(fingerprint=other))
+    message = str(caught.value)
+    assert "shingle_size: index has 2, requested 3" in message
+    assert "num_perm: index has 32, requested 64" in message
+    assert LMDBStore.read_fingerprint(tmp_path / "index") == CONFIG.fingerprint()
+
+
+def test_lmdb_map_grows_when_full(tmp_path: Path) -> None:
+    store = LMDBStore(tmp_path / "index", map_size=64 * 1024, durable=False)
+    store.open(settings())
+    initial = store.map_size()
+    for batch in range(20):
+        store.check_and_insert([sketch(f"{batch}-{i}", batch, f"post {batch} {i} words {batch * 1000 + i} more {i}") for i in range(200)])
+    assert store.post_count() == 4000
+    assert store.map_size() > initial
+    store.close()
+
+
+def test_lmdb_unusable_path_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open LMDB index"):
+        LMDBStore(blocker).open(settings())

@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamfilter import FilterConfig, MemoryStore, RetweetPolicy, StreamFilter, StreamFilterError, VerdictKind
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.anyio
+
+CAMPAIGN = [json.loads(line) for line in (FIXTURES / "campaign.jsonl").read_text().splitlines()]
+EXPECTED = [json.loads(line) for line in (FIXTURES / "campaign.expected.jsonl").read_text().splitlines()]
+EXPECTED_NOVEL = [e["id"] for e in EXPECTED if e["verdict"] == "novel"]
+
+
+async def network_like(records: list[dict], delay: float = 0.003):
+    """Yields records over time, the way a streaming API does."""
+    for record in records:
+        await anyio.sleep(delay)
+        yield record
+
+
+async def test_async_filter_yields_novel_posts_in_order(tmp_path: Path) -> None:
+    async with StreamFilter(path=tmp_path / "index") as sf:
+        novel = [post.id async for post in sf.filter(network_like(CAMPAIGN))]
+    assert novel == EXPECTED_NOVEL
+
+
+async def test_async_judge_matches_expected_verdicts_with_sync_source() -> None:
+    async with StreamFilter() as sf:
+        verdicts = [v async for v in sf.judge(iter(CAMPAIGN))]
+    assert [(v.post_id, v.kind.value, v.duplicate_of) for v in verdicts] == [
+        (e["id"], e["verdict"], e["duplicate_of"]) for e in EXPECTED
+    ]
+
+
+async def test_trickle_is_flushed_on_time_not_held_for_a_full_batch() -> None:
+    # A source that sends one post and then waits: the post must come out
+    # before the source sends anything else.
+    arrived = anyio.Event()
+    release = anyio.Event()
+
+    async def source():
+        yield {"id": "1", "text": "first post of a slow stream"}
+        await release.wait()
+        yield {"id": "2", "text": "an unrelated reply arrives much later"}
+
+    async with StreamFilter(FilterConfig(batch_size=1000, max_delay=0.01)) as sf:
+        seen = []
+        with anyio.fail_after(5):
+            async for post in sf.filter(source()):
+                seen.append(post.id)
+                if post.id == "1":
+                    arrived.set()
+                    release.set()
+    assert arrived.is_set() and seen == ["1", "2"]
+
+
+async def test_closing_early_leaves_the_store_open_and_consistent(tmp_path: Path) -> None:
+    async with StreamFilter(path=tmp_path / "index") as sf:
+        stream = sf.filter(network_like(CAMPAIGN, 0.001))
+        async for _ in stream:
+            break
+        await stream.aclose()
+        # the same filter keeps working; what was indexed before still counts
+        again = [v async for v in sf.judge([CAMPAIGN[0]])]
+        assert again[0].kind is VerdictKind.DUPLICATE
+
+
+async def test_cancellation_mid_stream_keeps_the_filter_usable() -> None:
+    async with StreamFilter() as sf:
+        with anyio.move_on_after(0.05):
+            async for _ in sf.filter(network_like(CAMPAIGN * 10, 0.002)):
+                pass
+        verdicts = [v async for v in sf.judge([{"id": "new", "text": "a brand new post after the cancel"}])]
+        assert verdicts[0].is_novel
+
+
+async def test_source_errors_reach_the_consumer() -> None:
+    async def broken():
+        yield {"id": "1", "text": "fine"}
+        raise ConnectionError("stream dropped")
+
+    async with StreamFilter() as sf:
+        with pytest.raises(ConnectionError, match="stream dropped"):
+            async for _ in sf.filter(broken()):
+                pass
+
+
+@pytest.mark.parametrize(
+    ("policy", "kinds"),
+    [
+        (RetweetPolicy.CONTENT, ["novel", "duplicate", "novel", "duplicate"]),
+        (RetweetPolicy.DROP, ["novel", "retweet", "retweet", "retweet"]),
+        (RetweetPolicy.KEEP, ["novel", "novel", "novel", "novel"]),
+    ],
+)
+async def test_retweet_policies(policy: RetweetPolicy, kinds: list[str]) -> None:
+    original = "The museum opens a new wing for modern art this weekend, free entry"
+    unseen = "Tickets for the harbour festival go on sale at noon on Friday"
+    records = [
+        {"id_str": "1", "text": original, "user": {}},
+        {"id_str": "2", "text": "RT @museum: " + original},  # manual retweet
+        {"id_str": "3", "text": "RT @fest: " + unseen[:30] + "…", "retweeted_status": {"id_str": "9", "text": unseen}},
+        {"id_str": "4", "text": "RT @fest: " + unseen[:30] + "…", "retweeted_status": {"id_str": "9", "text": unseen}},
+    ]
+    async with StreamFilter(FilterConfig(retweet_policy=policy)) as sf:
+        verdicts = [v async for v in sf.judge(records)]
+    assert [v.kind.value for v in verdicts] == kinds
+    if policy is RetweetPolicy.KEEP:
+        # kept retweets are never indexed: a later original copy of their text is still novel
+        async with StreamFilter(FilterConfig(retweet_policy=policy), store=MemoryStore()) as sf:
+            verdicts = [v async for v in sf.judge(records[2:] + [{"id_str": "5", "text": unseen, "user": {}}])]
+        assert verdicts[-1].is_novel
+
+
+def test_sync_api_wraps_the_same_core(tmp_path: Path) -> None:
+    # TTL 0: the untimed posts below move the clock to the wall clock, which
+    # would otherwise expire the 2012 campaign
+    forever = FilterConfig(ttl_seconds=0)
+    with StreamFilter(forever, path=tmp_path / "index") as sf:
+        verdicts = [sf.check(record) for record in CAMPAIGN]
+        assert [v.kind.value for v in verdicts] == [e["verdict"] for e in EXPECTED]
+        assert sf.is_novel({"text": "an entirely new sentence about trains"})
+        assert not sf.is_novel({"text": "An entirely NEW sentence about trains!!"})
+        with pytest.raises(StreamFilterError, match="check_many"):
+            sf.check(json.loads((FIXTURES / "twitter_v2_brexit.jsonl").read_text()))
+    # reopening the index keeps what the sync API recorded
+    async def reopen() -> list[str]:
+        async with StreamFilter(forever, path=tmp_path / "index") as sf:
+            return [v.kind.value async for v in sf.judge([CAMPAIGN[0]])]
+
+    assert anyio.run(reopen) == ["duplicate"]
+
+
+def test_filter_not_opened_is_a_clear_error() -> None:
+    sf = StreamFilter()
+    with pytest.raises(StreamFilterError, match="not open"):
+        sf.check({"text": "x"})
+    sf.close()
+
+
+texts = st.sampled_from(
+    [
+        "win a free cruise today click the link",
+        "WIN a free cruise TODAY!! click the link",
+        "the bus was late again this morning",
+        "the bus was late again this morning 😡",
+        "new phone who dis",
+        "lunch at the new ramen place was great",
+        "Lunch at the new ramen place was GREAT #foodie",
+        "😂😂",
+        "",
+    ]
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(texts, max_size=30), st.integers(1, 7))
+def test_batched_verdicts_equal_one_at_a_time(posts: list[str], batch_size: int) -> None:
+    records = [{"id": str(i), "text": text} for i, text in enumerate(posts)]
+    with StreamFilter(store=MemoryStore()) as one:
+        single = [one.check(record).kind for record in records]
+    with StreamFilter(store=MemoryStore()) as many:
+        batched = []
+        for start in range(0, len(records), batch_size):
+            batched.extend(v.kind for v in many.check_many(records[start : start + batch_size]))
+    assert batched == single
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts.filter(bool))
+def test_a_post_is_a_duplicate_of_itself(text: str) -> None:
+    with StreamFilter(store=MemoryStore()) as sf:
+        assert sf.check({"id": "a", "text": text}).is_novel
+        second = sf.check({"id": "b", "text": text})
+    assert second.kind is VerdictKind.DUPLICATE and second.duplicate_of == "a"

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamfilter import normalize
+from streamfilter._normalize import has_retweet_prefix, normalize_fallback
+
+KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit TwinSpires!"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("@amandakclayton " + KYDERBY + " http://t.co/Qz1BkmCb", "want to bet on the kyderby freely legally and securely visit twinspires"),
+        ("RT @foo: Hello WORLD", "hello world"),
+        ("RT @a: RT @b: nested retweet", "nested retweet"),
+        ("Fish &amp; chips &lt;3", "fish chips 3"),
+        ("see https://t.co/abc and www.example.com/page and bit.ly/xyz now", "see and and now"),
+        ("#KYDerby #win", "kyderby win"),
+        ("thumbs 👍🏽 family 👨‍👩‍👧 flag 🇺🇸 keycap 1️⃣ #️⃣ scotland 🏴󠁧󠁢󠁳󠁣󠁴󠁿 end", "thumbs family flag keycap scotland end"),
+        ("Неllо wоrld", "hello world"),  # Cyrillic Н, е, о
+        ("𝐇𝐞𝐥𝐥𝐨 𝒘𝒐𝒓𝒍𝒅", "hello world"),  # mathematical bold / bold italic
+        ("ＨＥＬＬＯ ＠user ｗｏｒｌｄ", "hello world"),  # fullwidth, fullwidth @mention
+        ("he\u200bllo wo\u00adrld\u200d!", "hello world"),  # zero-width space, soft hyphen, ZWJ
+        ("h̶e̶l̶l̶o̶ café", "hello cafe"),  # combining strike-through, accents
+        ("ʜᴇʟʟᴏ Ⓦⓞⓡⓛⓓ", "hello world"),  # small capitals, circled letters
+        ("don't stop", "dont stop"),
+        ("I love flying with you guys, the serv…", "i love flying with you guys the"),
+        ("東京タワー 最高", "東京タワー 最高"),
+    ],
+)
+def test_normalize_cases(text: str, expected: str) -> None:
+    assert normalize(text) == expected
+
+
+def test_emoji_only_and_url_only_posts_normalise_to_nothing() -> None:
+    assert normalize("😂😂🔥") == ""
+    assert normalize("https://t.co/abc") == ""
+    assert normalize_fallback("😂😂🔥") == "😂😂🔥"
+    assert normalize_fallback("https://t.co/ABC") != normalize_fallback("https://t.co/xyz")
+
+
+def test_retweet_prefix_detection() -> None:
+    assert has_retweet_prefix("RT @user: text")
+    assert has_retweet_prefix("  rt @user text")
+    assert not has_retweet_prefix("ART @user: text")
+    assert not has_retweet_prefix("I RT @user often")
+
+
+def test_emoji_regex_is_not_the_per_post_emoji_call() -> None:
+    # The normaliser must not fall back to emoji.replace_emoji per post.
+    import emoji
+
+    calls = []
+    original = emoji.replace_emoji
+    emoji.replace_emoji = lambda *a, **k: calls.append(1) or original(*a, **k)  # type: ignore[assignment]
+    try:
+        assert normalize("fire 🔥 and 🧑🏿‍🚀") == "fire and"
+    finally:
+        emoji.replace_emoji = original
+    assert calls == []
+
+
+@settings(max_examples=400)
+@given(st.text())
+def test_normalize_is_idempotent(text: str) -> None:
+    once = normalize(text)
+    assert normalize(once) == once
+
+
+@settings(max_examples=200)
+@given(st.text())
+def test_normal_form_is_lowercase_words(text: str) -> None:
+    result = normalize(text)
+    assert result == result.strip()
+    assert "  " not in result
+    assert "@" not in result
+    assert result == result.lower()
