@@ -12,7 +12,8 @@ comes first, so a trickle of posts is not held back waiting for a full batch.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -28,7 +29,7 @@ class Chunks:
     """Wraps a source that yields lists of records, so they cross the first
     stream as lists instead of one at a time (the CLI's file reader)."""
 
-    def __init__(self, source: AsyncIterable[list[Any]]) -> None:
+    def __init__(self, source: AsyncGenerator[list[Any], None]) -> None:
         self.source = source
 
 
@@ -36,14 +37,23 @@ async def _read(source: object, send: ObjectSendStream[list[tuple[int, Any]]]) -
     line = 0
     async with send:
         if isinstance(source, Chunks):
-            async for chunk in source.source:
-                numbered = list(enumerate(chunk, line + 1))
-                line += len(chunk)
-                await send.send(numbered)
+            async with aclosing(source.source) as chunks:
+                async for chunk in chunks:
+                    numbered = list(enumerate(chunk, line + 1))
+                    line += len(chunk)
+                    await send.send(numbered)
         elif isinstance(source, AsyncIterable):
-            async for record in source:
-                line += 1
-                await send.send([(line, record)])
+            try:
+                async for record in source:
+                    line += 1
+                    await send.send([(line, record)])
+            finally:
+                # A pipeline that stops early closes the source it drew from
+                # (an async generator would otherwise be left to the GC).
+                close = getattr(source, "aclose", None)
+                if close is not None:
+                    with anyio.CancelScope(shield=True):
+                        await close()
         elif isinstance(source, Iterable):
             for record in source:
                 line += 1

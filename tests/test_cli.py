@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+FIXTURE_STREAMS = ["campaign", "twitter_v1_search", "twitter_v2_brexit", "twitter_v2_stream", "mixed"]
+
+
+def replay(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "streamfilter", "replay", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("name", FIXTURE_STREAMS)
+def test_fixture_verdicts_match_expected(name: str, tmp_path: Path) -> None:
+    verdicts_path = tmp_path / "verdicts.jsonl"
+    result = replay(str(FIXTURES / f"{name}.jsonl"), "--verdicts", str(verdicts_path), "--out", str(tmp_path / "out.jsonl"))
+    assert result.returncode == 0, result.stderr.decode()
+    got = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
+    expected = [json.loads(line) for line in (FIXTURES / f"{name}.expected.jsonl").read_text().splitlines()]
+    assert [(v["id"], v["verdict"], v["duplicate_of"]) for v in got] == [
+        (e["id"], e["verdict"], e["duplicate_of"]) for e in expected
+    ]
+    for verdict in got:
+        assert set(verdict) >= {"id", "verdict", "duplicate_of", "similarity", "reason"}
+        assert (verdict["similarity"] is not None) == (verdict["verdict"] == "duplicate")
+        assert (verdict["reason"] is not None) == (verdict["verdict"] == "invalid")
+
+
+def test_out_passes_novel_lines_byte_for_byte(tmp_path: Path) -> None:
+    source = FIXTURES / "campaign.jsonl"
+    result = replay(str(source), "--verdicts", str(tmp_path / "v.jsonl"))
+    assert result.returncode == 0
+    lines = source.read_bytes().splitlines()
+    verdicts = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    expected = [line for line, verdict in zip(lines, verdicts, strict=True) if verdict["verdict"] == "novel"]
+    assert result.stdout.splitlines() == expected
+
+
+def test_invalid_lines_are_reported_rejected_and_the_stream_goes_on(tmp_path: Path) -> None:
+    source = FIXTURES / "mixed.jsonl"
+    result = replay(str(source), "--rejects", str(tmp_path / "rejects"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0
+    stderr = result.stderr.decode()
+    for line_number in (3, 4, 5, 6, 9):
+        assert f"mixed.jsonl:{line_number}: invalid:" in stderr
+    lines = source.read_bytes().splitlines()
+    assert (tmp_path / "rejects").read_bytes().splitlines() == [lines[i - 1] for i in (3, 4, 5, 6, 9)]
+    assert "10 posts, 3 novel, 2 duplicates, 0 retweets, 5 invalid" in stderr
+    assert len((tmp_path / "out").read_bytes().splitlines()) == 3
+
+
+def test_stdin_dash_and_gzip_inputs(tmp_path: Path) -> None:
+    data = (FIXTURES / "campaign.jsonl").read_bytes()
+    from_stdin = replay(stdin=data)
+    from_dash = replay("-", stdin=data)
+    packed = tmp_path / "campaign.jsonl.gz"
+    packed.write_bytes(gzip.compress(data))
+    from_gzip = replay(str(packed))
+    assert from_stdin.returncode == from_dash.returncode == from_gzip.returncode == 0
+    assert from_stdin.stdout == from_dash.stdout == from_gzip.stdout
+    assert len(from_stdin.stdout.splitlines()) == 12
+
+
+def test_db_persists_between_runs_and_pins_its_settings(tmp_path: Path) -> None:
+    db = str(tmp_path / "index")
+    source = str(FIXTURES / "campaign.jsonl")
+    first = replay(source, "--db", db, "--ttl", "0")
+    second = replay(source, "--db", db, "--ttl", "0", "--verdicts", str(tmp_path / "v"))
+    assert first.returncode == second.returncode == 0
+    assert second.stdout == b""  # everything was seen in the first run
+    assert {json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()} == {"duplicate"}
+    mismatch = replay(source, "--db", db, "--shingle-size", "3")
+    assert mismatch.returncode == 1
+    message = mismatch.stderr.decode().strip()
+    assert len(message.splitlines()) == 1
+    assert "shingle_size: index has 2, requested 3" in message
+
+
+def test_retweet_policy_on_the_command_line(tmp_path: Path) -> None:
+    source = str(FIXTURES / "twitter_v1_search.jsonl")
+    result = replay(source, "--retweets", "drop", "--verdicts", str(tmp_path / "v"))
+    verdicts = [json.loads(line) for line in (tmp_path / "v").read_text().splitlines()]
+    statuses = [json.loads(line) for line in Path(source).read_text().splitlines()]
+    assert result.returncode == 0
+    assert [v["verdict"] == "retweet" for v in verdicts] == ["retweeted_status" in s for s in statuses]
+
+
+def test_generic_fields(tmp_path: Path) -> None:
+    lines = b'{"m": {"k": "a"}, "body": {"t": "Generic body text about ferries"}}\n{"m": {"k": "b"}, "body": {"t": "generic BODY text about ferries!"}}\n'
+    result = replay("--format", "generic", "--id-field", "m.k", "--text-field", "body.t", "--verdicts", "-", "--out", str(tmp_path / "o"), stdin=lines)
+    verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(v["id"], v["verdict"], v["duplicate_of"]) for v in verdicts] == [("a", "novel", None), ("b", "duplicate", "a")]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--ttl", "soon"], 2, "cannot read duration"),
+        (["--threshold", "2"], 2, "must be in (0, 1]"),
+        (["--format", "xml"], 2, "invalid choice"),
+        (["/no/such/file.jsonl"], 2, "cannot open input"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], code: int, message: str) -> None:
+    result = replay(*args, stdin=b"")
+    assert result.returncode == code
+    assert message in result.stderr.decode()
+
+
+def test_unusable_db_is_a_one_line_failure(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = replay("--db", str(blocker), stdin=b"hello\n")
+    assert result.returncode == 1
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("streamfilter: error: cannot open LMDB index")
+
+
+def test_console_script_and_params() -> None:
+    result = subprocess.run(["streamfilter", "params", "--threshold", "0.6"], capture_output=True, timeout=60)
+    assert result.returncode == 0
+    output = result.stdout.decode()
+    assert "bands 16  rows 2" in output
+    row = next(line for line in output.splitlines() if line.strip().startswith("0.60"))
+    assert abs(float(row.split()[1]) - (1 - (1 - 0.6**2) ** 16)) < 1e-6
