@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import math
 import time
 from datetime import datetime, timezone
@@ -48,9 +49,29 @@ def _from_number(number: float) -> float:
     return number
 
 
+_MONTHS = {name: number for number, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+
+
+def _from_twitter(text: str) -> float | None:
+    """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's cost."""
+    parts = text.split(" ")
+    if len(parts) != 6 or parts[1] not in _MONTHS or len(parts[4]) != 5:
+        return None
+    try:
+        hour, minute, second = (int(p) for p in parts[3].split(":"))
+        offset = int(parts[4][1:3]) * 3600 + int(parts[4][3:5]) * 60
+        stamp = calendar.timegm((int(parts[5]), _MONTHS[parts[1]], int(parts[2]), hour, minute, second, 0, 0, 0))
+    except ValueError:
+        return None
+    return float(stamp - offset if parts[4][0] == "+" else stamp + offset)
+
+
 def _from_string(text: str) -> float:
     if not text:
         raise InvalidRecordError("timestamp is an empty string")
+    twitter = _from_twitter(text)
+    if twitter is not None:
+        return twitter
     try:
         return _from_number(float(text))
     except ValueError:
