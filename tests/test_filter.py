@@ -180,3 +180,23 @@ def test_a_post_is_a_duplicate_of_itself(text: str) -> None:
         assert sf.check({"id": "a", "text": text}).is_novel
         second = sf.check({"id": "b", "text": text})
     assert second.kind is VerdictKind.DUPLICATE and second.duplicate_of == "a"
+
+
+async def test_endless_source_is_held_back_by_a_slow_consumer() -> None:
+    produced = 0
+
+    async def endless():
+        nonlocal produced
+        while True:
+            produced += 1
+            yield {"id": str(produced), "text": f"post number {produced} says something new {produced * 31}"}
+
+    consumed = 0
+    async with StreamFilter(FilterConfig(batch_size=8), store=MemoryStore()) as sf:
+        async for _ in sf.filter(endless()):
+            consumed += 1
+            await anyio.sleep(0.002)
+            if consumed == 100:
+                break
+    # bounded buffers between the stages: the source ran only a few batches ahead
+    assert produced - consumed < 120
