@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 from pathlib import Path
 
 import anyio
@@ -193,10 +194,11 @@ async def test_endless_source_is_held_back_by_a_slow_consumer() -> None:
 
     consumed = 0
     async with StreamFilter(FilterConfig(batch_size=8), store=MemoryStore()) as sf:
-        async for _ in sf.filter(endless()):
-            consumed += 1
-            await anyio.sleep(0.002)
-            if consumed == 100:
-                break
+        async with aclosing(sf.filter(endless())) as novel:
+            async for _ in novel:
+                consumed += 1
+                await anyio.sleep(0.002)
+                if consumed == 100:
+                    break
     # bounded buffers between the stages: the source ran only a few batches ahead
     assert produced - consumed < 120
