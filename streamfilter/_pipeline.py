@@ -111,7 +111,10 @@ async def _commit(
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
             verdicts = await anyio.to_thread.run_sync(engine.commit, prepared)
-            await send.send(verdicts)
+            try:
+                await send.send(verdicts)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # the consumer stopped listening; its pipeline ends here
 
 
 async def run_pipeline(
@@ -132,6 +135,7 @@ async def run_pipeline(
                     task_group.start_soon(_read, source, records_send)
                     task_group.start_soon(_sketch, engine, records_receive, prepared_send)
                     await _commit(engine, prepared_receive, send)
+                    task_group.cancel_scope.cancel()
             except Exception as exc:  # noqa: BLE001 - forwarded to the consumer
                 error: BaseException = exc
                 if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
