@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_tuning(replay)
     replay.add_argument("--ttl", type=_duration, metavar="DURATION", help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)")
     replay.add_argument("--retweets", choices=[p.value for p in RetweetPolicy], default=None, help="retweet policy (default: content)")
-    replay.add_argument("--batch-size", type=_positive_int, default=None, help="posts per store transaction (default: 256)")
+    replay.add_argument("--batch-size", type=_positive_int, default=1024, help="posts per store transaction at most; a batch is also flushed 2 ms after its first post (default: 1024)")
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
 
     params = commands.add_parser("params", help="show the LSH split chosen for a threshold")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import functools
 import math
 import time
 from datetime import datetime, timezone
@@ -28,7 +29,7 @@ def parse_timestamp(value: object) -> float:
     if isinstance(value, int | float):
         seconds = _from_number(float(value))
     elif isinstance(value, str):
-        seconds = _from_string(value.strip())
+        seconds = _from_string(value.strip())  # cached: a busy stream repeats each second's stamp
     else:
         raise InvalidRecordError(f"timestamp is a {type(value).__name__}, not a string or number")
     if not math.isfinite(seconds) or seconds < _EARLIEST:
@@ -66,6 +67,7 @@ def _from_twitter(text: str) -> float | None:
     return float(stamp - offset if parts[4][0] == "+" else stamp + offset)
 
 
+@functools.lru_cache(maxsize=4096)
 def _from_string(text: str) -> float:
     if not text:
         raise InvalidRecordError("timestamp is an empty string")

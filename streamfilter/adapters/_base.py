@@ -152,9 +152,8 @@ class RecordAdapter:
         self._text = text
 
     def adapt(self, record: object) -> list[Post]:
-        if isinstance(record, Post):
-            return [record]
-        if isinstance(record, bytes | str):
+        kind = type(record)
+        if kind is bytes or kind is str or isinstance(record, bytes | str):
             if len(record) > MAX_LINE_BYTES:
                 raise InvalidRecordError(f"line is {len(record)} bytes, over the {MAX_LINE_BYTES} byte limit")
             if self.format == "text":
@@ -167,6 +166,8 @@ class RecordAdapter:
             posts = self._from_mapping(decoded)
         elif isinstance(record, Mapping):
             posts = self._from_mapping(record)
+        elif isinstance(record, Post):
+            posts = [record]
         else:
             raise InvalidRecordError(f"record is a {type(record).__name__}; expected a dict, a line or a Post")
         return posts

@@ -102,25 +102,54 @@ def decode_post(value: bytes) -> tuple[float, str, memoryview]:
 
 
 class IndexTxn(Protocol):
-    """The primitive reads and writes of one store transaction."""
+    """The primitive reads and writes of one store transaction.
 
-    def band_members(self, band_key: int, limit: int) -> Iterator[int]:
-        """Serials recorded under a band key, newest first, at most ``limit``."""
+    Band keys cross this interface as 8-byte big-endian strings.
+    """
+
+    def first_members(self, band_keys: Sequence[bytes]) -> list[int]:
+        """One serial per band key that exists (the oldest), each serial once."""
+
+    def members(self, band_keys: Sequence[bytes], limit: int) -> list[int]:
+        """Serials recorded under any of the band keys: per key the newest
+        ``limit`` at most, each serial once."""
 
     def get_post(self, serial: int) -> bytes | None: ...
 
-    def insert(self, serial: int, timestamp: float, band_keys: Sequence[int], record: bytes) -> None: ...
+    def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None: ...
 
     def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
         """Up to ``limit`` (serial, record) of posts with timestamp <= cutoff, oldest first."""
 
-    def delete(self, serial: int, timestamp: float, band_keys: Sequence[int]) -> None: ...
+    def delete(self, serial: int, timestamp: float, band_keys: Sequence[bytes]) -> None: ...
+
+
+def key_bytes(band_keys: npt.NDArray[np.uint64]) -> list[bytes]:
+    packed = band_keys.astype(">u8").tobytes()
+    return [packed[start : start + 8] for start in range(0, len(packed), 8)]
 
 
 def _similarity(query: set[int], candidate: memoryview) -> float:
     members = set(candidate)
     shared = len(query & members)
     return shared / (len(query) + len(members) - shared)
+
+
+def _best_match(txn: IndexTxn, serials: list[int], query: set[int], horizon: float, threshold: float) -> Match | None:
+    best: Match | None = None
+    for serial in serials:
+        record = txn.get_post(serial)
+        if record is None:
+            continue
+        timestamp, post_id, shingles = decode_post(record)
+        if timestamp <= horizon:
+            continue
+        similarity = _similarity(query, shingles)
+        if similarity >= threshold and (best is None or similarity > best.similarity):
+            best = Match(post_id, similarity)
+            if similarity == 1.0:
+                break
+    return best
 
 
 def run_batch(
@@ -144,26 +173,19 @@ def run_batch(
     for sketch in sketches:
         clock = max(clock, sketch.timestamp)
         horizon = clock - ttl if ttl > 0 else float("-inf")
-        query = set(sketch.shingles.tolist())
-        band_keys = sketch.band_keys.tolist()
+        band_keys = key_bytes(sketch.band_keys)
         best: Match | None = None
-        checked: set[int] = set()
-        for band_key in band_keys:
-            for serial in txn.band_members(band_key, per_band):
-                if serial in checked:
-                    continue
-                checked.add(serial)
-                record = txn.get_post(serial)
-                if record is None:
-                    continue
-                timestamp, post_id, shingles = decode_post(record)
-                if timestamp <= horizon:
-                    continue
-                similarity = _similarity(query, shingles)
-                if similarity >= threshold and (best is None or similarity > best.similarity):
-                    best = Match(post_id, similarity)
-            if best is not None and best.similarity == 1.0:
-                break
+        # Most band keys hold one post, so the first member of each key is
+        # checked first; deeper lists are only read when that finds nothing.
+        candidates = txn.first_members(band_keys)
+        if candidates:
+            query = set(sketch.shingles.tolist())
+            best = _best_match(txn, candidates, query, horizon, threshold)
+            if best is None:
+                checked = set(candidates)
+                deeper = [serial for serial in txn.members(band_keys, per_band) if serial not in checked]
+                if deeper:
+                    best = _best_match(txn, deeper, query, horizon, threshold)
         if best is None:
             record = encode_post(sketch.timestamp, sketch.post_id, sketch.shingles)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
@@ -176,5 +198,5 @@ def run_batch(
             shingle_sets = [np.frombuffer(shingles, dtype=np.uint32) for _, _, shingles in decoded]
             all_keys = settings.rekey(shingle_sets)
             for (serial, _), (timestamp, _, _), keys in zip(expired, decoded, all_keys, strict=True):
-                txn.delete(serial, timestamp, keys.tolist())
+                txn.delete(serial, timestamp, key_bytes(keys))
     return results, clock, next_serial

@@ -22,7 +22,7 @@ import math
 import os
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import lmdb
@@ -55,26 +55,46 @@ class _LMDBTxn:
         self._posts = posts
         self._expiry = expiry
 
-    def band_members(self, band_key: int, limit: int) -> Iterator[int]:
+    def first_members(self, band_keys: Sequence[bytes]) -> list[int]:
+        serials: list[int] = []
+        for _, value in self._bands.getmulti(band_keys):
+            serial = _U64.unpack(value)[0]
+            if serial not in serials:
+                serials.append(serial)
+        return serials
+
+    def members(self, band_keys: Sequence[bytes], limit: int) -> list[int]:
         cursor = self._bands
-        if not cursor.set_key(_U64.pack(band_key)):
-            return
-        cursor.last_dup()
-        for _ in range(limit):
-            yield _U64.unpack(cursor.value())[0]
-            if not cursor.prev_dup():
-                return
+        found = cursor.getmulti(band_keys)
+        if not found:
+            return []
+        serials: list[int] = []
+        seen: set[int] = set()
+        for key, first in found:
+            cursor.set_key(key)
+            if cursor.count() == 1:
+                newest = [first]
+            else:
+                cursor.last_dup()
+                newest = [cursor.value()]
+                while len(newest) < limit and cursor.prev_dup():
+                    newest.append(cursor.value())
+            for value in newest:
+                serial = _U64.unpack(value)[0]
+                if serial not in seen:
+                    seen.add(serial)
+                    serials.append(serial)
+        return serials
 
     def get_post(self, serial: int) -> bytes | None:
         value: bytes | None = self._txn.get(_U64.pack(serial), db=self._posts)
         return value
 
-    def insert(self, serial: int, timestamp: float, band_keys: Sequence[int], record: bytes) -> None:
+    def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None:
         serial_bytes = _U64.pack(serial)
         self._txn.put(serial_bytes, record, db=self._posts)
         self._txn.put(_expiry_key(timestamp, serial), b"", db=self._expiry)
-        for band_key in band_keys:
-            self._bands.put(_U64.pack(band_key), serial_bytes, dupdata=True)
+        self._bands.putmulti([(band_key, serial_bytes) for band_key in band_keys], dupdata=True)
 
     def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
         cutoff_key = _expiry_key(cutoff, (1 << 64) - 1)
@@ -93,10 +113,10 @@ class _LMDBTxn:
                 self._txn.delete(key, db=self._expiry)
         return found
 
-    def delete(self, serial: int, timestamp: float, band_keys: Sequence[int]) -> None:
+    def delete(self, serial: int, timestamp: float, band_keys: Sequence[bytes]) -> None:
         serial_bytes = _U64.pack(serial)
         for band_key in band_keys:
-            self._txn.delete(_U64.pack(band_key), serial_bytes, db=self._bands_db)
+            self._txn.delete(band_key, serial_bytes, db=self._bands_db)
         self._txn.delete(serial_bytes, db=self._posts)
         self._txn.delete(_expiry_key(timestamp, serial), db=self._expiry)
 
@@ -127,7 +147,9 @@ class LMDBStore:
                 max_dbs=4,
                 subdir=True,
                 sync=self._durable,
-                metasync=self._durable,
+                # Without metasync a power cut may undo the last commit, but
+                # never breaks the index; sync stays on, as NOSYNC could.
+                metasync=False,
                 writemap=False,
                 readahead=False,
                 lock=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from .._exceptions import StoreError
 from ._base import IndexSettings, Match, Sketch, check_fingerprint, run_batch
@@ -21,15 +21,30 @@ class _MemoryTxn:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
 
-    def band_members(self, band_key: int, limit: int) -> Iterator[int]:
-        members = self._store._bands.get(band_key)
-        if members:
-            yield from reversed(members[-limit:])
+    def first_members(self, band_keys: Sequence[bytes]) -> list[int]:
+        serials: list[int] = []
+        bands = self._store._bands
+        for band_key in band_keys:
+            members = bands.get(band_key)
+            if members and members[0] not in serials:
+                serials.append(members[0])
+        return serials
+
+    def members(self, band_keys: Sequence[bytes], limit: int) -> list[int]:
+        serials: list[int] = []
+        seen: set[int] = set()
+        bands = self._store._bands
+        for band_key in band_keys:
+            for serial in reversed(bands.get(band_key, [])[-limit:]):
+                if serial not in seen:
+                    seen.add(serial)
+                    serials.append(serial)
+        return serials
 
     def get_post(self, serial: int) -> bytes | None:
         return self._store._posts.get(serial)
 
-    def insert(self, serial: int, timestamp: float, band_keys: Sequence[int], record: bytes) -> None:
+    def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None:
         store = self._store
         store._posts[serial] = record
         heapq.heappush(store._expiry, (timestamp, serial))
@@ -46,7 +61,7 @@ class _MemoryTxn:
                 found.append((serial, record))
         return found
 
-    def delete(self, serial: int, timestamp: float, band_keys: Sequence[int]) -> None:
+    def delete(self, serial: int, timestamp: float, band_keys: Sequence[bytes]) -> None:
         store = self._store
         for band_key in band_keys:
             members = store._bands.get(band_key)
@@ -61,7 +76,7 @@ class MemoryStore:
     """A band store held in this process's memory."""
 
     def __init__(self) -> None:
-        self._bands: dict[int, list[int]] = {}
+        self._bands: dict[bytes, list[int]] = {}
         self._posts: dict[int, bytes] = {}
         self._expiry: list[tuple[float, int]] = []
         self._clock = float("-inf")

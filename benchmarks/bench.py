@@ -1,0 +1,115 @@
+"""streamfilter against its peers on one labelled stream, whole processes, side by side.
+
+    pip install -e '.[bench]'
+    python benchmarks/make_stream.py --out benchmarks/out/stream.jsonl --labels benchmarks/out/labels.jsonl
+    python benchmarks/bench.py benchmarks/out/stream.jsonl benchmarks/out/labels.jsonl --rounds 3
+
+Each round runs every tool once, in alternating order, as its own process
+(interpreter start-up included), and times it from outside. Reported: the
+median wall time, posts/s, the ratio of streamfilter's throughput to each
+peer's, peak RSS (from wait4), index bytes per indexed post (streamfilter:
+LMDB pages in use; datasketch: its pickled index; rensa keeps its index in
+Rust memory, so only RSS speaks for it), and the quality scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lmdb
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from score import score  # noqa: E402
+
+TOOLS = ["streamfilter", "rensa", "datasketch-tuned", "datasketch-seed"]
+
+
+def command(tool: str, stream: str, verdicts: str, db: str) -> list[str]:
+    if tool == "streamfilter":
+        return [sys.executable, "-m", "streamfilter", "replay", stream, "--db", db, "--verdicts", verdicts, "--out", os.devnull]
+    return [sys.executable, str(HERE / "peers.py"), tool, stream, verdicts]
+
+
+def run_once(tool: str, stream: str, workdir: Path) -> dict[str, object]:
+    verdicts = str(workdir / f"{tool}.verdicts.jsonl")
+    db = workdir / f"{tool}.lmdb"
+    started = time.perf_counter()
+    process = subprocess.Popen(command(tool, stream, verdicts, str(db)), stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    stderr = process.stderr.read() if process.stderr else ""
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{tool} failed: {stderr}")
+    index_bytes: float | None = None
+    indexed = None
+    if tool == "streamfilter":
+        env = lmdb.open(str(db), readonly=True, lock=False, max_dbs=4)
+        posts = env.open_db(b"posts", create=False)
+        with env.begin() as txn:
+            indexed = txn.stat(posts)["entries"]
+        index_bytes = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        env.close()
+    else:
+        for line in stderr.splitlines():
+            if line.startswith("indexed"):
+                parts = line.split()
+                indexed = int(parts[1])
+                index_bytes = None if parts[3] == "n/a" else float(parts[3])
+    return {
+        "seconds": seconds,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "bytes_per_post": None if index_bytes is None or not indexed else index_bytes / indexed,
+        "verdicts": verdicts,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("stream")
+    parser.add_argument("labels")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    args = parser.parse_args()
+    tools = args.tools.split(",")
+    posts = sum(1 for _ in open(args.stream, "rb"))
+    runs: dict[str, list[dict[str, object]]] = {tool: [] for tool in tools}
+    with tempfile.TemporaryDirectory() as directory:
+        for round_ in range(args.rounds):
+            order = tools if round_ % 2 == 0 else list(reversed(tools))
+            for tool in order:
+                workdir = Path(directory) / f"{tool}-{round_}"
+                workdir.mkdir()
+                runs[tool].append(run_once(tool, args.stream, workdir))
+                print(f"round {round_ + 1}: {tool} {runs[tool][-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
+        quality = {tool: score(args.labels, str(runs[tool][-1]["verdicts"])) for tool in tools}
+    median = {tool: statistics.median(float(r["seconds"]) for r in runs[tool]) for tool in tools}
+    ours = posts / median["streamfilter"] if "streamfilter" in median else None
+    print(f"{posts} posts, {args.rounds} alternating rounds, medians; CPU: {os.cpu_count()} cores")
+    print(f"| tool | precision | recall | F1 | worst kind | wall s | posts/s | streamfilter ÷ tool | peak RSS MB | index B/post |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for tool in tools:
+        q = quality[tool]
+        per_kind: dict[str, float] = q["per_kind"]  # type: ignore[assignment]
+        worst = min(per_kind, key=per_kind.__getitem__)
+        rate = posts / median[tool]
+        ratio = f"{ours / rate:.2f}×" if ours else "-"
+        bytes_per_post = runs[tool][-1]["bytes_per_post"]
+        size = f"{bytes_per_post:.0f}" if isinstance(bytes_per_post, float) else "n/a"
+        rss = statistics.median(float(r["rss_mb"]) for r in runs[tool])
+        print(
+            f"| {tool} | {q['precision']:.4f} | {q['recall']:.4f} | {q['f1']:.4f} | {worst} {per_kind[worst]:.3f} "
+            f"| {median[tool]:.2f} | {rate:,.0f} | {ratio} | {rss:.0f} | {size} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
