@@ -7,6 +7,7 @@ import bisect
 import gzip
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -15,10 +16,10 @@ from typing import IO, Any
 import anyio
 
 from ._config import FilterConfig, parse_duration
-from ._exceptions import ConfigError, StreamFilterError
+from ._exceptions import ConfigError, ConfigMismatchError, StreamFilterError
 from ._filter import StreamFilter
 from ._lsh import choose_bands
-from ._pipeline import Chunks
+from ._pipeline import Chunks, CommitHooks
 from ._post import RetweetPolicy, Verdict, VerdictKind
 from .stores import LMDBStore
 
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--ttl", type=_duration, metavar="DURATION", help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)")
     replay.add_argument("--retweets", choices=[p.value for p in RetweetPolicy], default=None, help="retweet policy (default: content)")
     replay.add_argument("--batch-size", type=_positive_int, default=1024, help="posts per store transaction at most; a batch is also flushed 2 ms after its first post (default: 1024)")
+    replay.add_argument("--resume", action="store_true", help="continue each input from the last batch committed to --db; outputs are appended")
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
 
     params = commands.add_parser("params", help="show the LSH split chosen for a threshold")
@@ -129,12 +131,20 @@ def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterCo
 
 # -- input ---------------------------------------------------------------------------
 class _Inputs:
-    """Reads every input in blocks and yields lists of lines, numbering them globally."""
+    """Reads every input in blocks and yields lists of lines, numbered globally.
+
+    Each named input is tracked by its absolute path, so that ``--resume``
+    can skip the lines a committed batch already covered.
+    """
 
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = list(paths) or ["-"]
+        self.keys = ["-" if path == "-" else os.path.abspath(path) for path in self.paths]
         self._starts: list[int] = []
         self.lines_read = 0
+        self.skip: dict[str, int] = {}
+        self.stopping = False
+        self._stop_scope: anyio.CancelScope | None = None
 
     def open_all(self) -> list[IO[bytes]]:
         handles = []
@@ -149,20 +159,40 @@ class _Inputs:
             handles.append(handle)
         return handles
 
+    def stop(self) -> None:
+        """Read no more input; what was read is still judged and committed."""
+        self.stopping = True
+        if self._stop_scope is not None:
+            self._stop_scope.cancel()
+
     def where(self, line: int) -> str:
         """'path:line' of a global line number."""
-        index = bisect.bisect_right(self._starts, line - 1) - 1
-        index = max(index, 0)
+        index = max(bisect.bisect_right(self._starts, line - 1) - 1, 0)
         name = "<stdin>" if self.paths[index] == "-" else self.paths[index]
         return f"{name}:{line - self._starts[index]}"
 
-    async def chunks(self, handles: list[IO[bytes]]) -> AsyncIterator[list[bytes]]:
-        for handle in handles:
+    def progress(self, last_line: int) -> dict[str, int]:
+        """Lines done per input once every line up to ``last_line`` is committed."""
+        index = max(bisect.bisect_right(self._starts, last_line - 1) - 1, 0)
+        return {self.keys[index]: last_line - self._starts[index]}
+
+    async def _read(self, read: Any) -> bytes:
+        with anyio.CancelScope() as scope:
+            self._stop_scope = scope
+            if self.stopping:
+                return b""
+            block: bytes = await anyio.to_thread.run_sync(read, _READ_SIZE, abandon_on_cancel=True)
+            return block
+        return b""
+
+    async def chunks(self, handles: list[IO[bytes]]) -> AsyncIterator[list[bytes] | int]:
+        for key, handle in zip(self.keys, handles, strict=True):
             self._starts.append(self.lines_read)
+            to_skip = self.skip.get(key, 0)
             pending = b""
             read = getattr(handle, "read1", None) or handle.read
-            while True:
-                block = await anyio.to_thread.run_sync(read, _READ_SIZE)
+            while not self.stopping:
+                block = await self._read(read)
                 if not block:
                     break
                 pending += block
@@ -170,11 +200,21 @@ class _Inputs:
                     continue
                 lines = pending.split(b"\n")
                 pending = lines.pop()
+                if to_skip:
+                    skipped = min(to_skip, len(lines))
+                    to_skip -= skipped
+                    self.lines_read += skipped
+                    yield skipped
+                    lines = lines[skipped:]
+                    if not lines:
+                        continue
                 self.lines_read += len(lines)
                 yield lines
-            if pending:
+            if pending and not self.stopping and not to_skip:
                 self.lines_read += 1
                 yield [pending]
+            if self.stopping:
+                return
 
 
 # -- output --------------------------------------------------------------------------
@@ -201,9 +241,10 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
 class _Writer:
     def __init__(self, args: argparse.Namespace, inputs: _Inputs) -> None:
         self.inputs = inputs
-        self.out = _open_output(args.out) if args.out else sys.stdout.buffer
-        self.verdicts = _open_output(args.verdicts) if args.verdicts else None
-        self.rejects = _open_output(args.rejects) if args.rejects else None
+        mode = "ab" if args.resume else "wb"
+        self.out = _open_output(args.out, mode) if args.out else sys.stdout.buffer
+        self.verdicts = _open_output(args.verdicts, mode) if args.verdicts else None
+        self.rejects = _open_output(args.rejects, mode) if args.rejects else None
         self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid"), 0)
 
     def write(self, verdicts: list[Verdict]) -> None:
@@ -215,9 +256,11 @@ class _Writer:
                 end += 1
             self._write_line(verdicts[start:end])
             start = end
-        self.out.flush()
-        if self.verdicts is not None:
-            self.verdicts.flush()
+        # Runs inside the store transaction, before its commit: what the index
+        # will record as seen is already out of this process.
+        for handle in (self.out, self.verdicts, self.rejects):
+            if handle is not None:
+                handle.flush()
 
     def _write_line(self, group: Sequence[Verdict]) -> None:
         for verdict in group:
@@ -244,11 +287,11 @@ class _Writer:
                     handle.close()
 
 
-def _open_output(path: str) -> IO[bytes]:
+def _open_output(path: str, mode: str) -> IO[bytes]:
     if path == "-":
         return sys.stdout.buffer
     try:
-        return open(path, "wb")  # noqa: SIM115
+        return open(path, mode)  # noqa: SIM115
     except OSError as exc:
         raise _UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -274,26 +317,45 @@ class _Progress:
         sys.stderr.flush()
 
 
+async def _watch_signals(inputs: _Inputs, received: list[int]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            received.append(signum)
+            print(f"\nstreamfilter: {signal.Signals(signum).name}: finishing the current batch", file=sys.stderr)
+            inputs.stop()
+            return
+
+
 async def _replay(args: argparse.Namespace) -> int:
+    if args.resume and not args.db:
+        raise _UsageError("--resume needs --db, where progress is recorded")
+    if args.resume and (not args.inputs or "-" in args.inputs):
+        raise _UsageError("--resume needs named input files; stdin cannot be replayed from a position")
     stored = LMDBStore.read_fingerprint(args.db) if args.db else None
     config = _config(args, stored)
     inputs = _Inputs(args.inputs)
     handles = inputs.open_all()
     writer = _Writer(args, inputs)
     progress = _Progress(sys.stderr.isatty() and not args.no_progress)
+    received: list[int] = []
     started = time.monotonic()
     try:
-        async with StreamFilter(
-            config,
-            path=args.db,
-            format=args.format,
-            id_field=args.id_field,
-            text_field=args.text_field,
-            time_field=args.time_field,
-        ) as sf:
-            async for verdicts in sf.judge_batches(Chunks(inputs.chunks(handles))):
-                writer.write(verdicts)
-                progress.show(writer.counts)
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_watch_signals, inputs, received)
+            async with StreamFilter(
+                config,
+                path=args.db,
+                format=args.format,
+                id_field=args.id_field,
+                text_field=args.text_field,
+                time_field=args.time_field,
+            ) as sf:
+                if args.resume:
+                    inputs.skip = sf.store.progress()
+                hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress)
+                async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
+                    progress.show(writer.counts)
+            task_group.cancel_scope.cancel()
     finally:
         writer.close()
         progress.show(writer.counts, final=True)
@@ -308,6 +370,8 @@ async def _replay(args: argparse.Namespace) -> int:
         f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
         file=sys.stderr,
     )
+    if received:
+        return 128 + received[0]
     return 0
 
 
@@ -324,25 +388,41 @@ def _params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaf(error: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups from task groups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "params":
-            return _params(args)
-        return anyio.run(_replay, args)
+        try:
+            if args.command == "params":
+                return _params(args)
+            return int(anyio.run(_replay, args))
+        except BaseExceptionGroup as group:
+            raise _leaf(group) from None
     except _UsageError as exc:
         parser.print_usage(sys.stderr)
         print(f"streamfilter: error: {exc}", file=sys.stderr)
         return 2
+    except ConfigMismatchError as exc:
+        print(f"streamfilter: error: {exc}", file=sys.stderr)
+        return 1
     except ConfigError as exc:
         print(f"streamfilter: error: {exc}", file=sys.stderr)
-        return 2 if not isinstance(exc, StreamFilterError) or "index at" not in str(exc) else 1
+        return 2
     except StreamFilterError as exc:
         print(f"streamfilter: error: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+        print(f"streamfilter: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("streamfilter: interrupted", file=sys.stderr)

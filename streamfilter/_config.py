@@ -16,7 +16,7 @@ from ._shingle import MAX_SHINGLE_SIZE
 __all__ = ["FilterConfig", "parse_duration"]
 
 # Bump when shingle hashing, MinHash permutations or band keys change.
-SKETCH_VERSION = 1
+SKETCH_VERSION = 2
 
 _DURATION = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", regex.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -61,7 +61,7 @@ class FilterConfig:
     retweet_policy: RetweetPolicy = RetweetPolicy.CONTENT
     batch_size: int = 256
     max_delay: float = 0.002
-    max_candidates_per_band: int = 64
+    max_candidates_per_band: int = 8
     purge_limit: int = 1024
     max_miss_rate: float = 0.02
     plan: BandPlan = field(init=False, repr=False, compare=False)

@@ -14,7 +14,7 @@ even then cannot be compared: it passes as novel and is not indexed.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ from ._normalize import normalize, normalize_fallback
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, shingle_batch
 from .adapters import RecordAdapter
-from .stores import BandStore, IndexSettings, Sketch
+from .stores import BandStore, IndexSettings, Match, Sketch
 
 __all__ = ["Engine", "PreparedBatch"]
 
@@ -50,6 +50,10 @@ class _Entry:
 class PreparedBatch:
     entries: list[_Entry]
     sketches: list[Sketch]
+
+    @property
+    def last_line(self) -> int:
+        return self.entries[-1].line if self.entries else 0
 
 
 class Engine:
@@ -87,13 +91,13 @@ class Engine:
         signatures = self._minhasher.signatures(shingles)
         return shingles, band_keys(signatures, config.bands, config.rows)
 
-    def _rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
+    def _rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.uint64]:
         config = self.config
         assert config.bands is not None and config.rows is not None
         offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
         np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
-        hashes = np.concatenate(shingle_sets) if shingle_sets else np.zeros(0, dtype=np.uint32)
-        signatures = self._minhasher.signatures(ShingleSets(hashes.astype(np.uint32), offsets))
+        hashes = np.concatenate(shingle_sets) if shingle_sets else np.zeros(0, dtype=np.uint64)
+        signatures = self._minhasher.signatures(ShingleSets(hashes.astype(np.uint64), offsets))
         return band_keys(signatures, config.bands, config.rows)
 
     # -- the two stages ----------------------------------------------------------
@@ -146,9 +150,33 @@ class Engine:
                 )
         return PreparedBatch(entries, sketches)
 
-    def commit(self, batch: PreparedBatch) -> list[Verdict]:
-        """Judge a prepared batch against the store in one transaction."""
-        matches = self.store.check_and_insert(batch.sketches) if batch.sketches else []
+    def commit(
+        self,
+        batch: PreparedBatch,
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Verdict]], None] | None = None,
+    ) -> list[Verdict]:
+        """Judge a prepared batch against the store in one transaction.
+
+        ``before_commit`` gets the verdicts inside that transaction, before it
+        commits (see BandStore.check_and_insert); ``progress`` is recorded in it.
+        """
+        built: list[list[Verdict]] = []
+
+        def deliver(matches: list[Match | None]) -> None:
+            verdicts = self._verdicts(batch, matches)
+            if before_commit is not None:
+                before_commit(verdicts)
+            built.append(verdicts)
+
+        if batch.sketches or progress or before_commit is not None:
+            self.store.check_and_insert(batch.sketches, progress=progress, before_commit=deliver)
+        else:
+            deliver([])
+        return built[-1]
+
+    def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         verdicts: list[Verdict] = []
         for entry in batch.entries:
             if entry.verdict is not None:

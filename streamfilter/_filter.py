@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 from ._config import FilterConfig
 from ._engine import Engine
 from ._exceptions import StreamFilterError
-from ._pipeline import Chunks, run_pipeline
+from ._pipeline import Chunks, CommitHooks, run_pipeline
 from ._post import Post, Verdict, VerdictKind
 from .adapters import RecordAdapter, record_adapter
 from .stores import BandStore, LMDBStore
@@ -129,14 +129,21 @@ class StreamFilter:
         return self._engine
 
     # -- async API ---------------------------------------------------------------
-    async def judge_batches(self, source: AsyncIterable[Any] | Iterable[Any] | Chunks) -> AsyncIterator[list[Verdict]]:
-        """Like ``judge``, one list of verdicts per internal batch."""
+    async def judge_batches(
+        self,
+        source: AsyncIterable[Any] | Iterable[Any] | Chunks,
+        hooks: CommitHooks | None = None,
+    ) -> AsyncIterator[list[Verdict]]:
+        """Like ``judge``, one list of verdicts per internal batch.
+
+        ``hooks`` run in step with each store transaction (see CommitHooks).
+        """
         engine = self._require_engine()
         if self._task_group is None:
             raise StreamFilterError("judge() and filter() need the filter opened with async with")
         send, receive = anyio.create_memory_object_stream[list[Verdict] | BaseException](2)
         scope = anyio.CancelScope()
-        self._task_group.start_soon(run_pipeline, engine, source, send, scope)
+        self._task_group.start_soon(run_pipeline, engine, source, send, scope, hooks)
         try:
             async with receive:
                 async for item in receive:

@@ -1,6 +1,7 @@
 """MinHash signatures of shingle-hash sets, a whole batch in one numpy call.
 
-Permutation i maps a 32-bit shingle hash x to ``((a_i * x + b_i) mod 2**64) >> 32``
+The 64-bit shingle hash is folded to 32 bits x (high half XOR low half), and
+permutation i maps x to ``((a_i * x + b_i) mod 2**64) >> 32``
 with random 64-bit a_i (odd) and b_i: Dietzfelbinger's multiply-add-shift
 scheme, which is strongly universal for 32-bit keys and costs one multiply
 and one add per value in numpy. The signature is the minimum per permutation.
@@ -34,7 +35,8 @@ class MinHasher:
         nonempty = np.flatnonzero(sizes)
         if len(nonempty) == 0:
             return result
-        values = shingles.hashes.astype(np.uint64)[:, None] * self.multipliers[None, :]
+        folded = (shingles.hashes ^ (shingles.hashes >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+        values = folded[:, None] * self.multipliers[None, :]
         values += self.increments[None, :]
         permuted = (values >> np.uint64(32)).astype(np.uint32)
         result[nonempty] = np.minimum.reduceat(permuted, shingles.offsets[nonempty], axis=0)

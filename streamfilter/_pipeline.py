@@ -12,8 +12,9 @@ comes first, so a trickle of posts is not held back waiting for a full batch.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -22,14 +23,15 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from ._engine import Engine, PreparedBatch
 from ._post import Verdict
 
-__all__ = ["Chunks", "run_pipeline"]
+__all__ = ["Chunks", "CommitHooks", "run_pipeline"]
 
 
 class Chunks:
     """Wraps a source that yields lists of records, so they cross the first
-    stream as lists instead of one at a time (the CLI's file reader)."""
+    stream as lists instead of one at a time (the CLI's file reader). An int
+    in place of a list says that many records were skipped (on resume)."""
 
-    def __init__(self, source: AsyncGenerator[list[Any], None]) -> None:
+    def __init__(self, source: AsyncGenerator[list[Any] | int, None]) -> None:
         self.source = source
 
 
@@ -39,6 +41,9 @@ async def _read(source: object, send: ObjectSendStream[list[tuple[int, Any]]]) -
         if isinstance(source, Chunks):
             async with aclosing(source.source) as chunks:
                 async for chunk in chunks:
+                    if isinstance(chunk, int):
+                        line += chunk  # records skipped on resume keep their numbers
+                        continue
                     numbered = list(enumerate(chunk, line + 1))
                     line += len(chunk)
                     await send.send(numbered)
@@ -105,16 +110,36 @@ async def _commit(
     engine: Engine,
     receive: ObjectReceiveStream[PreparedBatch],
     send: ObjectSendStream[list[Verdict] | BaseException],
+    hooks: CommitHooks | None,
 ) -> None:
     async with receive:
         async for prepared in receive:
+            progress = hooks.progress(prepared.last_line) if hooks and hooks.progress else None
+            before_commit = hooks.before_commit if hooks else None
+
+            def commit(prepared: PreparedBatch = prepared, progress: Mapping[str, int] | None = progress) -> list[Verdict]:
+                return engine.commit(prepared, progress=progress, before_commit=before_commit)
+
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(engine.commit, prepared)
+            verdicts = await anyio.to_thread.run_sync(commit)
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return  # the consumer stopped listening; its pipeline ends here
+
+
+@dataclass(frozen=True)
+class CommitHooks:
+    """What a caller (the CLI) runs in step with each store transaction.
+
+    ``before_commit`` gets each batch's verdicts inside its transaction,
+    before the commit; ``progress`` maps the batch's last record number to
+    the input progress that the transaction records.
+    """
+
+    before_commit: Callable[[list[Verdict]], None] | None = None
+    progress: Callable[[int], Mapping[str, int]] | None = None
 
 
 async def run_pipeline(
@@ -122,6 +147,7 @@ async def run_pipeline(
     source: object,
     send: ObjectSendStream[list[Verdict] | BaseException],
     scope: anyio.CancelScope,
+    hooks: CommitHooks | None = None,
 ) -> None:
     """Run one pipeline until the source ends; errors are sent, not raised,
     so they surface in the consumer's task rather than in a task group."""
@@ -134,7 +160,7 @@ async def run_pipeline(
                 async with anyio.create_task_group() as task_group:
                     task_group.start_soon(_read, source, records_send)
                     task_group.start_soon(_sketch, engine, records_receive, prepared_send)
-                    await _commit(engine, prepared_receive, send)
+                    await _commit(engine, prepared_receive, send, hooks)
                     task_group.cancel_scope.cancel()
             except Exception as exc:  # noqa: BLE001 - forwarded to the consumer
                 error: BaseException = exc

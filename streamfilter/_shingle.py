@@ -1,12 +1,15 @@
-"""Word k-shingles, hashed to 32 bits.
+"""Word k-shingles, hashed to 64 bits.
 
-Each word is hashed once with mmh3; a shingle's hash combines the hashes of
+Each word is hashed once with mmh3 (64-bit); a shingle's hash combines the hashes of
 its k words with position-dependent odd multipliers and a 64-bit finaliser,
 all in numpy over a whole batch. A post with fewer than k words gets one
 shingle made of all its words, so short posts can still match.
 
 Shingle sets come out as CSR arrays: ``hashes[offsets[i]:offsets[i+1]]`` is
-the sorted, de-duplicated uint32 set of post ``i``. A post with no words has
+the sorted, de-duplicated uint64 set of post ``i``. 64 bits, because the
+stored sets are what verification compares: with 32-bit hashes a stream of
+a few hundred thousand templated posts ("post number N") already has
+colliding shingles that make distinct short posts look identical. A post with no words has
 an empty set; what that means is decided by the filter (see ``_engine``).
 """
 
@@ -21,7 +24,6 @@ import numpy.typing as npt
 __all__ = ["ShingleSets", "shingle_batch", "shingle_words"]
 
 U64 = npt.NDArray[np.uint64]
-U32 = npt.NDArray[np.uint32]
 
 _POSITION_MULTIPLIERS = np.array(
     [
@@ -46,14 +48,14 @@ class ShingleSets:
 
     __slots__ = ("hashes", "offsets")
 
-    def __init__(self, hashes: U32, offsets: npt.NDArray[np.int64]) -> None:
+    def __init__(self, hashes: U64, offsets: npt.NDArray[np.int64]) -> None:
         self.hashes = hashes
         self.offsets = offsets
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, index: int) -> U32:
+    def __getitem__(self, index: int) -> U64:
         return self.hashes[self.offsets[index] : self.offsets[index + 1]]
 
     def sizes(self) -> npt.NDArray[np.int64]:
@@ -64,8 +66,9 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
     """Hash the word k-shingles of every post in one numpy pass."""
     counts = np.fromiter((len(words) for words in word_lists), dtype=np.int64, count=len(word_lists))
     total_words = int(counts.sum())
+    hash64 = mmh3.hash64
     word_hashes = np.fromiter(
-        (mmh3.hash(word, seed, False) for words in word_lists for word in words),
+        (hash64(word, seed, signed=False)[0] for words in word_lists for word in words),
         dtype=np.uint64,
         count=total_words,
     )
@@ -85,7 +88,7 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
         index = starts + position
         contribution = padded[index] * _POSITION_MULTIPLIERS[position]
         combined += np.where(index < ends, contribution, np.uint64(0))
-    hashes = (_finalize(combined) >> np.uint64(32)).astype(np.uint32)
+    hashes = _finalize(combined)
 
     # Sort each post's hashes and drop repeats, for all posts at once.
     order = np.lexsort((hashes, owner))
@@ -98,6 +101,6 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
     return ShingleSets(hashes, offsets)
 
 
-def shingle_words(words: Sequence[str], shingle_size: int, seed: int) -> U32:
+def shingle_words(words: Sequence[str], shingle_size: int, seed: int) -> U64:
     """The sorted shingle-hash set of one post."""
     return shingle_batch([words], shingle_size, seed)[0]

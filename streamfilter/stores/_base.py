@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from .._exceptions import ConfigMismatchError
 
-__all__ = ["BandStore", "IndexSettings", "IndexTxn", "Match", "Sketch", "run_batch"]
+__all__ = ["BandStore", "IndexSettings", "IndexTxn", "Match", "PostCache", "Sketch", "run_batch"]
 
 
 @dataclass(slots=True)
@@ -23,7 +23,7 @@ class Sketch:
     post_id: str
     timestamp: float
     band_keys: npt.NDArray[np.uint64]
-    shingles: npt.NDArray[np.uint32]
+    shingles: npt.NDArray[np.uint64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class IndexSettings:
     fingerprint: Mapping[str, int | str]
     jaccard_threshold: float
     ttl_seconds: float
-    rekey: Callable[[Sequence[npt.NDArray[np.uint32]]], npt.NDArray[np.uint64]] = field(repr=False)
+    rekey: Callable[[Sequence[npt.NDArray[np.uint64]]], npt.NDArray[np.uint64]] = field(repr=False)
     max_candidates_per_band: int = 64
     purge_limit: int = 1024
 
@@ -59,13 +59,28 @@ class BandStore(Protocol):
     def open(self, settings: IndexSettings) -> None:
         """Open (creating if needed) and pin or check ``settings.fingerprint``."""
 
-    def check_and_insert(self, sketches: Sequence[Sketch]) -> list[Match | None]:
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
         """Judge the sketches in order, in one transaction.
 
         A sketch gets None when it is novel, and is then recorded, so a later
         sketch of the same batch sees it. Otherwise it gets the Match that
         made it a duplicate, and nothing is recorded.
+
+        ``progress`` (input name -> lines done) is recorded in the same
+        transaction. ``before_commit`` is called with the results inside the
+        transaction, before it commits: whatever it writes out is on its way
+        before the index says these posts were seen, so a crash between the
+        two repeats a batch instead of losing it. If it raises, nothing commits.
         """
+
+    def progress(self) -> dict[str, int]:
+        """The input progress recorded by the last committed batch."""
 
     def post_count(self) -> int:
         """Live and not-yet-purged posts in the index."""
@@ -88,17 +103,17 @@ def check_fingerprint(
 _POST_HEADER = struct.Struct("<dH")
 
 
-def encode_post(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint32]) -> bytes:
+def encode_post(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint64]) -> bytes:
     encoded_id = post_id.encode("utf-8")[:0xFFFF]
-    return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + shingles.astype("<u4").tobytes()
+    return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + shingles.astype("<u8").tobytes()
 
 
 def decode_post(value: bytes) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, shingle hashes as a uint32 memoryview)."""
+    """(timestamp, post id, shingle hashes as a uint64 memoryview)."""
     timestamp, id_length = _POST_HEADER.unpack_from(value)
     start = _POST_HEADER.size
     post_id = bytes(value[start : start + id_length]).decode("utf-8", "replace")
-    return timestamp, post_id, memoryview(value)[start + id_length :].cast("I")
+    return timestamp, post_id, memoryview(value)[start + id_length :].cast("Q")
 
 
 class IndexTxn(Protocol):
@@ -129,22 +144,50 @@ def key_bytes(band_keys: npt.NDArray[np.uint64]) -> list[bytes]:
     return [packed[start : start + 8] for start in range(0, len(packed), 8)]
 
 
-def _similarity(query: set[int], candidate: memoryview) -> float:
-    members = set(candidate)
-    shared = len(query & members)
-    return shared / (len(query) + len(members) - shared)
+class PostCache:
+    """Decoded verification data of recently checked posts, by serial.
+
+    Stored posts never change and serials are never reused, so entries stay
+    true; a purged post can linger here but is unreachable, since its band
+    entries are gone. Templated streams check the same few posts over and
+    over, and decoding them once saves most of the verification cost.
+    """
+
+    def __init__(self, capacity: int = 8192) -> None:
+        self.capacity = capacity
+        self._entries: dict[int, tuple[float, str, frozenset[int]]] = {}
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def get(self, txn: IndexTxn, serial: int) -> tuple[float, str, frozenset[int]] | None:
+        entry = self._entries.get(serial)
+        if entry is None:
+            record = txn.get_post(serial)
+            if record is None:
+                return None
+            timestamp, post_id, shingles = decode_post(record)
+            entry = (timestamp, post_id, frozenset(shingles))
+            if len(self._entries) >= self.capacity:
+                self._entries.clear()
+            self._entries[serial] = entry
+        return entry
 
 
-def _best_match(txn: IndexTxn, serials: list[int], query: set[int], horizon: float, threshold: float) -> Match | None:
+def _best_match(
+    txn: IndexTxn, cache: PostCache, serials: list[int], query: set[int], horizon: float, threshold: float
+) -> Match | None:
     best: Match | None = None
+    query_size = len(query)
     for serial in serials:
-        record = txn.get_post(serial)
-        if record is None:
+        entry = cache.get(txn, serial)
+        if entry is None:
             continue
-        timestamp, post_id, shingles = decode_post(record)
+        timestamp, post_id, members = entry
         if timestamp <= horizon:
             continue
-        similarity = _similarity(query, shingles)
+        shared = len(members & query) if len(members) < query_size else len(query & members)
+        similarity = shared / (query_size + len(members) - shared)
         if similarity >= threshold and (best is None or similarity > best.similarity):
             best = Match(post_id, similarity)
             if similarity == 1.0:
@@ -158,6 +201,7 @@ def run_batch(
     settings: IndexSettings,
     clock: float,
     next_serial: int,
+    cache: PostCache,
 ) -> tuple[list[Match | None], float, int]:
     """Judge a batch inside one transaction; returns (matches, clock, next serial).
 
@@ -180,12 +224,12 @@ def run_batch(
         candidates = txn.first_members(band_keys)
         if candidates:
             query = set(sketch.shingles.tolist())
-            best = _best_match(txn, candidates, query, horizon, threshold)
+            best = _best_match(txn, cache, candidates, query, horizon, threshold)
             if best is None:
                 checked = set(candidates)
                 deeper = [serial for serial in txn.members(band_keys, per_band) if serial not in checked]
                 if deeper:
-                    best = _best_match(txn, deeper, query, horizon, threshold)
+                    best = _best_match(txn, cache, deeper, query, horizon, threshold)
         if best is None:
             record = encode_post(sketch.timestamp, sketch.post_id, sketch.shingles)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
@@ -195,7 +239,7 @@ def run_batch(
         expired = txn.expired(clock - ttl, settings.purge_limit)
         if expired:
             decoded = [decode_post(record) for _, record in expired]
-            shingle_sets = [np.frombuffer(shingles, dtype=np.uint32) for _, _, shingles in decoded]
+            shingle_sets = [np.frombuffer(shingles, dtype=np.uint64) for _, _, shingles in decoded]
             all_keys = settings.rekey(shingle_sets)
             for (serial, _), (timestamp, _, _), keys in zip(expired, decoded, all_keys, strict=True):
                 txn.delete(serial, timestamp, key_bytes(keys))

@@ -22,13 +22,13 @@ import math
 import os
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import lmdb
 
 from .._exceptions import StoreError, StoreFullError
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, run_batch
+from ._base import IndexSettings, Match, PostCache, Sketch, check_fingerprint, run_batch
 
 __all__ = ["LMDBStore"]
 
@@ -40,6 +40,7 @@ _CONFIG_KEY = b"config"
 _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
+_PROGRESS_KEY = b"progress"
 _FORMAT = b"streamfilter-lmdb-1"
 
 
@@ -136,6 +137,7 @@ class LMDBStore:
         self._env: lmdb.Environment | None = None
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
+        self._cache = PostCache()
 
     # -- opening -------------------------------------------------------------
     def open(self, settings: IndexSettings) -> None:
@@ -204,7 +206,13 @@ class LMDBStore:
         return None if stored is None else dict(json.loads(stored))
 
     # -- the one operation ---------------------------------------------------
-    def check_and_insert(self, sketches: Sequence[Sketch]) -> list[Match | None]:
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
         settings = self._settings
         if settings is None:
             raise StoreError("the LMDB store is not open")
@@ -215,9 +223,16 @@ class LMDBStore:
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
             next_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
             view = _LMDBTxn(txn, self._bands, self._posts, self._expiry)
-            results, clock, next_serial = run_batch(view, sketches, settings, clock, next_serial)
+            results, clock, next_serial = run_batch(view, sketches, settings, clock, next_serial, self._cache)
             txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=self._meta)
             txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=self._meta)
+            if progress:
+                stored = txn.get(_PROGRESS_KEY, db=self._meta)
+                merged = dict(json.loads(stored)) if stored else {}
+                merged.update(progress)
+                txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
+            if before_commit is not None:
+                before_commit(results)
             return results
 
         return self._write(apply)
@@ -229,16 +244,26 @@ class LMDBStore:
                 try:
                     with env.begin(write=True) as txn:
                         return body(txn)
-                except lmdb.MapFullError:
-                    env.set_mapsize(env.info()["map_size"] * 2)
-                except lmdb.MapResizedError:
-                    env.set_mapsize(0)  # another process grew the map: adopt its size
-                except lmdb.Error as exc:
-                    raise _map_error(exc, f"LMDB index at {self.path} failed") from exc
-                except OSError as exc:
-                    raise _map_error(exc, f"LMDB index at {self.path} failed") from exc
+                except BaseException as exc:
+                    # Posts cached from an aborted transaction may never have
+                    # existed: their serials can be reused by another writer.
+                    self._cache.clear()
+                    if isinstance(exc, lmdb.MapFullError):
+                        env.set_mapsize(env.info()["map_size"] * 2)
+                    elif isinstance(exc, lmdb.MapResizedError):
+                        env.set_mapsize(0)  # another process grew the map: adopt its size
+                    elif isinstance(exc, lmdb.Error | OSError):
+                        raise _map_error(exc, f"LMDB index at {self.path} failed") from exc
+                    else:
+                        raise
 
     # -- facts ---------------------------------------------------------------
+    def progress(self) -> dict[str, int]:
+        env = self._require_env()
+        with env.begin(db=self._meta) as txn:
+            stored = txn.get(_PROGRESS_KEY)
+        return {} if stored is None else {str(k): int(v) for k, v in json.loads(stored).items()}
+
     def post_count(self) -> int:
         env = self._require_env()
         with env.begin(db=self._posts) as txn:

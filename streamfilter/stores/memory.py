@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .._exceptions import StoreError
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, run_batch
+from ._base import IndexSettings, Match, PostCache, Sketch, check_fingerprint, run_batch
 
 __all__ = ["MemoryStore"]
 
@@ -82,8 +82,10 @@ class MemoryStore:
         self._clock = float("-inf")
         self._next_serial = 1
         self._fingerprint: dict[str, int | str] | None = None
+        self._progress: dict[str, int] = {}
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
+        self._cache = PostCache()
 
     def open(self, settings: IndexSettings) -> None:
         requested = dict(settings.fingerprint)
@@ -93,14 +95,29 @@ class MemoryStore:
             check_fingerprint("memory store", self._fingerprint, requested)
         self._settings = settings
 
-    def check_and_insert(self, sketches: Sequence[Sketch]) -> list[Match | None]:
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
         if self._settings is None:
             raise StoreError("the memory store is not open")
         with self._lock:
+            # A dict cannot roll back: the callback runs after the batch is
+            # recorded. Nothing here survives the process anyway.
             results, self._clock, self._next_serial = run_batch(
-                _MemoryTxn(self), sketches, self._settings, self._clock, self._next_serial
+                _MemoryTxn(self), sketches, self._settings, self._clock, self._next_serial, self._cache
             )
+            if progress:
+                self._progress.update(progress)
+            if before_commit is not None:
+                before_commit(results)
         return results
+
+    def progress(self) -> dict[str, int]:
+        return dict(self._progress)
 
     def post_count(self) -> int:
         return len(self._posts)

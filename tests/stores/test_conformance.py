@@ -21,7 +21,7 @@ HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
 def rekey(shingle_sets: list[np.ndarray]) -> np.ndarray:
     offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
-    hashes = np.concatenate(shingle_sets).astype(np.uint32)
+    hashes = np.concatenate(shingle_sets).astype(np.uint64)
     return band_keys(HASHER.signatures(ShingleSets(hashes, offsets)), CONFIG.bands or 0, CONFIG.rows or 0)
 
 
