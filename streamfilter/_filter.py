@@ -17,7 +17,7 @@ from anyio.abc import TaskGroup
 
 from ._config import FilterConfig
 from ._engine import Engine
-from ._exceptions import StreamFilterError
+from ._exceptions import ConfigError, StreamFilterError
 from ._pipeline import Chunks, CommitHooks, run_pipeline
 from ._post import Post, Verdict, VerdictKind
 from .adapters import RecordAdapter, record_adapter
@@ -62,7 +62,11 @@ class StreamFilter:
         adapter: RecordAdapter | None = None,
     ) -> None:
         if path is not None and store is not None:
-            raise StreamFilterError("give either path (an LMDB index) or store, not both")
+            raise ConfigError("give either path (an LMDB index directory) or store, not both")
+        if config is not None and not isinstance(config, FilterConfig):
+            raise ConfigError(f"config must be a FilterConfig, got {type(config).__name__}: build one with FilterConfig(...)")
+        if store is not None and not isinstance(store, BandStore):
+            raise ConfigError(f"store must be a BandStore such as LMDBStore(path) or MemoryStore(), got {type(store).__name__}")
         self.config = config if config is not None else FilterConfig()
         self._adapter = adapter or record_adapter(format, id_field=id_field, text_field=text_field, time_field=time_field)
         self._temporary_dir: str | None = None

@@ -76,13 +76,17 @@ async def _sketch(
     max_delay = engine.config.max_delay
     async with receive, send:
         ended = False
-        while not ended:
-            try:
-                batch = list(await receive.receive())
-            except anyio.EndOfStream:
-                return
+        carry: list[tuple[int, Any]] = []
+        while carry or not ended:
+            if carry:
+                batch, carry = carry[:batch_size], carry[batch_size:]
+            else:
+                try:
+                    batch = list(await receive.receive())
+                except anyio.EndOfStream:
+                    return
             deadline = anyio.current_time() + max_delay
-            while len(batch) < batch_size:
+            while len(batch) < batch_size and not ended:
                 try:
                     batch.extend(receive.receive_nowait())
                     continue
@@ -102,6 +106,9 @@ async def _sketch(
                         break
                     continue
                 break
+            if len(batch) > batch_size:  # a chunk from the reader overshot
+                carry = batch[batch_size:] + carry
+                batch = batch[:batch_size]
             prepared = await anyio.to_thread.run_sync(engine.prepare, batch)
             await send.send(prepared)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import json
 import subprocess
 import sys
@@ -135,3 +136,13 @@ def test_console_script_and_params() -> None:
     assert "bands 16  rows 2" in output
     row = next(line for line in output.splitlines() if line.strip().startswith("0.60"))
     assert abs(float(row.split()[1]) - (1 - (1 - 0.6**2) ** 16)) < 1e-6
+
+
+def test_templated_posts_stay_distinct(tmp_path: Path) -> None:
+    # 30,000 posts that differ in one number: every band key they share is hot,
+    # and 32-bit word hashes used to make some of them identical
+    lines = "".join(f"post number {i}\n" for i in range(30000)).encode()
+    result = replay("--verdicts", str(tmp_path / "v"), "--out", os.devnull, stdin=lines)
+    assert result.returncode == 0
+    kinds = [json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()]
+    assert kinds == ["novel"] * 30000

@@ -202,3 +202,20 @@ async def test_endless_source_is_held_back_by_a_slow_consumer() -> None:
                     break
     # bounded buffers between the stages: the source ran only a few batches ahead
     assert produced - consumed < 120
+
+
+async def test_eight_tasks_share_one_filter(tmp_path: Path) -> None:
+    texts = [f"limited offer number {i}: buy {i} get {i + 1} free at the corner shop" for i in range(60)]
+    passed: list[str] = []
+
+    async def worker(n: int, sf: StreamFilter) -> None:
+        copies = [{"id": f"{n}-{i}", "text": f"@fan{n} {text} http://t.co/{n}{i}"} for i, text in enumerate(texts)]
+        copies = copies[n * 7 % 60 :] + copies[: n * 7 % 60]  # every task in its own order
+        async for post in sf.filter(network_like(copies, 0.0005)):
+            passed.append(post.text.split(" ", 1)[1].rsplit(" ", 1)[0])
+
+    async with StreamFilter(FilterConfig(batch_size=4), path=tmp_path / "index") as sf:
+        async with anyio.create_task_group() as tasks:
+            for n in range(8):
+                tasks.start_soon(worker, n, sf)
+    assert sorted(passed) == sorted(texts)  # each campaign text exactly once across the 8 tasks

@@ -3,6 +3,7 @@ embedded store runs inside its transaction."""
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -235,7 +236,7 @@ def run_batch(
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
             next_serial += 1
         results.append(best)
-    if ttl > 0:
+    if ttl > 0 and math.isfinite(clock):
         expired = txn.expired(clock - ttl, settings.purge_limit)
         if expired:
             decoded = [decode_post(record) for _, record in expired]

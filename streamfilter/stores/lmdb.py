@@ -157,8 +157,9 @@ class LMDBStore:
                 lock=True,
             )
         except (OSError, lmdb.Error) as exc:
-            raise _map_error(exc, f"cannot open LMDB index at {self.path}") from exc
+            raise _map_error(exc, f"cannot open LMDB index at {self.path}", self.path) from exc
         self._env = env
+        self._page_size = int(env.stat()["psize"])
         try:
             self._bands = env.open_db(b"bands", dupsort=True, dupfixed=True)
             self._posts = env.open_db(b"posts")
@@ -240,6 +241,11 @@ class LMDBStore:
     def _write(self, body):  # type: ignore[no-untyped-def]
         env = self._require_env()
         with self._lock:
+            # Grow ahead of need: a map that fills at commit time forces the
+            # batch to run again, and its output would be written twice.
+            info = env.info()
+            if (info["last_pgno"] + 1) * self._page_size > 0.7 * info["map_size"]:
+                self._grow(env, info["map_size"] * 2)
             while True:
                 try:
                     with env.begin(write=True) as txn:
@@ -249,13 +255,19 @@ class LMDBStore:
                     # existed: their serials can be reused by another writer.
                     self._cache.clear()
                     if isinstance(exc, lmdb.MapFullError):
-                        env.set_mapsize(env.info()["map_size"] * 2)
+                        self._grow(env, env.info()["map_size"] * 2)
                     elif isinstance(exc, lmdb.MapResizedError):
                         env.set_mapsize(0)  # another process grew the map: adopt its size
                     elif isinstance(exc, lmdb.Error | OSError):
-                        raise _map_error(exc, f"LMDB index at {self.path} failed") from exc
+                        raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
                     else:
                         raise
+
+    def _grow(self, env: lmdb.Environment, size: int) -> None:
+        try:
+            env.set_mapsize(size)
+        except lmdb.Error as exc:
+            raise _map_error(exc, f"cannot grow the LMDB map of {self.path} to {size} bytes", self.path) from exc
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int]:
@@ -303,9 +315,25 @@ class LMDBStore:
                 self._env = None
 
 
-def _map_error(exc: BaseException, context: str) -> StoreError:
+def _free_bytes(path: Path) -> int | None:
+    try:
+        stats = os.statvfs(path if path.exists() else path.parent)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def _map_error(exc: BaseException, context: str, path: Path | None = None) -> StoreError:
     code = getattr(exc, "errno", None)
     message = str(exc).strip() or type(exc).__name__
-    if code == errno.ENOSPC or "No space left" in message:
-        return StoreFullError(f"{context}: the disk is full ({message}); committed data is intact")
+    free = _free_bytes(path) if path is not None else None
+    # LMDB reports a failed write of its pages as EIO on some filesystems
+    # (tmpfs among them), so a near-empty disk is read as "full" too.
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in message or (
+        ("Input/output error" in message or code == errno.EIO) and free is not None and free < (8 << 20)
+    ):
+        where = "" if free is None else f", {free} bytes free"
+        return StoreFullError(
+            f"{context}: the disk is full ({message}{where}); committed data is intact: free space, then rerun with --resume"
+        )
     return StoreError(f"{context}: {message}")

@@ -173,3 +173,10 @@ def test_lmdb_unusable_path_is_a_store_error(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(StoreError, match="cannot open LMDB index"):
         LMDBStore(blocker).open(settings())
+
+
+def test_batch_without_posts_on_a_new_index(make_store: Callable[..., BandStore]) -> None:
+    # a batch of only invalid lines still commits its progress; the clock has no value yet
+    store = make_store(ttl=60)
+    assert store.check_and_insert([], progress={"in.jsonl": 3}) == []
+    assert store.progress() == {"in.jsonl": 3}
