@@ -34,7 +34,19 @@ TOOLS = ["streamfilter", "rensa", "datasketch-tuned", "datasketch-seed"]
 
 def command(tool: str, stream: str, verdicts: str, db: str) -> list[str]:
     if tool == "streamfilter":
-        return [sys.executable, "-m", "streamfilter", "replay", stream, "--db", db, "--verdicts", verdicts, "--out", os.devnull]
+        return [
+            sys.executable,
+            "-m",
+            "streamfilter",
+            "replay",
+            stream,
+            "--db",
+            db,
+            "--verdicts",
+            verdicts,
+            "--out",
+            os.devnull,
+        ]
     return [sys.executable, str(HERE / "peers.py"), tool, stream, verdicts]
 
 
@@ -89,12 +101,18 @@ def main() -> None:
                 workdir = Path(directory) / f"{tool}-{round_}"
                 workdir.mkdir()
                 runs[tool].append(run_once(tool, args.stream, workdir))
-                print(f"round {round_ + 1}: {tool} {runs[tool][-1]['seconds']:.2f} s", file=sys.stderr, flush=True)
+                print(
+                    f"round {round_ + 1}: {tool} {runs[tool][-1]['seconds']:.2f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         quality = {tool: score(args.labels, str(runs[tool][-1]["verdicts"])) for tool in tools}
     median = {tool: statistics.median(float(r["seconds"]) for r in runs[tool]) for tool in tools}
     ours = posts / median["streamfilter"] if "streamfilter" in median else None
     print(f"{posts} posts, {args.rounds} alternating rounds, medians; CPU: {os.cpu_count()} cores")
-    print(f"| tool | precision | recall | F1 | worst kind | wall s | posts/s | streamfilter ÷ tool | peak RSS MB | index B/post |")
+    print(
+        "| tool | precision | recall | F1 | worst kind | wall s | posts/s | streamfilter ÷ tool | peak RSS MB | index B/post |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for tool in tools:
         q = quality[tool]

@@ -19,7 +19,7 @@ import csv
 import json
 import random
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -58,7 +58,9 @@ def _user(rng: random.Random) -> str:
 
 
 def _link(rng: random.Random) -> str:
-    return "https://t.co/" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(10))
+    return "https://t.co/" + "".join(
+        rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(10)
+    )
 
 
 def mutate(kind: str, text: str, rng: random.Random) -> str:
@@ -149,8 +151,18 @@ def main() -> None:
     parser.add_argument("--labels", required=True)
     parser.add_argument("--variants", type=float, default=1.0, help="variants per base on average")
     parser.add_argument("--min-words", type=int, default=6)
-    parser.add_argument("--thin-jaccard", type=float, default=0.5, help="drop a base sharing this share of its words with a kept one")
-    parser.add_argument("--repeat", type=int, default=1, help="replay the base set this many times with fresh ids (for scale runs)")
+    parser.add_argument(
+        "--thin-jaccard",
+        type=float,
+        default=0.5,
+        help="drop a base sharing this share of its words with a kept one",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="replay the base set this many times with fresh ids (for scale runs)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -162,7 +174,7 @@ def main() -> None:
     # originals never seen": it is no near-duplicate of any base.
     bases = [i for n, i in enumerate(thinned) if n % 10]
     unseen = [i for n, i in enumerate(thinned) if n % 10 == 0]
-    start = datetime(2015, 2, 16, tzinfo=timezone.utc)
+    start = datetime(2015, 2, 16, tzinfo=UTC)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.labels).parent.mkdir(parents=True, exist_ok=True)
     serial = 10**17
@@ -182,13 +194,33 @@ def main() -> None:
                     delay = order + rng.uniform(0.5, 60)
                     if kind == "retweet_unseen":
                         # a retweet of an original that never appears; its first copy is novel
-                        original = {"id_str": str(rng.randint(10**17, 10**18)), "text": texts[unseen.pop()] if unseen else f"never seen original {rng.random()} {rng.random()}"}
+                        original = {
+                            "id_str": str(rng.randint(10**17, 10**18)),
+                            "text": texts[unseen.pop()]
+                            if unseen
+                            else f"never seen original {rng.random()} {rng.random()}",
+                        }
                         unseen_cluster = cluster + "-unseen"
-                        events.append((delay, {"text": "RT x", "retweeted_status": original}, {"cluster": unseen_cluster, "kind": kind, "duplicate": False}))
-                        events.append((delay + rng.uniform(0.1, 20), {"text": "RT x", "retweeted_status": original}, {"cluster": unseen_cluster, "kind": kind, "duplicate": True}))
+                        events.append(
+                            (
+                                delay,
+                                {"text": "RT x", "retweeted_status": original},
+                                {"cluster": unseen_cluster, "kind": kind, "duplicate": False},
+                            )
+                        )
+                        events.append(
+                            (
+                                delay + rng.uniform(0.1, 20),
+                                {"text": "RT x", "retweeted_status": original},
+                                {"cluster": unseen_cluster, "kind": kind, "duplicate": True},
+                            )
+                        )
                         continue
                     if kind == "retweet_api":
-                        record = {"text": f"RT {_user(rng)}: {text[:110]}…", "retweeted_status": {"id_str": "orig-" + cluster, "text": text}}
+                        record = {
+                            "text": f"RT {_user(rng)}: {text[:110]}…",
+                            "retweeted_status": {"id_str": "orig-" + cluster, "text": text},
+                        }
                     else:
                         record = {"text": mutate(kind, text, rng)}
                     events.append((delay, record, {"cluster": cluster, "kind": kind, "duplicate": True}))
@@ -196,12 +228,17 @@ def main() -> None:
             for position, record, label in events:
                 serial += 1
                 record["id_str"] = str(serial)
-                record["created_at"] = (start + timedelta(seconds=round_ * 86400 * 3 + position * 10)).strftime("%a %b %d %H:%M:%S +0000 %Y")
+                record["created_at"] = (start + timedelta(seconds=round_ * 86400 * 3 + position * 10)).strftime(
+                    "%a %b %d %H:%M:%S +0000 %Y"
+                )
                 record["user"] = {"screen_name": _user(rng)[1:]}
                 label = {"id": record["id_str"], **label}
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 labels.write(json.dumps(label) + "\n")
-    print(f"{len(bases)} bases ({len(unseen)} unseen originals left) from {len(texts)} tweets; wrote {args.out} and {args.labels}", file=sys.stderr)
+    print(
+        f"{len(bases)} bases ({len(unseen)} unseen originals left) from {len(texts)} tweets; wrote {args.out} and {args.labels}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

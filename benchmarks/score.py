@@ -44,12 +44,22 @@ def score(labels_path: str, verdicts_path: str) -> dict[str, object]:
     recall = tp / (tp + fn) if tp + fn else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     per_kind = {kind: per_kind_hit[kind] / total for kind, total in sorted(per_kind_total.items())}
-    return {"precision": precision, "recall": recall, "f1": f1, "per_kind": per_kind, "fp": fp, "fn": fn, "tp": tp}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "per_kind": per_kind,
+        "fp": fp,
+        "fn": fn,
+        "tp": tp,
+    }
 
 
 def main() -> None:
     result = score(sys.argv[1], sys.argv[2])
-    print(f"precision {result['precision']:.4f}  recall {result['recall']:.4f}  F1 {result['f1']:.4f}  (tp {result['tp']}, fp {result['fp']}, fn {result['fn']})")
+    print(
+        f"precision {result['precision']:.4f}  recall {result['recall']:.4f}  F1 {result['f1']:.4f}  (tp {result['tp']}, fp {result['fp']}, fn {result['fn']})"
+    )
     for kind, recall in result["per_kind"].items():  # type: ignore[union-attr]
         print(f"  {kind:<16} recall {recall:.4f}")
 

@@ -58,9 +58,13 @@ def main() -> None:
     lines = Path(sys.argv[1]).read_bytes().splitlines()
     labels = [json.loads(line) for line in Path(sys.argv[2]).read_text().splitlines()]
     grid = itertools.product((1, 2, 3), (0.4, 0.5, 0.6), (32, 64))
-    print(f"{'k':>2} {'thr':>4} {'perm':>4} {'b':>3}x{'r':<2} {'prec':>7} {'recall':>7} {'F1':>7}  {'worst kind':<22} {'posts/s':>8}")
+    print(
+        f"{'k':>2} {'thr':>4} {'perm':>4} {'b':>3}x{'r':<2} {'prec':>7} {'recall':>7} {'F1':>7}  {'worst kind':<22} {'posts/s':>8}"
+    )
     for shingle_size, threshold, num_perm in grid:
-        config = FilterConfig(jaccard_threshold=threshold, shingle_size=shingle_size, num_perm=num_perm, max_miss_rate=0.02)
+        config = FilterConfig(
+            jaccard_threshold=threshold, shingle_size=shingle_size, num_perm=num_perm, max_miss_rate=0.02
+        )
         result = run(config, lines, labels)
         print(
             f"{shingle_size:>2} {threshold:>4} {num_perm:>4} {config.bands:>3}x{config.rows:<2} {result['precision']:>7.4f} "

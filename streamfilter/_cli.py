@@ -81,17 +81,45 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--format", choices=("auto", "twitter", "text", "generic"), default="auto")
     replay.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
     replay.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
-    replay.add_argument("--time-field", default="created_at", help="dotted path of the time in generic JSON (default: created_at)")
+    replay.add_argument(
+        "--time-field",
+        default="created_at",
+        help="dotted path of the time in generic JSON (default: created_at)",
+    )
     _add_tuning(replay)
-    replay.add_argument("--ttl", type=_duration, metavar="DURATION", help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)")
-    replay.add_argument("--retweets", choices=[p.value for p in RetweetPolicy], default=None, help="retweet policy (default: content)")
-    replay.add_argument("--batch-size", type=_positive_int, default=1024, help="posts per store transaction at most; a batch is also flushed 2 ms after its first post (default: 1024)")
-    replay.add_argument("--resume", action="store_true", help="continue each input from the last batch committed to --db; outputs are appended")
+    replay.add_argument(
+        "--ttl",
+        type=_duration,
+        metavar="DURATION",
+        help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)",
+    )
+    replay.add_argument(
+        "--retweets",
+        choices=[p.value for p in RetweetPolicy],
+        default=None,
+        help="retweet policy (default: content)",
+    )
+    replay.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=1024,
+        help="posts per store transaction at most; a batch is also flushed 2 ms after its first post (default: 1024)",
+    )
+    replay.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue each input from the last batch committed to --db; outputs are appended",
+    )
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
 
     params = commands.add_parser("params", help="show the LSH split chosen for a threshold")
     _add_tuning(params)
-    params.add_argument("--max-miss-rate", type=float, default=None, help="allowed share of missed pairs at the threshold (default: 0.02)")
+    params.add_argument(
+        "--max-miss-rate",
+        type=float,
+        default=None,
+        help="allowed share of missed pairs at the threshold (default: 0.02)",
+    )
     return parser
 
 
@@ -233,7 +261,11 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
         page = dict(post_record)
         for key in ("data", "statuses"):
             if isinstance(page.get(key), list):
-                page[key] = [item for item in page[key] if isinstance(item, dict) and str(item.get("id_str", item.get("id"))) in keep]
+                page[key] = [
+                    item
+                    for item in page[key]
+                    if isinstance(item, dict) and str(item.get("id_str", item.get("id"))) in keep
+                ]
         return json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode()
     return raw if isinstance(raw, bytes) else str(raw).encode()
 
@@ -422,7 +454,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, BrokenPipeError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 1
-        print(f"streamfilter: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", file=sys.stderr)
+        print(
+            f"streamfilter: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("streamfilter: interrupted", file=sys.stderr)

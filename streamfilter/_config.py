@@ -26,7 +26,10 @@ def parse_duration(text: str) -> float:
     """Seconds in ``90s``, ``15m``, ``24h``, ``7d``, ``2w`` or a bare number; ``0`` means forever."""
     match = _DURATION.match(text)
     if match is None:
-        raise ConfigError(f"cannot read duration {text!r}: use a number with s, m, h, d or w, such as 90s, 24h, 7d, or 0 for no expiry")
+        raise ConfigError(
+            f"cannot read duration {text!r}: use a number with s, m, h, d or w, "
+            "such as 90s, 24h, 7d, or 0 for no expiry"
+        )
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
 
 
@@ -74,18 +77,30 @@ class FilterConfig:
                 raise ConfigError(
                     f"retweet_policy must be one of content, drop, keep; got {self.retweet_policy!r}"
                 ) from None
-        _check(0.0 < self.jaccard_threshold <= 1.0, f"jaccard_threshold must be in (0, 1], got {self.jaccard_threshold!r}")
+        _check(
+            0.0 < self.jaccard_threshold <= 1.0,
+            f"jaccard_threshold must be in (0, 1], got {self.jaccard_threshold!r}",
+        )
         _check(
             isinstance(self.shingle_size, int) and 1 <= self.shingle_size <= MAX_SHINGLE_SIZE,
             f"shingle_size must be an integer from 1 to {MAX_SHINGLE_SIZE}, got {self.shingle_size!r}",
         )
-        _check(isinstance(self.num_perm, int) and 1 <= self.num_perm <= 1024, f"num_perm must be an integer from 1 to 1024, got {self.num_perm!r}")
-        _check(isinstance(self.seed, int) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2**32), got {self.seed!r}")
+        _check(
+            isinstance(self.num_perm, int) and 1 <= self.num_perm <= 1024,
+            f"num_perm must be an integer from 1 to 1024, got {self.num_perm!r}",
+        )
+        _check(
+            isinstance(self.seed, int) and 0 <= self.seed < 2**32,
+            f"seed must be an integer in [0, 2**32), got {self.seed!r}",
+        )
         _check(
             isinstance(self.ttl_seconds, int | float) and math.isfinite(self.ttl_seconds) and self.ttl_seconds >= 0,
             f"ttl_seconds must be a finite number >= 0 (0 = never expire), got {self.ttl_seconds!r}",
         )
-        _check(isinstance(self.batch_size, int) and 1 <= self.batch_size <= 65536, f"batch_size must be from 1 to 65536, got {self.batch_size!r}")
+        _check(
+            isinstance(self.batch_size, int) and 1 <= self.batch_size <= 65536,
+            f"batch_size must be from 1 to 65536, got {self.batch_size!r}",
+        )
         _check(self.max_delay >= 0, f"max_delay must be >= 0 seconds, got {self.max_delay!r}")
         _check(self.max_candidates_per_band >= 1, "max_candidates_per_band must be >= 1")
         _check(self.purge_limit >= 1, "purge_limit must be >= 1")

@@ -111,11 +111,25 @@ class Engine:
             try:
                 posts = self.adapter.adapt(record)
             except InvalidRecordError as exc:
-                entries.append(_Entry(line, record, None, Verdict(VerdictKind.INVALID, line, None, reason=exc.reason, raw=record)))
+                entries.append(
+                    _Entry(
+                        line,
+                        record,
+                        None,
+                        Verdict(VerdictKind.INVALID, line, None, reason=exc.reason, raw=record),
+                    )
+                )
                 continue
             if not posts:
                 reason = "record carries no posts"
-                entries.append(_Entry(line, record, None, Verdict(VerdictKind.INVALID, line, None, reason=reason, raw=record)))
+                entries.append(
+                    _Entry(
+                        line,
+                        record,
+                        None,
+                        Verdict(VerdictKind.INVALID, line, None, reason=reason, raw=record),
+                    )
+                )
                 continue
             for post in posts:
                 entry = _Entry(line, record, post, None)

@@ -75,6 +75,4 @@ class MissingDependencyError(StreamFilterError, ImportError):
     """An optional extra is needed for this feature."""
 
     def __init__(self, feature: str, extra: str) -> None:
-        super().__init__(
-            f"{feature} needs the optional extra; install it with: pip install 'streamfilter[{extra}]'"
-        )
+        super().__init__(f"{feature} needs the optional extra; install it with: pip install 'streamfilter[{extra}]'")

@@ -7,8 +7,8 @@ import os
 import shutil
 import tempfile
 import threading
-from contextlib import aclosing
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from contextlib import aclosing
 from types import TracebackType
 from typing import Any
 
@@ -64,11 +64,17 @@ class StreamFilter:
         if path is not None and store is not None:
             raise ConfigError("give either path (an LMDB index directory) or store, not both")
         if config is not None and not isinstance(config, FilterConfig):
-            raise ConfigError(f"config must be a FilterConfig, got {type(config).__name__}: build one with FilterConfig(...)")
+            raise ConfigError(
+                f"config must be a FilterConfig, got {type(config).__name__}: build one with FilterConfig(...)"
+            )
         if store is not None and not isinstance(store, BandStore):
-            raise ConfigError(f"store must be a BandStore such as LMDBStore(path) or MemoryStore(), got {type(store).__name__}")
+            raise ConfigError(
+                f"store must be a BandStore such as LMDBStore(path) or MemoryStore(), got {type(store).__name__}"
+            )
         self.config = config if config is not None else FilterConfig()
-        self._adapter = adapter or record_adapter(format, id_field=id_field, text_field=text_field, time_field=time_field)
+        self._adapter = adapter or record_adapter(
+            format, id_field=id_field, text_field=text_field, time_field=time_field
+        )
         self._temporary_dir: str | None = None
         if store is None:
             if path is None:

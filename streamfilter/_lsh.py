@@ -76,7 +76,9 @@ class BandPlan:
         """Average P(missed) over similarities at or above the threshold."""
         return 1.0 - _mean_probability(self.threshold, 1.0, self.bands, self.rows)
 
-    def table(self, similarities: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)) -> list[tuple[float, float]]:
+    def table(
+        self, similarities: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    ) -> list[tuple[float, float]]:
         return [(s, self.probability(s)) for s in similarities]
 
 

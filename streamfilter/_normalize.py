@@ -48,9 +48,7 @@ def _emoji_code_points() -> frozenset[int]:
     # Pictographs newer than the emoji package's data.
     pictographic = regex.compile(r"[\p{Extended_Pictographic}\p{Emoji_Modifier}]")
     for block_start, block_end in ((0x2000, 0x3300), (0x1F000, 0x1FB00)):
-        code_points.update(
-            cp for cp in range(block_start, block_end) if pictographic.match(chr(cp))
-        )
+        code_points.update(cp for cp in range(block_start, block_end) if pictographic.match(chr(cp)))
     code_points.update(range(0x1F1E6, 0x1F200))  # regional indicators (flags)
     code_points.update(range(0xE0020, 0xE0080))  # tag characters (subdivision flags)
     code_points.update((0x200D, 0xFE0E, 0xFE0F, 0x20E3))
@@ -62,29 +60,84 @@ _EMOJI_TO_SPACE = {cp: " " for cp in _emoji_code_points()}
 _LOOKALIKES = str.maketrans(
     {
         # Cyrillic (lowercase after casefold) that renders like Latin
-        "а": "a", "в": "b", "е": "e", "ё": "e", "і": "i", "ї": "i", "ј": "j", "к": "k",
-        "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x",
-        "ѕ": "s", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l",
+        "а": "a",
+        "в": "b",
+        "е": "e",
+        "ё": "e",
+        "і": "i",
+        "ї": "i",
+        "ј": "j",
+        "к": "k",
+        "м": "m",
+        "н": "h",
+        "о": "o",
+        "р": "p",
+        "с": "c",
+        "т": "t",
+        "у": "y",
+        "х": "x",
+        "ѕ": "s",
+        "һ": "h",
+        "ԁ": "d",
+        "ԛ": "q",
+        "ԝ": "w",
+        "ӏ": "l",
         # Greek
-        "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "μ": "u", "ν": "v",
-        "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ζ": "z", "γ": "y", "ω": "w",
+        "α": "a",
+        "β": "b",
+        "ε": "e",
+        "η": "n",
+        "ι": "i",
+        "κ": "k",
+        "μ": "u",
+        "ν": "v",
+        "ο": "o",
+        "ρ": "p",
+        "τ": "t",
+        "υ": "u",
+        "χ": "x",
+        "ζ": "z",
+        "γ": "y",
+        "ω": "w",
         # Latin small capitals and other letters that NFKC leaves alone
-        "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ғ": "f", "ɢ": "g", "ʜ": "h",
-        "ɪ": "i", "ᴊ": "j", "ᴋ": "k", "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p",
-        "ʀ": "r", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y", "ᴢ": "z",
-        "ı": "i", "ſ": "s", "ɡ": "g",
+        "ᴀ": "a",
+        "ʙ": "b",
+        "ᴄ": "c",
+        "ᴅ": "d",
+        "ᴇ": "e",
+        "ғ": "f",
+        "ɢ": "g",
+        "ʜ": "h",
+        "ɪ": "i",
+        "ᴊ": "j",
+        "ᴋ": "k",
+        "ʟ": "l",
+        "ᴍ": "m",
+        "ɴ": "n",
+        "ᴏ": "o",
+        "ᴘ": "p",
+        "ʀ": "r",
+        "ꜱ": "s",
+        "ᴛ": "t",
+        "ᴜ": "u",
+        "ᴠ": "v",
+        "ᴡ": "w",
+        "ʏ": "y",
+        "ᴢ": "z",
+        "ı": "i",
+        "ſ": "s",
+        "ɡ": "g",
     }
 )
 
 # ASCII fast path: letters and digits lowercased, apostrophes dropped, the rest a space.
-_ASCII_WORDS = {
-    i: (chr(i).lower() if chr(i).isalnum() else " ") for i in range(128)
-} | {ord("'"): None, ord("`"): None}
+_ASCII_WORDS = {i: (chr(i).lower() if chr(i).isalnum() else " ") for i in range(128)} | {
+    ord("'"): None,
+    ord("`"): None,
+}
 
 _RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:RT|MT)\b\s*[@＠]\w+\s*:?)+", regex.IGNORECASE)
-_URL = regex.compile(
-    r"(?:https?|ftp):/\S*|\bwww\.\S+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}/\S*", regex.IGNORECASE
-)
+_URL = regex.compile(r"(?:https?|ftp):/\S*|\bwww\.\S+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}/\S*", regex.IGNORECASE)
 _MENTION = regex.compile(r"(?<!\w)@\w+(?:\s+via\b)?|\bvia\s+@\w+", regex.IGNORECASE)
 _KEYCAP = regex.compile(r"[0-9#*]\ufe0f?\u20e3")
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
@@ -110,10 +163,7 @@ def _fold_run(match: re.Match[str]) -> str:
 
 
 def _strip_urls(text: str) -> str:
-    return " ".join(
-        _URL.sub(" ", token) if ("/" in token or "www." in token) else token
-        for token in text.split()
-    )
+    return " ".join(_URL.sub(" ", token) if ("/" in token or "www." in token) else token for token in text.split())
 
 
 def normalize(text: str) -> str:

@@ -12,6 +12,7 @@ comes first, so a trickle of posts is not held back waiting for a full batch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -123,13 +124,11 @@ async def _commit(
         async for prepared in receive:
             progress = hooks.progress(prepared.last_line) if hooks and hooks.progress else None
             before_commit = hooks.before_commit if hooks else None
-
-            def commit(prepared: PreparedBatch = prepared, progress: Mapping[str, int] | None = progress) -> list[Verdict]:
-                return engine.commit(prepared, progress=progress, before_commit=before_commit)
-
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(commit)
+            verdicts = await anyio.to_thread.run_sync(
+                functools.partial(engine.commit, prepared, progress=progress, before_commit=before_commit)
+            )
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -29,7 +29,7 @@ class Post:
     raw: Any = field(default=None, repr=False, compare=False)
 
 
-class RetweetPolicy(str, enum.Enum):
+class RetweetPolicy(enum.StrEnum):
     """How retweets are judged.
 
     CONTENT: a retweet is judged on the retweeted post's text, like any post.
@@ -42,7 +42,7 @@ class RetweetPolicy(str, enum.Enum):
     KEEP = "keep"
 
 
-class VerdictKind(str, enum.Enum):
+class VerdictKind(enum.StrEnum):
     NOVEL = "novel"
     DUPLICATE = "duplicate"
     RETWEET = "retweet"

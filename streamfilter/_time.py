@@ -6,13 +6,13 @@ import calendar
 import functools
 import math
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ._exceptions import InvalidRecordError
 
 __all__ = ["parse_timestamp"]
 
-_EARLIEST = datetime(1990, 1, 1, tzinfo=timezone.utc).timestamp()
+_EARLIEST = datetime(1990, 1, 1, tzinfo=UTC).timestamp()
 _FUTURE_SLACK = 86400.0
 
 
@@ -50,7 +50,12 @@ def _from_number(number: float) -> float:
     return number
 
 
-_MONTHS = {name: number for number, name in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
 
 
 def _from_twitter(text: str) -> float | None:
@@ -86,5 +91,5 @@ def _from_string(text: str) -> float:
         except ValueError:
             raise InvalidRecordError(f"cannot read timestamp {text[:64]!r}") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import gzip
-import os
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +26,13 @@ def replay(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProces
 @pytest.mark.parametrize("name", FIXTURE_STREAMS)
 def test_fixture_verdicts_match_expected(name: str, tmp_path: Path) -> None:
     verdicts_path = tmp_path / "verdicts.jsonl"
-    result = replay(str(FIXTURES / f"{name}.jsonl"), "--verdicts", str(verdicts_path), "--out", str(tmp_path / "out.jsonl"))
+    result = replay(
+        str(FIXTURES / f"{name}.jsonl"),
+        "--verdicts",
+        str(verdicts_path),
+        "--out",
+        str(tmp_path / "out.jsonl"),
+    )
     assert result.returncode == 0, result.stderr.decode()
     got = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
     expected = [json.loads(line) for line in (FIXTURES / f"{name}.expected.jsonl").read_text().splitlines()]
@@ -100,9 +106,24 @@ def test_retweet_policy_on_the_command_line(tmp_path: Path) -> None:
 
 def test_generic_fields(tmp_path: Path) -> None:
     lines = b'{"m": {"k": "a"}, "body": {"t": "Generic body text about ferries"}}\n{"m": {"k": "b"}, "body": {"t": "generic BODY text about ferries!"}}\n'
-    result = replay("--format", "generic", "--id-field", "m.k", "--text-field", "body.t", "--verdicts", "-", "--out", str(tmp_path / "o"), stdin=lines)
+    result = replay(
+        "--format",
+        "generic",
+        "--id-field",
+        "m.k",
+        "--text-field",
+        "body.t",
+        "--verdicts",
+        "-",
+        "--out",
+        str(tmp_path / "o"),
+        stdin=lines,
+    )
     verdicts = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [(v["id"], v["verdict"], v["duplicate_of"]) for v in verdicts] == [("a", "novel", None), ("b", "duplicate", "a")]
+    assert [(v["id"], v["verdict"], v["duplicate_of"]) for v in verdicts] == [
+        ("a", "novel", None),
+        ("b", "duplicate", "a"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,11 @@ def make_stream(path: Path, distinct: int = 2000, copies: int = 3, seed: int = 1
     rng = random.Random(seed)
     vocabulary = [f"w{i}" for i in range(5000)]
     texts = [" ".join(rng.choices(vocabulary, k=12)) for _ in range(distinct)]
-    lines = [json.dumps({"id": f"{i}-{c}", "text": f"@u{c} {texts[i]} http://t.co/{c}", "created_at": 1_600_000_000 + i}) for i in range(distinct) for c in range(copies)]
+    lines = [
+        json.dumps({"id": f"{i}-{c}", "text": f"@u{c} {texts[i]} http://t.co/{c}", "created_at": 1_600_000_000 + i})
+        for i in range(distinct)
+        for c in range(copies)
+    ]
     rng.shuffle(lines)
     path.write_text("\n".join(lines) + "\n")
 
@@ -31,7 +35,11 @@ def replay(*args: str) -> list[str]:
 
 
 def verdict_kinds(stream: Path, db: Path, verdicts: Path) -> list[str]:
-    result = subprocess.run(replay(str(stream), "--db", str(db), "--verdicts", str(verdicts), "--out", os.devnull, "--ttl", "0"), capture_output=True, timeout=300)
+    result = subprocess.run(
+        replay(str(stream), "--db", str(db), "--verdicts", str(verdicts), "--out", os.devnull, "--ttl", "0"),
+        capture_output=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr.decode()
     return [json.loads(line)["verdict"] for line in verdicts.read_text().splitlines()]
 
@@ -41,7 +49,22 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> N
     make_stream(stream, distinct=1500 * KILLS)  # long enough for every kill to land mid-stream
     clean_out = tmp_path / "clean.jsonl"
     clean_db = tmp_path / "clean-db"
-    subprocess.run(replay(str(stream), "--db", str(clean_db), "--out", str(clean_out), "--ttl", "0", "--batch-size", str(BATCH)), check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        replay(
+            str(stream),
+            "--db",
+            str(clean_db),
+            "--out",
+            str(clean_out),
+            "--ttl",
+            "0",
+            "--batch-size",
+            str(BATCH),
+        ),
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     clean = clean_out.read_text().splitlines()
 
     db = tmp_path / "db"
@@ -50,7 +73,18 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> N
     kills = 0
     while True:
         process = subprocess.Popen(
-            replay(str(stream), "--db", str(db), "--out", str(out), "--ttl", "0", "--batch-size", str(BATCH), "--resume"),
+            replay(
+                str(stream),
+                "--db",
+                str(db),
+                "--out",
+                str(out),
+                "--ttl",
+                "0",
+                "--batch-size",
+                str(BATCH),
+                "--resume",
+            ),
             stderr=subprocess.DEVNULL,
         )
         if kills < KILLS:
@@ -68,7 +102,9 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> N
     # the index opens and judges like the clean one
     assert verdict_kinds(stream, db, tmp_path / "v1") == verdict_kinds(stream, clean_db, tmp_path / "v2")
     assert kills == KILLS
-    print(f"{kills} kills: {len(delivered)} delivered, {len(clean)} novel in a clean run, {len(delivered) - len(clean)} repeats")
+    print(
+        f"{kills} kills: {len(delivered)} delivered, {len(clean)} novel in a clean run, {len(delivered) - len(clean)} repeats"
+    )
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -77,7 +113,9 @@ def test_sigint_and_sigterm_finish_the_batch_and_resume(tmp_path: Path, signum: 
     make_stream(stream, distinct=20000, copies=1)
     db = tmp_path / "db"
     out = tmp_path / "out.jsonl"
-    process = subprocess.Popen(replay(str(stream), "--db", str(db), "--out", str(out), "--batch-size", "256"), stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        replay(str(stream), "--db", str(db), "--out", str(out), "--batch-size", "256"), stderr=subprocess.PIPE
+    )
     time.sleep(1.5)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
@@ -86,7 +124,9 @@ def test_sigint_and_sigterm_finish_the_batch_and_resume(tmp_path: Path, signum: 
     assert "finishing the current batch" in message and " posts, " in message
     first = out.read_text().splitlines()
     assert 0 < len(first) < 20000
-    resumed = subprocess.run(replay(str(stream), "--db", str(db), "--out", str(out), "--resume"), capture_output=True, timeout=300)
+    resumed = subprocess.run(
+        replay(str(stream), "--db", str(db), "--out", str(out), "--resume"), capture_output=True, timeout=300
+    )
     assert resumed.returncode == 0
     everything = out.read_text().splitlines()
     assert sorted(everything) == sorted(stream.read_text().splitlines())  # all novel, each exactly once

@@ -16,7 +16,13 @@ import pytest
 def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     mount = tmp_path / "disk"
     mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("mounting a tmpfs needs root")
     try:
         yield mount
@@ -26,10 +32,29 @@ def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_disk_full_fails_clearly_keeps_data_and_resumes(small_disk: Path, tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
-    stream.write_text("\n".join(json.dumps({"id": str(i), "text": f"distinct post {i} with words {i * 7} and {i * 13} more"}) for i in range(40000)) + "\n")
+    stream.write_text(
+        "\n".join(
+            json.dumps({"id": str(i), "text": f"distinct post {i} with words {i * 7} and {i * 13} more"})
+            for i in range(40000)
+        )
+        + "\n"
+    )
     db = small_disk / "index"
     out = tmp_path / "out.jsonl"
-    command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--db", str(db), "--out", str(out), "--ttl", "0", "--resume"]
+    command = [
+        sys.executable,
+        "-m",
+        "streamfilter",
+        "replay",
+        str(stream),
+        "--db",
+        str(db),
+        "--out",
+        str(out),
+        "--ttl",
+        "0",
+        "--resume",
+    ]
     full = subprocess.run(command, capture_output=True, timeout=300)
     assert full.returncode == 1
     message = full.stderr.decode().strip().splitlines()[-1]

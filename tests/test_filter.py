@@ -9,7 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streamfilter import FilterConfig, MemoryStore, RetweetPolicy, StreamFilter, StreamFilterError, VerdictKind
+from streamfilter import (
+    FilterConfig,
+    MemoryStore,
+    RetweetPolicy,
+    StreamFilter,
+    StreamFilterError,
+    VerdictKind,
+)
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.anyio
@@ -107,8 +114,16 @@ async def test_retweet_policies(policy: RetweetPolicy, kinds: list[str]) -> None
     records = [
         {"id_str": "1", "text": original, "user": {}},
         {"id_str": "2", "text": "RT @museum: " + original},  # manual retweet
-        {"id_str": "3", "text": "RT @fest: " + unseen[:30] + "…", "retweeted_status": {"id_str": "9", "text": unseen}},
-        {"id_str": "4", "text": "RT @fest: " + unseen[:30] + "…", "retweeted_status": {"id_str": "9", "text": unseen}},
+        {
+            "id_str": "3",
+            "text": "RT @fest: " + unseen[:30] + "…",
+            "retweeted_status": {"id_str": "9", "text": unseen},
+        },
+        {
+            "id_str": "4",
+            "text": "RT @fest: " + unseen[:30] + "…",
+            "retweeted_status": {"id_str": "9", "text": unseen},
+        },
     ]
     async with StreamFilter(FilterConfig(retweet_policy=policy)) as sf:
         verdicts = [v async for v in sf.judge(records)]
@@ -131,6 +146,7 @@ def test_sync_api_wraps_the_same_core(tmp_path: Path) -> None:
         assert not sf.is_novel({"text": "An entirely NEW sentence about trains!!"})
         with pytest.raises(StreamFilterError, match="check_many"):
             sf.check(json.loads((FIXTURES / "twitter_v2_brexit.jsonl").read_text()))
+
     # reopening the index keeps what the sync API recorded
     async def reopen() -> list[str]:
         async with StreamFilter(forever, path=tmp_path / "index") as sf:

@@ -22,7 +22,21 @@ json_values = st.recursive(
     max_leaves=12,
 )
 records = st.dictionaries(
-    st.sampled_from(["id", "id_str", "text", "full_text", "created_at", "retweeted_status", "data", "includes", "user", "statuses", "referenced_tweets"]),
+    st.sampled_from(
+        [
+            "id",
+            "id_str",
+            "text",
+            "full_text",
+            "created_at",
+            "retweeted_status",
+            "data",
+            "includes",
+            "user",
+            "statuses",
+            "referenced_tweets",
+        ]
+    ),
     json_values,
     max_size=6,
 )
@@ -58,7 +72,19 @@ def run_cli(lines: list[bytes], tmp_path: Path) -> tuple[subprocess.CompletedPro
     stream.write_bytes(b"\n".join(lines) + b"\n")
     verdicts = tmp_path / "verdicts.jsonl"
     result = subprocess.run(
-        [sys.executable, "-m", "streamfilter", "replay", str(stream), "--verdicts", str(verdicts), "--rejects", str(tmp_path / "rejects"), "--out", os.devnull],
+        [
+            sys.executable,
+            "-m",
+            "streamfilter",
+            "replay",
+            str(stream),
+            "--verdicts",
+            str(verdicts),
+            "--rejects",
+            str(tmp_path / "rejects"),
+            "--out",
+            os.devnull,
+        ],
         capture_output=True,
         timeout=600,
     )
@@ -66,7 +92,11 @@ def run_cli(lines: list[bytes], tmp_path: Path) -> tuple[subprocess.CompletedPro
 
 
 def test_mutation_fuzzer_over_real_payloads(tmp_path: Path) -> None:
-    seeds = [line for name in ("twitter_v1_search", "twitter_v2_stream", "campaign", "mixed") for line in (FIXTURES / f"{name}.jsonl").read_bytes().splitlines()]
+    seeds = [
+        line
+        for name in ("twitter_v1_search", "twitter_v2_stream", "campaign", "mixed")
+        for line in (FIXTURES / f"{name}.jsonl").read_bytes().splitlines()
+    ]
     rng = random.Random(11)
     lines = [mutate(rng.choice(seeds), rng) for _ in range(FUZZ_LINES)]
     lines = [line.replace(b"\n", b" ").replace(b"\r", b" ") for line in lines]
@@ -90,8 +120,18 @@ def test_mutation_fuzzer_over_real_payloads(tmp_path: Path) -> None:
     assert result.stderr.count(b": invalid: ") == invalid
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(st.lists(records.map(lambda r: json.dumps(r).encode()) | st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")), min_size=1, max_size=40))
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    st.lists(
+        records.map(lambda r: json.dumps(r).encode()) | st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_hypothesis_lines(tmp_path_factory, lines: list[bytes]) -> None:  # type: ignore[no-untyped-def]
     lines = [line.replace(b"\r", b"") for line in lines]
     result, verdicts = run_cli(lines, tmp_path_factory.mktemp("h"))

@@ -13,13 +13,19 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("@amandakclayton " + KYDERBY + " http://t.co/Qz1BkmCb", "want to bet on the kyderby freely legally and securely visit twinspires"),
+        (
+            "@amandakclayton " + KYDERBY + " http://t.co/Qz1BkmCb",
+            "want to bet on the kyderby freely legally and securely visit twinspires",
+        ),
         ("RT @foo: Hello WORLD", "hello world"),
         ("RT @a: RT @b: nested retweet", "nested retweet"),
         ("Fish &amp; chips &lt;3", "fish chips 3"),
         ("see https://t.co/abc and www.example.com/page and bit.ly/xyz now", "see and and now"),
         ("#KYDerby #win", "kyderby win"),
-        ("thumbs 👍🏽 family 👨‍👩‍👧 flag 🇺🇸 keycap 1️⃣ #️⃣ scotland 🏴󠁧󠁢󠁳󠁣󠁴󠁿 end", "thumbs family flag keycap scotland end"),
+        (
+            "thumbs 👍🏽 family 👨‍👩‍👧 flag 🇺🇸 keycap 1️⃣ #️⃣ scotland 🏴󠁧󠁢󠁳󠁣󠁴󠁿 end",
+            "thumbs family flag keycap scotland end",
+        ),
         ("Неllо wоrld", "hello world"),  # Cyrillic Н, е, о
         ("𝐇𝐞𝐥𝐥𝐨 𝒘𝒐𝒓𝒍𝒅", "hello world"),  # mathematical bold / bold italic
         ("ＨＥＬＬＯ ＠user ｗｏｒｌｄ", "hello world"),  # fullwidth, fullwidth @mention

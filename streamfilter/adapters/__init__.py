@@ -10,11 +10,10 @@ auto-detection.
 """
 
 from ._base import Adapter, RecordAdapter, decode_line
+from ._registry import record_adapter
 from .generic import GenericAdapter
 from .text import TextAdapter
 from .twitter import TwitterV1Adapter, TwitterV2Adapter
-
-from ._registry import record_adapter
 
 __all__ = [
     "Adapter",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -89,9 +89,7 @@ class BandStore(Protocol):
     def close(self) -> None: ...
 
 
-def check_fingerprint(
-    location: str, stored: Mapping[str, object], requested: Mapping[str, object]
-) -> None:
+def check_fingerprint(location: str, stored: Mapping[str, object], requested: Mapping[str, object]) -> None:
     differences = {
         name: (stored.get(name), requested.get(name))
         for name in set(stored) | set(requested)

@@ -49,7 +49,9 @@ def _expiry_key(timestamp: float, serial: int) -> bytes:
 
 
 class _LMDBTxn:
-    def __init__(self, txn: lmdb.Transaction, bands: lmdb._Database, posts: lmdb._Database, expiry: lmdb._Database) -> None:
+    def __init__(
+        self, txn: lmdb.Transaction, bands: lmdb._Database, posts: lmdb._Database, expiry: lmdb._Database
+    ) -> None:
         self._txn = txn
         self._bands_db = bands
         self._bands = txn.cursor(bands)
@@ -329,11 +331,14 @@ def _map_error(exc: BaseException, context: str, path: Path | None = None) -> St
     free = _free_bytes(path) if path is not None else None
     # LMDB reports a failed write of its pages as EIO on some filesystems
     # (tmpfs among them), so a near-empty disk is read as "full" too.
-    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in message or (
-        ("Input/output error" in message or code == errno.EIO) and free is not None and free < (8 << 20)
+    if (
+        code in (errno.ENOSPC, errno.EDQUOT)
+        or "No space left" in message
+        or (("Input/output error" in message or code == errno.EIO) and free is not None and free < (8 << 20))
     ):
         where = "" if free is None else f", {free} bytes free"
         return StoreFullError(
-            f"{context}: the disk is full ({message}{where}); committed data is intact: free space, then rerun with --resume"
+            f"{context}: the disk is full ({message}{where}); "
+            "committed data is intact: free space, then rerun with --resume"
         )
     return StoreError(f"{context}: {message}")

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamfilter import ConfigMismatchError, FilterConfig, LMDBStore, MemoryStore, StoreError, normalize
+from streamfilter import (
+    ConfigMismatchError,
+    FilterConfig,
+    LMDBStore,
+    MemoryStore,
+    StoreError,
+    normalize,
+)
 from streamfilter._lsh import band_keys
 from streamfilter._minhash import MinHasher
 from streamfilter._shingle import ShingleSets, shingle_batch
@@ -69,7 +76,13 @@ def test_novel_then_duplicate(make_store: Callable[..., BandStore]) -> None:
 
 def test_duplicate_inside_one_batch(make_store: Callable[..., BandStore]) -> None:
     store = make_store()
-    results = store.check_and_insert([sketch("a", 1, TEXT), sketch("b", 2, "something else entirely, nothing shared"), sketch("c", 3, TEXT)])
+    results = store.check_and_insert(
+        [
+            sketch("a", 1, TEXT),
+            sketch("b", 2, "something else entirely, nothing shared"),
+            sketch("c", 3, TEXT),
+        ]
+    )
     assert results[0] is None and results[1] is None
     assert results[2] is not None and results[2].duplicate_of == "a"
 
@@ -96,14 +109,18 @@ def test_ttl_in_event_time_hides_at_once_and_purges(make_store: Callable[..., Ba
     assert match is not None  # still alive 99 s later in event time
     # the clock passes a's horizon mid-batch: the copy right after it no longer matches,
     # although purging only runs at the end of the batch
-    results = store.check_and_insert([sketch("filler", 1101, "filler post with its own words"), sketch("c", 1102, TEXT)])
+    results = store.check_and_insert(
+        [sketch("filler", 1101, "filler post with its own words"), sketch("c", 1102, TEXT)]
+    )
     match = results[1]
     assert match is None  # "a" expired: the copy is novel again
 
 
 def test_purge_is_bounded_per_batch(make_store: Callable[..., BandStore]) -> None:
     store = make_store(ttl=10, purge_limit=3)
-    store.check_and_insert([sketch(f"p{i}", 100 + i * 0.01, f"distinct post {i} about topic {i * 13}") for i in range(10)])
+    store.check_and_insert(
+        [sketch(f"p{i}", 100 + i * 0.01, f"distinct post {i} about topic {i * 13}") for i in range(10)]
+    )
     assert store.post_count() == 10
     store.check_and_insert([sketch("late", 1000, "a much later post that moves the clock")])
     assert store.post_count() == 1 + 10 - 3
@@ -162,7 +179,9 @@ def test_lmdb_map_grows_when_full(tmp_path: Path) -> None:
     store.open(settings())
     initial = store.map_size()
     for batch in range(20):
-        store.check_and_insert([sketch(f"{batch}-{i}", batch, f"post {batch} {i} words {batch * 1000 + i} more {i}") for i in range(200)])
+        store.check_and_insert(
+            [sketch(f"{batch}-{i}", batch, f"post {batch} {i} words {batch * 1000 + i} more {i}") for i in range(200)]
+        )
     assert store.post_count() == 4000
     assert store.map_size() > initial
     store.close()

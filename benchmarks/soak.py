@@ -1,0 +1,119 @@
+"""Soak: a long stream with a short TTL through the real CLI; RSS and index size over time.
+
+    python benchmarks/soak.py --posts 2000000 --ttl 10m
+
+Generates posts on the fly (nothing is held in memory) and pipes them into
+``streamfilter replay - --db DIR --ttl TTL``. Event time advances one second
+per 100 posts, so a 10-minute TTL keeps about 60,000 posts live. A third of
+the posts copy a recent one. Every --every posts it prints the replay
+process's RSS, the LMDB file size, the pages in use, and the posts in the
+index: with purging keeping pace, all of them level off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import lmdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from streamfilter import parse_duration  # noqa: E402
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def index_facts(db: Path) -> tuple[float, float, int]:
+    env = lmdb.open(str(db), readonly=True, lock=False, max_dbs=4)
+    try:
+        posts = env.open_db(b"posts", create=False)
+        with env.begin() as txn:
+            count = txn.stat(posts)["entries"]
+        used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    finally:
+        env.close()
+    return (db / "data.mdb").stat().st_size / 2**20, used / 2**20, count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--posts", type=int, default=2_000_000)
+    parser.add_argument("--ttl", default="10m")
+    parser.add_argument("--every", type=int, default=200_000)
+    args = parser.parse_args()
+    ttl = parse_duration(args.ttl)
+    rng = random.Random(3)
+    vocabulary = [f"w{i}" for i in range(20000)]
+    with tempfile.TemporaryDirectory() as directory:
+        db = Path(directory) / "index"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamfilter",
+                "replay",
+                "-",
+                "--db",
+                str(db),
+                "--ttl",
+                f"{ttl:.0f}s",
+                "--out",
+                "/dev/null",
+            ],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stdin is not None
+        written = [0]
+
+        def feed() -> None:
+            recent: deque[str] = deque(maxlen=5000)
+            start = 1_600_000_000
+            for i in range(args.posts):
+                if recent and rng.random() < 0.33:
+                    text = "@copy " + rng.choice(recent)
+                else:
+                    text = " ".join(rng.choices(vocabulary, k=rng.randint(6, 20)))
+                    recent.append(text)
+                line = json.dumps({"id": str(i), "text": text, "created_at": start + i // 100}) + "\n"
+                process.stdin.write(line.encode())  # type: ignore[union-attr]
+                written[0] = i + 1
+            process.stdin.close()  # type: ignore[union-attr]
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        started = time.perf_counter()
+        feeder.start()
+        print(
+            f"{'posts sent':>11} {'seconds':>8} {'RSS MB':>7} {'file MB':>8} {'used MB':>8} {'indexed':>9}",
+            flush=True,
+        )
+        next_report = args.every
+        while process.poll() is None:
+            time.sleep(0.5)
+            if written[0] >= next_report and db.exists():
+                file_mb, used_mb, count = index_facts(db)
+                print(
+                    f"{written[0]:>11,} {time.perf_counter() - started:>8.0f} {rss_mb(process.pid):>7.0f} {file_mb:>8.1f} {used_mb:>8.1f} {count:>9,}",
+                    flush=True,
+                )
+                next_report += args.every
+        feeder.join()
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        print(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {process.returncode}")
+
+
+if __name__ == "__main__":
+    main()
