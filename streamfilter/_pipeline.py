@@ -157,7 +157,9 @@ async def run_pipeline(
 ) -> None:
     """Run one pipeline until the source ends; errors are sent, not raised,
     so they surface in the consumer's task rather than in a task group."""
-    buffer = max(4, engine.config.batch_size // 16)
+    # Room for a whole batch to gather while the previous one is in the
+    # store; chunked sources send big lists, so a few of them are enough.
+    buffer = 4 if isinstance(source, Chunks) else 2 * engine.config.batch_size
     with scope:
         async with send:
             records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](buffer)

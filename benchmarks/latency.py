@@ -1,0 +1,82 @@
+"""Arrival-to-verdict latency in streaming use.
+
+    python benchmarks/latency.py --rate 5000 --seconds 20
+
+An async source offers posts at a steady rate (5,000/s is the average load
+of the whole Twitter firehose), stamping each with its arrival time; the
+consumer runs ``async for verdict in sf.judge(source)`` against an LMDB
+index in a temporary directory and records when each verdict came out.
+Prints p50, p99 and max of verdict time minus arrival time, and how far the
+source fell behind its schedule (backpressure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from streamfilter import FilterConfig, LMDBStore, StreamFilter  # noqa: E402
+
+
+async def run(rate: float, seconds: float, durable: bool, max_delay: float) -> None:
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(20000)]
+    arrivals: dict[str, float] = {}
+    total = int(rate * seconds)
+    lag = [0.0]
+
+    async def source():  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        recent: list[str] = []
+        for i in range(total):
+            due = start + i / rate
+            now = time.perf_counter()
+            if due > now:
+                await anyio.sleep(due - now)
+            else:
+                lag[0] = max(lag[0], now - due)
+            if recent and rng.random() < 0.3:
+                text = "@copy " + rng.choice(recent)
+            else:
+                text = " ".join(rng.choices(vocabulary, k=rng.randint(6, 20)))
+                recent = (recent + [text])[-1000:]
+            arrivals[str(i)] = time.perf_counter()
+            yield {"id": str(i), "text": text}
+
+    latencies: list[float] = []
+    with tempfile.TemporaryDirectory() as directory:
+        config = FilterConfig(max_delay=max_delay)
+        async with StreamFilter(config, store=LMDBStore(directory, durable=durable)) as sf:
+            async for verdict in sf.judge(source()):
+                latencies.append(time.perf_counter() - arrivals.pop(verdict.post_id))
+    latencies.sort()
+
+    def at(q: float) -> float:
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+
+    print(
+        f"rate {rate:.0f}/s for {seconds:.0f} s, durable={durable}, max_delay={max_delay * 1000:.1f} ms: "
+        f"{len(latencies)} verdicts; latency p50 {at(0.5):.2f} ms, p99 {at(0.99):.2f} ms, max {at(1.0):.2f} ms; "
+        f"source fell behind by at most {lag[0] * 1000:.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=float, default=5000)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--max-delay", type=float, default=0.002)
+    parser.add_argument("--no-fsync", action="store_true", help="LMDBStore(durable=False)")
+    args = parser.parse_args()
+    anyio.run(run, args.rate, args.seconds, not args.no_fsync, args.max_delay)
+
+
+if __name__ == "__main__":
+    main()
