@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
     replay.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
     replay.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
-    replay.add_argument("--format", choices=("auto", "twitter", "text", "generic"), default="auto")
+    replay.add_argument("--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto")
     replay.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
     replay.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
     replay.add_argument(
@@ -277,7 +277,7 @@ class _Writer:
         self.out = _open_output(args.out, mode) if args.out else sys.stdout.buffer
         self.verdicts = _open_output(args.verdicts, mode) if args.verdicts else None
         self.rejects = _open_output(args.rejects, mode) if args.rejects else None
-        self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid"), 0)
+        self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid", "skipped"), 0)
 
     def write(self, verdicts: list[Verdict]) -> None:
         start = 0
@@ -398,7 +398,7 @@ async def _replay(args: argparse.Namespace) -> int:
     counts = writer.counts
     print(
         f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
-        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {seconds:.2f} s, "
+        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {counts['skipped']} skipped, {seconds:.2f} s, "
         f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
         file=sys.stderr,
     )

@@ -27,7 +27,7 @@ from ._minhash import MinHasher
 from ._normalize import normalize, normalize_fallback
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, shingle_batch
-from .adapters import RecordAdapter
+from .adapters import NotAPost, RecordAdapter
 from .stores import BandStore, IndexSettings, Match, Sketch
 
 __all__ = ["Engine", "PreparedBatch"]
@@ -35,6 +35,7 @@ __all__ = ["Engine", "PreparedBatch"]
 _EXACT_TEXT_MARK = "\x00"
 REASON_EMPTY = "empty text: nothing to compare, passed and not indexed"
 REASON_KEPT_RETWEET = "retweet passed unjudged (retweet policy keep)"
+REASON_TEXTLESS_REPOST = "repost without text (reposted post not in the payload): passed and not indexed"
 
 
 @dataclass(slots=True)
@@ -110,6 +111,9 @@ class Engine:
         for line, record in records:
             try:
                 posts = self.adapter.adapt(record)
+            except NotAPost as exc:
+                entries.append(_Entry(line, record, None, Verdict(VerdictKind.SKIPPED, line, None, reason=exc.reason, raw=record)))
+                continue
             except InvalidRecordError as exc:
                 entries.append(
                     _Entry(
@@ -142,7 +146,8 @@ class Engine:
                     continue
                 words = self.words(post.text)
                 if not words:
-                    entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=REASON_EMPTY, raw=record)
+                    reason = REASON_TEXTLESS_REPOST if post.is_retweet else REASON_EMPTY
+                    entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=reason, raw=record)
                     continue
                 to_sketch.append(entry)
                 word_lists.append(words)

@@ -47,6 +47,7 @@ class VerdictKind(enum.StrEnum):
     DUPLICATE = "duplicate"
     RETWEET = "retweet"
     INVALID = "invalid"
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +56,8 @@ class Verdict:
 
     ``line`` is the 1-based position of the record in its input, ``post`` is
     None only for invalid records. ``duplicate_of`` and ``similarity`` are
-    set for duplicates; ``reason`` says why a record is invalid, or why a
-    retweet passed under the ``keep`` policy.
+    set for duplicates; ``reason`` says why a record is invalid or skipped
+    (a like, a follow: not a post), or why a post passed unjudged.
     """
 
     kind: VerdictKind

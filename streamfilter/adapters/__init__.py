@@ -9,19 +9,25 @@ New platforms plug in by adding an adapter to the list ``record_adapter`` gives
 auto-detection.
 """
 
-from ._base import Adapter, RecordAdapter, decode_line
+from ._base import Adapter, NotAPost, RecordAdapter, decode_line
+from .bluesky import BlueskyAdapter
 from ._registry import record_adapter
 from .generic import GenericAdapter
+from .mastodon import MastodonAdapter, html_to_text
 from .text import TextAdapter
 from .twitter import TwitterV1Adapter, TwitterV2Adapter
 
 __all__ = [
     "Adapter",
+    "BlueskyAdapter",
     "GenericAdapter",
+    "MastodonAdapter",
+    "NotAPost",
     "RecordAdapter",
     "TextAdapter",
     "TwitterV1Adapter",
     "TwitterV2Adapter",
     "decode_line",
+    "html_to_text",
     "record_adapter",
 ]

@@ -9,11 +9,20 @@ from typing import Any, Protocol, runtime_checkable
 from .._exceptions import ConfigError, InvalidRecordError
 from .._post import Post
 
-__all__ = ["MAX_LINE_BYTES", "MAX_TEXT_CHARS", "Adapter", "RecordAdapter", "decode_line", "text_of"]
+__all__ = ["MAX_LINE_BYTES", "MAX_TEXT_CHARS", "Adapter", "NotAPost", "RecordAdapter", "decode_line", "text_of"]
 
 MAX_LINE_BYTES = 4 << 20
 MAX_TEXT_CHARS = 100_000
 _MAX_DEPTH = 64
+
+
+class NotAPost(Exception):  # noqa: N818 - a verdict, not an error
+    """Raised by an adapter for a well-formed record that carries no post
+    (a like, a follow, a delete...): it gets verdict ``skipped``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @runtime_checkable
@@ -135,7 +144,7 @@ class RecordAdapter:
     ``generic``.
     """
 
-    FORMATS = ("auto", "twitter", "text", "generic")
+    FORMATS = ("auto", "twitter", "mastodon", "bluesky", "text", "generic")
 
     def __init__(
         self,
@@ -176,8 +185,10 @@ class RecordAdapter:
         if self.format in ("generic", "text"):
             return self._generic.posts(record)
         for adapter in self._platforms:
-            if adapter.matches(record):
+            if (self.format == "auto" or adapter.name == self.format) and adapter.matches(record):
                 return adapter.posts(record)
         if self.format == "twitter":
             raise InvalidRecordError("not a Twitter v1.1 status or v2 tweet")
+        if self.format in ("mastodon", "bluesky"):
+            raise InvalidRecordError(f"not a {self.format} record")
         return self._generic.posts(record)

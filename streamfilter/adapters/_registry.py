@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from ._base import RecordAdapter
+from .bluesky import BlueskyAdapter
 from .generic import GenericAdapter
+from .mastodon import MastodonAdapter
 from .text import TextAdapter
 from .twitter import TwitterV1Adapter, TwitterV2Adapter
 
@@ -20,7 +22,7 @@ def record_adapter(
     """The adapter for a format, with the platforms that auto-detection tries, in order."""
     return RecordAdapter(
         format,
-        platforms=[TwitterV2Adapter(), TwitterV1Adapter()],
+        platforms=[TwitterV2Adapter(), TwitterV1Adapter(), MastodonAdapter(), BlueskyAdapter()],
         generic=GenericAdapter(id_field, text_field, time_field),
         text=TextAdapter(),
     )

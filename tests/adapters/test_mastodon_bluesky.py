@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import json
+
+from streamfilter import FilterConfig, MemoryStore, RetweetPolicy, StreamFilter
+from streamfilter.adapters import html_to_text, record_adapter
+from tests.conftest import shared_payload
+
+adapter = record_adapter()
+
+
+def test_mastodon_html_keeps_visible_text_only() -> None:
+    html = (
+        '<p>Fish &amp; chips at <a href="https://example.org/tags/food" class="mention hashtag">#<span>food</span></a> '
+        'with <span class="h-card"><a href="https://mastodon.social/@bob" class="u-url mention">@<span>bob</span></a></span></p>'
+        '<p>see <a href="https://example.org/a/very/long/path"><span class="invisible">https://</span>'
+        '<span class="ellipsis">example.org/a/very</span><span class="invisible">/long/path</span></a></p>'
+    )
+    text = html_to_text(html)
+    assert "Fish & chips at #food with @bob" in text
+    assert "example.org/a/very" in text and "https://" not in text and "/long/path" not in text
+
+
+def test_mastodon_statuses_from_real_payloads() -> None:
+    statuses = json.loads(shared_payload("mastodon/handle_params_max_id.statuses.json").read_text())
+    posts = [post for status in statuses for post in adapter.adapt(status)]
+    assert len(posts) == len(statuses) == 160
+    assert all(post.platform == "mastodon" and post.timestamp and post.id for post in posts)
+    assert not any("<p>" in post.text or "</a>" in post.text for post in posts)
+
+
+def test_mastodon_reblog_is_a_retweet_of_its_status() -> None:
+    statuses = json.loads(shared_payload("mastodon/get_account_statuses_limit.statuses.json").read_text())
+    reblog = next(s for s in statuses if s.get("reblog"))
+    (post,) = adapter.adapt(reblog)
+    assert post.is_retweet and post.retweet_of == reblog["reblog"]["id"]
+    assert post.text == html_to_text(reblog["reblog"]["content"])
+    with StreamFilter(FilterConfig(retweet_policy=RetweetPolicy.DROP), store=MemoryStore()) as sf:
+        assert sf.check(reblog).kind.value == "retweet"
+
+
+def test_mastodon_streaming_update_event() -> None:
+    status = json.loads(shared_payload("mastodon/get_status_default.statuses.json").read_text())
+    status = status[0] if isinstance(status, list) else status
+    (post,) = adapter.adapt({"event": "update", "payload": json.dumps(status)})
+    assert post.id == str(status["id"])
+
+
+def test_bluesky_jetstream_posts_reposts_and_skips() -> None:
+    lines = shared_payload("bluesky/jetstream_expected_v1.jsonl").read_bytes().splitlines()
+    with StreamFilter(store=MemoryStore()) as sf:
+        verdicts = sf.check_many(lines)
+    events = [json.loads(line) for line in lines]
+    assert len(verdicts) == len(events)
+    for verdict, event in zip(verdicts, events, strict=True):
+        commit = event.get("commit") or {}
+        is_post = commit.get("collection") == "app.bsky.feed.post" and commit.get("operation") == "create"
+        is_repost = commit.get("collection") == "app.bsky.feed.repost" and commit.get("operation") == "create"
+        if is_post:
+            assert verdict.post is not None
+            assert verdict.post.id == f"at://{event['did']}/app.bsky.feed.post/{commit['rkey']}"
+            assert verdict.post.text == commit["record"]["text"]
+            assert verdict.post.timestamp == event["time_us"] / 1e6
+        elif is_repost:
+            assert verdict.post is not None and verdict.post.is_retweet
+            assert verdict.kind.value == "novel" and "repost" in (verdict.reason or "")
+        else:
+            assert verdict.kind.value == "skipped" and verdict.reason
