@@ -2,4 +2,6 @@ import sys
 
 from ._cli import main
 
-sys.exit(main())
+# Guarded: worker processes import the parent's __main__ module.
+if __name__ == "__main__":
+    sys.exit(main())

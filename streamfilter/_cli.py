@@ -78,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
     replay.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
     replay.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
-    replay.add_argument("--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto")
+    replay.add_argument(
+        "--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto"
+    )
     replay.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
     replay.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
     replay.add_argument(
@@ -462,3 +464,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("streamfilter: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
+        print(f"streamfilter: error: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

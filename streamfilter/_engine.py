@@ -30,7 +30,7 @@ from ._shingle import ShingleSets, shingle_batch
 from .adapters import NotAPost, RecordAdapter
 from .stores import BandStore, IndexSettings, Match, Sketch
 
-__all__ = ["Engine", "PreparedBatch"]
+__all__ = ["Engine", "PreparedBatch", "Sketcher"]
 
 _EXACT_TEXT_MARK = "\x00"
 REASON_EMPTY = "empty text: nothing to compare, passed and not indexed"
@@ -57,24 +57,16 @@ class PreparedBatch:
         return self.entries[-1].line if self.entries else 0
 
 
-class Engine:
-    """Adapter, sketcher and store, wired by one FilterConfig."""
+class Sketcher:
+    """The pure half of the engine: records in, posts and sketches out, no I/O.
 
-    def __init__(self, config: FilterConfig, store: BandStore, adapter: RecordAdapter) -> None:
+    It holds nothing but settings, so a worker process can run one too.
+    """
+
+    def __init__(self, config: FilterConfig, adapter: RecordAdapter) -> None:
         self.config = config
-        self.store = store
         self.adapter = adapter
         self._minhasher = MinHasher(config.num_perm, config.seed)
-        store.open(
-            IndexSettings(
-                fingerprint=config.fingerprint(),
-                jaccard_threshold=config.jaccard_threshold,
-                ttl_seconds=config.ttl_seconds,
-                rekey=self._rekey,
-                max_candidates_per_band=config.max_candidates_per_band,
-                purge_limit=config.purge_limit,
-            )
-        )
 
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> list[str]:
@@ -92,7 +84,7 @@ class Engine:
         signatures = self._minhasher.signatures(shingles)
         return shingles, band_keys(signatures, config.bands, config.rows)
 
-    def _rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.uint64]:
+    def rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.uint64]:
         config = self.config
         assert config.bands is not None and config.rows is not None
         offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
@@ -112,7 +104,9 @@ class Engine:
             try:
                 posts = self.adapter.adapt(record)
             except NotAPost as exc:
-                entries.append(_Entry(line, record, None, Verdict(VerdictKind.SKIPPED, line, None, reason=exc.reason, raw=record)))
+                entries.append(
+                    _Entry(line, record, None, Verdict(VerdictKind.SKIPPED, line, None, reason=exc.reason, raw=record))
+                )
                 continue
             except InvalidRecordError as exc:
                 entries.append(
@@ -168,6 +162,27 @@ class Engine:
                     )
                 )
         return PreparedBatch(entries, sketches)
+
+
+class Engine:
+    """Sketcher and store, wired by one FilterConfig."""
+
+    def __init__(self, config: FilterConfig, store: BandStore, adapter: RecordAdapter) -> None:
+        self.config = config
+        self.store = store
+        self.adapter = adapter
+        self.sketcher = Sketcher(config, adapter)
+        self.prepare = self.sketcher.prepare
+        store.open(
+            IndexSettings(
+                fingerprint=config.fingerprint(),
+                jaccard_threshold=config.jaccard_threshold,
+                ttl_seconds=config.ttl_seconds,
+                rekey=self.sketcher.rekey,
+                max_candidates_per_band=config.max_candidates_per_band,
+                purge_limit=config.purge_limit,
+            )
+        )
 
     def commit(
         self,

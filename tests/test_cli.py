@@ -11,7 +11,15 @@ import pytest
 
 from tests.conftest import FIXTURES
 
-FIXTURE_STREAMS = ["campaign", "twitter_v1_search", "twitter_v2_brexit", "twitter_v2_stream", "mastodon_hashtag", "bluesky_jetstream", "mixed"]
+FIXTURE_STREAMS = [
+    "campaign",
+    "twitter_v1_search",
+    "twitter_v2_brexit",
+    "twitter_v2_stream",
+    "mastodon_hashtag",
+    "bluesky_jetstream",
+    "mixed",
+]
 
 
 def replay(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
