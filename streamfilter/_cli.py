@@ -202,9 +202,15 @@ class _Inputs:
         return f"{name}:{line - self._starts[index]}"
 
     def progress(self, last_line: int) -> dict[str, int]:
-        """Lines done per input once every line up to ``last_line`` is committed."""
+        """Lines done per input once every line up to ``last_line`` is committed.
+
+        A batch can span the end of one input and the start of the next, so
+        every input before the last one touched is reported as finished.
+        """
         index = max(bisect.bisect_right(self._starts, last_line - 1) - 1, 0)
-        return {self.keys[index]: last_line - self._starts[index]}
+        done = {self.keys[i]: self._starts[i + 1] - self._starts[i] for i in range(index)}
+        done[self.keys[index]] = last_line - self._starts[index]
+        return done
 
     async def _read(self, read: Any) -> bytes:
         with anyio.CancelScope() as scope:

@@ -10,8 +10,8 @@ auto-detection.
 """
 
 from ._base import Adapter, NotAPost, RecordAdapter, decode_line
-from .bluesky import BlueskyAdapter
 from ._registry import record_adapter
+from .bluesky import BlueskyAdapter
 from .generic import GenericAdapter
 from .mastodon import MastodonAdapter, html_to_text
 from .text import TextAdapter
