@@ -18,7 +18,7 @@ import anyio
 from ._config import FilterConfig, parse_duration
 from ._exceptions import ConfigError, ConfigMismatchError, StreamFilterError
 from ._filter import StreamFilter
-from ._lsh import choose_bands
+from ._lsh import choose_for_rates
 from ._pipeline import Chunks, CommitHooks
 from ._post import RetweetPolicy, Verdict, VerdictKind
 from .stores import LMDBStore
@@ -114,13 +114,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
 
-    params = commands.add_parser("params", help="show the LSH split chosen for a threshold")
+    params = commands.add_parser(
+        "params",
+        help="show the LSH split chosen for a threshold, or for target error rates",
+        description="Without --fn-rate/--fp-rate: the split FilterConfig derives from --threshold and --num-perm. "
+        "With them: the cheapest split that misses at most --fn-rate of the pairs at --fn-at and makes "
+        "candidates of at most --fp-rate of the pairs at --fp-at.",
+    )
     _add_tuning(params)
     params.add_argument(
         "--max-miss-rate",
         type=float,
         default=None,
         help="allowed share of missed pairs at the threshold (default: 0.02)",
+    )
+    params.add_argument("--fn-rate", type=float, help="allowed share of missed pairs at --fn-at, e.g. 0.01")
+    params.add_argument("--fn-at", type=_threshold, help="similarity of the pairs that must be caught, e.g. 0.6")
+    params.add_argument("--fp-rate", type=float, help="allowed share of candidate pairs at --fp-at, e.g. 0.2")
+    params.add_argument(
+        "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
     )
     return parser
 
@@ -129,6 +141,10 @@ def _add_tuning(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=_threshold, help="Jaccard similarity that makes a duplicate (default: 0.5)")
     parser.add_argument("--shingle-size", type=_positive_int, help="words per shingle (default: 2)")
     parser.add_argument("--num-perm", type=_positive_int, help="MinHash permutations (default: 32)")
+    parser.add_argument(
+        "--bands", type=_positive_int, help="LSH bands; give --rows too (default: derived from the threshold)"
+    )
+    parser.add_argument("--rows", type=_positive_int, help="rows per band; bands x rows must equal --num-perm")
 
 
 def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterConfig:
@@ -139,6 +155,8 @@ def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterCo
         settings["shingle_size"] = args.shingle_size
     if args.num_perm is not None:
         settings["num_perm"] = args.num_perm
+    if args.bands is not None or args.rows is not None:
+        settings["bands"], settings["rows"] = args.bands, args.rows
     if getattr(args, "ttl", None) is not None:
         settings["ttl_seconds"] = args.ttl
     if getattr(args, "retweets", None) is not None:
@@ -154,8 +172,8 @@ def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterCo
         settings.setdefault("seed", stored.get("seed"))
         if "num_perm" not in settings or settings["num_perm"] == stored.get("num_perm"):
             settings["num_perm"] = stored.get("num_perm")
-            settings["bands"] = stored.get("bands")
-            settings["rows"] = stored.get("rows")
+            settings.setdefault("bands", stored.get("bands"))
+            settings.setdefault("rows", stored.get("rows"))
     return FilterConfig(**settings)
 
 
@@ -416,12 +434,34 @@ async def _replay(args: argparse.Namespace) -> int:
 
 
 def _params(args: argparse.Namespace) -> int:
-    config = _config(args, None)
-    assert config.bands is not None and config.rows is not None
-    plan = choose_bands(config.jaccard_threshold, config.num_perm, config.max_miss_rate)
+    targets = (args.fn_rate, args.fn_at, args.fp_rate, args.fp_at)
+    if any(value is not None for value in targets):
+        if any(value is None for value in targets):
+            raise _UsageError("--fn-rate, --fn-at, --fp-rate and --fp-at go together")
+        if not (0 < args.fn_rate < 1 and 0 < args.fp_rate < 1 and args.fp_at < args.fn_at):
+            raise _UsageError("rates must be in (0, 1) and --fp-at below --fn-at")
+        found = choose_for_rates(args.fn_at, args.fn_rate, args.fp_at, args.fp_rate)
+        if found is None:
+            raise _UsageError("no split of up to 256 permutations meets both rates; loosen one of them")
+        plan = found
+        print(
+            f"cheapest split for P(miss | {args.fn_at}) <= {args.fn_rate} "
+            f"and P(candidate | {args.fp_at}) <= {args.fp_rate}:"
+        )
+        print(
+            f"use --num-perm {plan.num_perm} --bands {plan.bands} --rows {plan.rows} "
+            f"(FilterConfig(num_perm={plan.num_perm}, bands={plan.bands}, rows={plan.rows}))"
+        )
+    else:
+        config = _config(args, None)
+        plan = config.plan
     print(f"threshold {plan.threshold}  num_perm {plan.num_perm}  bands {plan.bands}  rows {plan.rows}")
     print(f"mean P(candidate) below the threshold (false-positive rate): {plan.false_positive_rate:.4f}")
     print(f"mean P(missed) at or above the threshold (false-negative rate): {plan.false_negative_rate:.6f}")
+    print(
+        f"work per post: {plan.num_perm} hash permutations per shingle, {plan.bands} band look-ups, "
+        f"{plan.bands} band entries in the index for a novel post"
+    )
     print("similarity  P(candidate)")
     for similarity, probability in plan.table(_SIMILARITIES):
         print(f"{similarity:>10.2f}  {probability:.6f}")

@@ -18,7 +18,7 @@ one with the highest probability at the threshold wins.
 The areas that datasketch minimises (false positives below the threshold,
 false negatives above it) are reported too, but normalised by the width of
 their interval, so they read as average probabilities: datasketch's raw
-integrals make a threshold of 0.9 count false negatives over a tenth of the
+integrals make a threshold of 0.9 count false negatives over a fifth of the
 width they get at 0.5.
 """
 
@@ -34,6 +34,7 @@ __all__ = [
     "band_keys",
     "candidate_probability",
     "choose_bands",
+    "choose_for_rates",
 ]
 
 _BAND_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
@@ -92,6 +93,40 @@ def choose_bands(threshold: float, num_perm: int, max_miss_rate: float = 0.01) -
     else:
         bands, rows = max(splits, key=lambda split: candidate_probability(threshold, *split))
     return BandPlan(bands, rows, threshold)
+
+
+def choose_for_rates(
+    high_similarity: float,
+    max_false_negative: float,
+    low_similarity: float,
+    max_false_positive: float,
+    max_num_perm: int = 256,
+) -> BandPlan | None:
+    """The cheapest (bands, rows) that misses at most ``max_false_negative`` of
+    the pairs at ``high_similarity`` and makes candidates of at most
+    ``max_false_positive`` of the pairs at ``low_similarity``.
+
+    Cheapest means fewest permutations (sketching work), then fewest bands
+    (look-ups and index entries per post). None when no split up to
+    ``max_num_perm`` permutations meets both rates.
+    """
+    if not 0.0 <= low_similarity < high_similarity <= 1.0:
+        raise ValueError("need 0 <= low similarity < high similarity <= 1")
+    best: tuple[int, int, int] | None = None
+    for rows in range(1, max_num_perm + 1):
+        for bands in range(1, max_num_perm // rows + 1):
+            if candidate_probability(high_similarity, bands, rows) < 1 - max_false_negative:
+                continue
+            if candidate_probability(low_similarity, bands, rows) > max_false_positive:
+                break  # more bands only raise P(low)
+            key = (bands * rows, bands, rows)
+            if best is None or key < best:
+                best = key
+            break  # the fewest bands for this row count is found
+    if best is None:
+        return None
+    _, bands, rows = best
+    return BandPlan(bands, rows, high_similarity)
 
 
 def band_keys(signatures: npt.NDArray[np.uint32], bands: int, rows: int) -> npt.NDArray[np.uint64]:

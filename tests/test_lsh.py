@@ -46,3 +46,18 @@ def test_config_derives_bands_and_rejects_bad_splits() -> None:
         FilterConfig(num_perm=32, bands=5, rows=5)
     with pytest.raises(ConfigError, match="jaccard_threshold"):
         FilterConfig(jaccard_threshold=1.5)
+
+
+def test_choose_for_rates_meets_both_targets_at_least_cost() -> None:
+    from streamfilter._lsh import choose_for_rates
+
+    plan = choose_for_rates(0.6, 0.01, 0.3, 0.3)
+    assert plan is not None
+    assert plan.probability(0.6) >= 0.99 and plan.probability(0.3) <= 0.3
+    # no cheaper split meets both
+    for num_perm in range(1, plan.num_perm):
+        for rows in range(1, num_perm + 1):
+            bands = num_perm // rows
+            ok = candidate_probability(0.6, bands, rows) >= 0.99 and candidate_probability(0.3, bands, rows) <= 0.3
+            assert not ok
+    assert choose_for_rates(0.5, 0.0001, 0.45, 0.0001) is None
