@@ -69,20 +69,8 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
     starts with ``[`` is a JSON value if it parses (and then rejected, since
     it is not an object), and plain text otherwise.
     """
-    if isinstance(line, bytes):
-        if len(line) > MAX_LINE_BYTES:
-            raise InvalidRecordError(f"line is {len(line)} bytes, over the {MAX_LINE_BYTES} byte limit")
-        try:
-            line = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidRecordError(f"invalid UTF-8 at byte {exc.start}") from None
-    elif len(line) > MAX_LINE_BYTES:
-        raise InvalidRecordError(f"line is {len(line)} characters, over the {MAX_LINE_BYTES} limit")
-    if "\x00" in line:
-        raise InvalidRecordError("line contains a null byte")
+    line = _decode_text(line)
     stripped = line.strip()
-    if not stripped:
-        raise InvalidRecordError("empty line")
     first = stripped[0]
     if first == "{":
         if not _depth_ok(stripped):
@@ -121,6 +109,9 @@ def text_of(value: object, field: str) -> str:
 
 
 def _decode_text(line: bytes | str) -> str:
+    """A raw line as text, or InvalidRecordError for what no format can use."""
+    if len(line) > MAX_LINE_BYTES:
+        raise InvalidRecordError(f"line is {len(line)} bytes, over the {MAX_LINE_BYTES} byte limit")
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -163,8 +154,6 @@ class RecordAdapter:
     def adapt(self, record: object) -> list[Post]:
         kind = type(record)
         if kind is bytes or kind is str or isinstance(record, bytes | str):
-            if len(record) > MAX_LINE_BYTES:
-                raise InvalidRecordError(f"line is {len(record)} bytes, over the {MAX_LINE_BYTES} byte limit")
             if self.format == "text":
                 return self._text.posts({"text": _decode_text(record), "_raw": record})
             decoded = decode_line(record)
