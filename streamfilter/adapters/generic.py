@@ -37,8 +37,31 @@ def _path(dotted: str, option: str) -> tuple[str, ...]:
     return parts
 
 
+# Where the fields usually are, tried in order when a field is left at its
+# default and the record does not have it.
+_USUAL = {
+    "id": ("id", "id_str", "uuid", "post_id"),
+    "text": ("text", "full_text", "body", "message", "tweet"),
+    "created_at": ("created_at", "timestamp", "time", "date", "createdAt"),
+}
+
+
+def _first(record: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> Any:
+    for path in paths:
+        value = lookup(record, path)
+        if value is not None:
+            return value
+    return None
+
+
 class GenericAdapter:
-    """Any JSON object. Missing id or time are allowed; a missing text is not."""
+    """Any JSON object. Missing id or time are allowed; a missing text is not.
+
+    A field left at its default also falls back to the usual names
+    (``full_text``, ``body``, ``message`` for the text; ``id_str`` for the id;
+    ``timestamp``, ``time``, ``date`` for the time). A field named on the
+    command line is read from that path only.
+    """
 
     name = "generic"
 
@@ -46,19 +69,23 @@ class GenericAdapter:
         self.id_field = id_field
         self.text_field = text_field
         self.time_field = time_field
-        self._id = _path(id_field, "id_field")
-        self._text = _path(text_field, "text_field")
-        self._time = _path(time_field, "time_field")
+        self._id = self._paths(id_field, "id_field")
+        self._text = self._paths(text_field, "text_field")
+        self._time = self._paths(time_field, "time_field")
+
+    @staticmethod
+    def _paths(dotted: str, option: str) -> tuple[tuple[str, ...], ...]:
+        return tuple(_path(name, option) for name in _USUAL.get(dotted, (dotted,)))
 
     def matches(self, record: Mapping[str, Any]) -> bool:
-        return lookup(record, self._text) is not None
+        return _first(record, self._text) is not None
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
-        text = text_of(lookup(record, self._text), self.text_field)
-        post_id = lookup(record, self._id)
+        text = text_of(_first(record, self._text), self.text_field)
+        post_id = _first(record, self._id)
         if post_id is not None and not isinstance(post_id, str | int):
             raise InvalidRecordError(f"id field {self.id_field} is a {type(post_id).__name__}, not a string or number")
-        time_value = lookup(record, self._time)
+        time_value = _first(record, self._time)
         timestamp = None if time_value is None else parse_timestamp(time_value)
         return [
             Post(

@@ -51,3 +51,10 @@ def test_bad_config() -> None:
         record_adapter("xml")
     with pytest.raises(ConfigError, match="dotted path"):
         record_adapter("generic", text_field="a..b")
+
+
+def test_default_fields_fall_back_to_usual_names_but_named_fields_do_not() -> None:
+    (post,) = record_adapter().adapt(b'{"uuid": "u1", "body": "a message body", "timestamp": 1700000000}')
+    assert (post.id, post.text, post.timestamp) == ("u1", "a message body", 1700000000.0)
+    with pytest.raises(InvalidRecordError, match="no text field"):
+        record_adapter("generic", text_field="payload.t").adapt(b'{"text": "x"}')
