@@ -489,15 +489,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"streamfilter: error: {exc}", file=sys.stderr)
         return 2
-    except ConfigMismatchError as exc:
-        print(f"streamfilter: error: {exc}", file=sys.stderr)
-        return 1
-    except ConfigError as exc:
-        print(f"streamfilter: error: {exc}", file=sys.stderr)
-        return 2
     except StreamFilterError as exc:
         print(f"streamfilter: error: {exc}", file=sys.stderr)
-        return 1
+        # a bad setting is a usage error; an index built otherwise is a failure to open it
+        usage = isinstance(exc, ConfigError) and not isinstance(exc, ConfigMismatchError)
+        return 2 if usage else 1
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,8 @@ def shared_payload(relative: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is not available (../shared/data is read in place)")
     return path
+
+
+def replay_command(*args: str) -> list[str]:
+    """The argv of ``python -m streamfilter replay ARGS``."""
+    return [sys.executable, "-m", "streamfilter", "replay", *args]

@@ -7,11 +7,12 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import replay_command as replay
 
 KILLS = int(os.environ.get("STREAMFILTER_KILLS", "5"))
 BATCH = 64
@@ -28,10 +29,6 @@ def make_stream(path: Path, distinct: int = 2000, copies: int = 3, seed: int = 1
     ]
     rng.shuffle(lines)
     path.write_text("\n".join(lines) + "\n")
-
-
-def replay(*args: str) -> list[str]:
-    return [sys.executable, "-m", "streamfilter", "replay", *args]
 
 
 def verdict_kinds(stream: Path, db: Path, verdicts: Path) -> list[str]:

@@ -6,10 +6,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import replay_command
 
 
 @pytest.fixture
@@ -41,20 +42,7 @@ def test_disk_full_fails_clearly_keeps_data_and_resumes(small_disk: Path, tmp_pa
     )
     db = small_disk / "index"
     out = tmp_path / "out.jsonl"
-    command = [
-        sys.executable,
-        "-m",
-        "streamfilter",
-        "replay",
-        str(stream),
-        "--db",
-        str(db),
-        "--out",
-        str(out),
-        "--ttl",
-        "0",
-        "--resume",
-    ]
+    command = replay_command(str(stream), "--db", str(db), "--out", str(out), "--ttl", "0", "--resume")
     full = subprocess.run(command, capture_output=True, timeout=300)
     assert full.returncode == 1
     message = full.stderr.decode().strip().splitlines()[-1]
