@@ -283,27 +283,8 @@ class LMDBStore:
         with env.begin(db=self._posts) as txn:
             return int(txn.stat(self._posts)["entries"])
 
-    def band_entry_count(self) -> int:
-        env = self._require_env()
-        with env.begin(db=self._bands) as txn:
-            return int(txn.stat(self._bands)["entries"])
-
-    def clock(self) -> float | None:
-        env = self._require_env()
-        with env.begin(db=self._meta) as txn:
-            value = txn.get(_CLOCK_KEY)
-        return None if value is None else float(_CLOCK.unpack(value)[0])
-
     def map_size(self) -> int:
         return int(self._require_env().info()["map_size"])
-
-    def disk_bytes(self) -> int:
-        return sum(file.stat().st_size for file in self.path.iterdir() if file.is_file())
-
-    def used_bytes(self) -> int:
-        """Bytes of pages in use (what the index would take if copied compactly)."""
-        env = self._require_env()
-        return int((env.info()["last_pgno"] + 1) * env.stat()["psize"])
 
     def _require_env(self) -> lmdb.Environment:
         if self._env is None:
