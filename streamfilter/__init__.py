@@ -14,7 +14,7 @@ from ._filter import StreamFilter
 from ._lsh import BandPlan, candidate_probability, choose_bands
 from ._normalize import normalize
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
-from .stores import BandStore, LMDBStore, MemoryStore
+from .stores import BandStore, LMDBStore, MemoryStore, RedisStore
 
 __version__ = "0.1.0"
 
@@ -27,6 +27,7 @@ __all__ = [
     "InvalidRecordError",
     "LMDBStore",
     "MemoryStore",
+    "RedisStore",
     "MissingDependencyError",
     "Post",
     "RetweetPolicy",

@@ -21,7 +21,8 @@ from ._filter import StreamFilter
 from ._lsh import choose_for_rates
 from ._pipeline import Chunks, CommitHooks
 from ._post import RetweetPolicy, Verdict, VerdictKind
-from .stores import LMDBStore
+from .stores import BandStore, LMDBStore
+from .stores.redis import RedisStore
 
 __all__ = ["main"]
 
@@ -74,7 +75,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Replay recorded streams; novel posts go to --out, one verdict per post to --verdicts.",
     )
     replay.add_argument("inputs", nargs="*", metavar="INPUT", help="JSON Lines files (.gz too) or -; none means stdin")
-    replay.add_argument("--db", metavar="PATH", help="LMDB index directory (default: a temporary one, removed at exit)")
+    where = replay.add_mutually_exclusive_group()
+    where.add_argument("--db", metavar="PATH", help="LMDB index directory (default: a temporary one, removed at exit)")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="a shared index on Redis or Redis Cluster instead of LMDB: redis://host:6379/0[?prefix=name] "
+        "(needs pip install 'streamfilter[redis]')",
+    )
     replay.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
     replay.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
     replay.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
@@ -110,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--resume",
         action="store_true",
-        help="continue each input from the last batch committed to --db; outputs are appended",
+        help="continue each input from the last batch committed to --db or --store; outputs are appended",
     )
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
 
@@ -385,11 +393,18 @@ async def _watch_signals(inputs: _Inputs, received: list[int]) -> None:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    if args.resume and not args.db:
-        raise _UsageError("--resume needs --db, where progress is recorded")
+    if args.resume and not (args.db or args.store):
+        raise _UsageError("--resume needs --db or --store, where progress is recorded")
     if args.resume and (not args.inputs or "-" in args.inputs):
         raise _UsageError("--resume needs named input files; stdin cannot be replayed from a position")
-    stored = LMDBStore.read_fingerprint(args.db) if args.db else None
+    store: BandStore | None = None
+    if args.store:
+        if not args.store.startswith(("redis://", "rediss://", "unix://")):
+            raise _UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {args.store!r}")
+        store = RedisStore(args.store)
+        stored = RedisStore.read_fingerprint(args.store)
+    else:
+        stored = LMDBStore.read_fingerprint(args.db) if args.db else None
     config = _config(args, stored)
     inputs = _Inputs(args.inputs)
     handles = inputs.open_all()
@@ -403,6 +418,7 @@ async def _replay(args: argparse.Namespace) -> int:
             async with StreamFilter(
                 config,
                 path=args.db,
+                store=store,
                 format=args.format,
                 id_field=args.id_field,
                 text_field=args.text_field,

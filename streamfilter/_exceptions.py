@@ -45,7 +45,7 @@ class ConfigMismatchError(ConfigError):
         )
         super().__init__(
             f"index at {location} was built with different settings ({detail}); "
-            "open it with the stored settings or use a new index directory"
+            "open it with the stored settings, or use a new index (another directory, or another Redis prefix)"
         )
 
 

@@ -25,3 +25,34 @@ def shared_payload(relative: str) -> Path:
 def replay_command(*args: str) -> list[str]:
     """The argv of ``python -m streamfilter replay ARGS``."""
     return [sys.executable, "-m", "streamfilter", "replay", *args]
+
+
+# -- real Redis servers, one set per test session ---------------------------------
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from .redis_servers import RedisServer, redis_available
+
+    if not redis_available():
+        pytest.skip("redis-server is not installed (.ci/run installs it: apt-get install redis-server)")
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from .redis_servers import RedisCluster, redis_available
+
+    if not redis_available():
+        pytest.skip("redis-server is not installed (.ci/run installs it: apt-get install redis-server)")
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+_prefixes = iter(range(1, 1 << 30))
+
+
+def unique_prefix(url: str) -> str:
+    """The URL with a key prefix no other test uses, so tests share servers without flushing."""
+    return f"{url}?prefix=t{next(_prefixes)}"

@@ -9,5 +9,6 @@ one transaction, so that two writers can never both let the same text through.
 from ._base import BandStore, IndexSettings, Match, Sketch
 from .lmdb import LMDBStore
 from .memory import MemoryStore
+from .redis import RedisStore
 
-__all__ = ["BandStore", "IndexSettings", "LMDBStore", "Match", "MemoryStore", "Sketch"]
+__all__ = ["BandStore", "IndexSettings", "LMDBStore", "Match", "MemoryStore", "RedisStore", "Sketch"]

@@ -1,0 +1,540 @@
+"""A band store that many workers share: Redis, or a Redis Cluster.
+
+Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
+
+- ``{prefix}:config``, ``{prefix}:format``: the pinned signature settings
+- ``{prefix}:clock``: the highest event time seen, in seconds
+- ``{prefix}:progress``: hash of input name -> lines done
+- ``{prefix}:p:<8 bytes>``: one post's verification record (timestamp, id,
+  shingle hashes), keyed by a 64-bit hash of its shingle set, so copies of one
+  normalised text share the key
+- ``{prefix}:b:<8 bytes>``: a list of the post keys under one band key,
+  newest last, at most ``max_candidates_per_band`` long
+
+**Atomicity.** On a single Redis one Lua script judges and records a whole
+batch, so no two workers can both pass copies of a text, nor near-duplicates.
+On a Cluster, keys live in different slots and no script can span them, so a
+batch runs as: read the band lists and the candidates' records (pipelined),
+verify, then *claim* each novel post's record key with a one-key script that
+sets it only when no live record of another post holds it, then append to the
+band lists. Copies of one normalised text all claim the same key, so exactly
+one of them passes, whichever workers they reach. Near-duplicates (different
+texts) that reach two workers within one batch round-trip of each other can
+both pass, because neither's band entries exist when the other reads; they can
+never both be dropped.
+
+**Expiry.** Redis's own: each record and band list gets a TTL, and nothing is
+ever scanned. Event time decides visibility as in LMDB: a record is ignored
+once its timestamp is older than the clock minus the TTL. The Redis TTL of a
+record is what remains of its event-time life when it is written
+(``timestamp + ttl - clock``); a band list lives as long as its longest-lived
+post. A live stream, where event time follows the wall clock, expires in both
+at once. A replay, which runs event time faster, hides posts by event time
+first and frees their memory when their wall-clock remainder runs out.
+
+**Failures.** A dropped connection is retried with exponential backoff and
+jitter for ``retry_for`` seconds, then the batch fails with a StoreError. A
+batch whose reply was lost may be replayed: a stored record with the same post
+id and timestamp is the post itself, recorded by that earlier attempt (or by a
+run killed before its output was written), and the post passes again. That is
+the at-least-once bound: a post is repeated, never lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from .._exceptions import MissingDependencyError, StoreError
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, key_bytes
+
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger("streamfilter")
+
+_FORMAT = b"streamfilter-redis-1"
+
+# Judges and records one batch on a single Redis. ARGV: prefix, ttl seconds
+# (0: never), threshold, list cap, bands, then per post: record, band keys
+# (8 bytes each), record key suffix. Returns per post: "0" for novel, or
+# "1", the matched post id and the similarity.
+_BATCH_SCRIPT = """
+local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local cap, bands = tonumber(ARGV[4]), tonumber(ARGV[5])
+local clock_key = prefix .. ':clock'
+local clock = tonumber(redis.call('GET', clock_key) or '') or -math.huge
+local out = {}
+for base = 6, #ARGV, 3 do
+  local rec, keys, h = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local ts, idlen = struct.unpack('<dH', rec)
+  local pid = string.sub(rec, 11, 10 + idlen)
+  local first = 11 + idlen
+  local qn = (#rec - first + 1) / 8
+  if ts > clock then clock = ts end
+  local horizon = -math.huge
+  if ttl > 0 then horizon = clock - ttl end
+  local seen, query = {}, nil
+  local best_id, best_sim = nil, -1
+  for b = 0, bands - 1 do
+    local members = redis.call('LRANGE', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8), 0, -1)
+    for _, m in ipairs(members) do
+      if not seen[m] then
+        seen[m] = true
+        local other = redis.call('GET', prefix .. ':p:' .. m)
+        if other then
+          local ots, olen = struct.unpack('<dH', other)
+          local oid = string.sub(other, 11, 10 + olen)
+          if ots > horizon and not (oid == pid and ots == ts) then
+            if not query then
+              query = {}
+              for s = first, #rec, 8 do query[string.sub(rec, s, s + 7)] = true end
+            end
+            local shared, on = 0, 0
+            for s = 11 + olen, #other, 8 do
+              on = on + 1
+              if query[string.sub(other, s, s + 7)] then shared = shared + 1 end
+            end
+            local sim = shared / (qn + on - shared)
+            if sim >= threshold and sim > best_sim then best_id, best_sim = oid, sim end
+          end
+        end
+      end
+    end
+    if best_sim == 1 then break end
+  end
+  if best_id then
+    out[#out + 1] = '1'
+    out[#out + 1] = best_id
+    out[#out + 1] = string.format('%.17g', best_sim)
+  else
+    out[#out + 1] = '0'
+    local life = 0
+    if ttl > 0 then life = math.floor((ts + ttl - clock) * 1000) end
+    if ttl <= 0 or life > 0 then
+      local pkey = prefix .. ':p:' .. h
+      if ttl > 0 then redis.call('SET', pkey, rec, 'PX', life) else redis.call('SET', pkey, rec) end
+      for b = 0, bands - 1 do
+        local bkey = prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)
+        redis.call('LREM', bkey, 0, h)
+        redis.call('RPUSH', bkey, h)
+        redis.call('LTRIM', bkey, -cap, -1)
+        if ttl > 0 and redis.call('PTTL', bkey) < life then redis.call('PEXPIRE', bkey, life) end
+      end
+    end
+  end
+end
+if clock > -math.huge then redis.call('SET', clock_key, string.format('%.17g', clock)) end
+return out
+"""
+
+# Cluster scripts run once per node and phase, over keys of many slots that
+# all live on that node (allow-cross-slot-keys, Redis 7). Key names travel in
+# ARGV: Redis routes declared keys by slot and refuses several slots in one
+# call, while it lets a script reach any key its node holds. A key whose slot
+# moved meanwhile makes the script fail, and the batch is retried on the new
+# topology; each key still belongs to one post or one band, so nothing relies
+# on keys sharing a node.
+_READ_LISTS_SCRIPT = """#!lua flags=allow-cross-slot-keys,no-writes
+local out = {}
+for i = 1, #ARGV do out[i] = redis.call('LRANGE', ARGV[i], 0, -1) end
+return out
+"""
+
+_READ_RECORDS_SCRIPT = """#!lua flags=allow-cross-slot-keys,no-writes
+local out = {}
+for i = 1, #ARGV do out[i] = redis.call('GET', ARGV[i]) end
+return out
+"""
+
+# Claim record keys. ARGV per key: key, record, horizon, life in ms (0: none).
+# A key is set unless it holds a live record of another post, which is returned.
+_CLAIM_SCRIPT = """#!lua flags=allow-cross-slot-keys
+local out = {}
+for i = 1, #ARGV / 4 do
+  local key, rec, horizon, life = ARGV[i * 4 - 3], ARGV[i * 4 - 2], tonumber(ARGV[i * 4 - 1]), tonumber(ARGV[i * 4])
+  local old = redis.call('GET', key)
+  out[i] = false
+  if old then
+    local ots, olen = struct.unpack('<dH', old)
+    local ts, idlen = struct.unpack('<dH', rec)
+    local same = string.sub(old, 11, 10 + olen) == string.sub(rec, 11, 10 + idlen) and ots == ts
+    if ots > horizon and not same then out[i] = old end
+  end
+  if not out[i] then
+    if life > 0 then redis.call('SET', key, rec, 'PX', life) else redis.call('SET', key, rec) end
+  end
+end
+return out
+"""
+
+# Append post keys to band lists. ARGV: cap, then per key: band key, post key suffix, life in ms (0: none).
+_APPEND_SCRIPT = """#!lua flags=allow-cross-slot-keys
+local cap = tonumber(ARGV[1])
+for i = 0, (#ARGV - 1) / 3 - 1 do
+  local key, h, life = ARGV[i * 3 + 2], ARGV[i * 3 + 3], tonumber(ARGV[i * 3 + 4])
+  redis.call('LREM', key, 0, h)
+  redis.call('RPUSH', key, h)
+  redis.call('LTRIM', key, -cap, -1)
+  if life > 0 and redis.call('PTTL', key) < life then redis.call('PEXPIRE', key, life) end
+end
+return 1
+"""
+
+_RAISE_CLOCK_SCRIPT = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '')
+if not current or current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+"""
+
+
+def _import_redis() -> Any:
+    try:
+        import redis
+        import redis.cluster
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "the Redis store needs redis-py: pip install 'streamfilter[redis]'"
+        ) from exc
+    return redis
+
+
+def _split_url(url: str) -> tuple[str, str]:
+    """(url without our own query parameters, key prefix)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = "sf"
+    kept = []
+    for name, value in query:
+        if name == "prefix":
+            prefix = value
+        else:
+            kept.append((name, value))
+    if not prefix:
+        raise StoreError(f"{url}: the prefix parameter is empty")
+    return urlunsplit(parts._replace(query=urlencode(kept))), prefix
+
+
+def _record_key_suffix(shingles: np.ndarray) -> bytes:
+    return hashlib.blake2b(shingles.astype("<u8").tobytes(), digest_size=8).digest()
+
+
+class RedisStore:
+    """A band store on Redis or Redis Cluster, shared by any number of workers.
+
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS);
+    ``?prefix=name`` keeps several indexes apart on one server. A Cluster is
+    detected from the node the URL names. ``retry_for`` is how long a dropped
+    connection is retried before a batch fails.
+    """
+
+    def __init__(self, url: str, *, retry_for: float = 30.0) -> None:
+        self.url, self.prefix = _split_url(url)
+        self.retry_for = retry_for
+        self._redis: Any = None
+        self._client: Any = None
+        self.cluster = False
+        self._settings: IndexSettings | None = None
+        self._lock = threading.Lock()
+        key = self.prefix.encode()
+        self._config_key = key + b":config"
+        self._format_key = key + b":format"
+        self._clock_key = key + b":clock"
+        self._progress_key = key + b":progress"
+        self._post_prefix = key + b":p:"
+        self._band_prefix = key + b":b:"
+
+    @property
+    def location(self) -> str:
+        return f"{self.url} (prefix {self.prefix})"
+
+    # -- opening -------------------------------------------------------------
+    def _connect(self) -> None:
+        if self._client is not None:
+            return
+        redis = self._redis = _import_redis()
+        self._transient: tuple[type[BaseException], ...] = (
+            redis.exceptions.ConnectionError,
+            redis.exceptions.TimeoutError,
+            redis.exceptions.ClusterDownError,
+            redis.exceptions.TryAgainError,
+        )
+        try:
+            client = redis.Redis.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+        except ValueError as exc:
+            raise StoreError(f"bad Redis URL {self.url}: {exc}") from exc
+
+        def probe() -> bool:
+            info = client.info("cluster")
+            return bool(info.get("cluster_enabled"))
+
+        self.cluster = self._retrying("connect", probe)
+        if self.cluster:
+            client.close()
+            client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+            self._raise_clock = client.register_script(_RAISE_CLOCK_SCRIPT)
+        else:
+            self._batch = client.register_script(_BATCH_SCRIPT)
+        self._client = client
+
+    def open(self, settings: IndexSettings) -> None:
+        self._connect()
+        requested = dict(settings.fingerprint)
+        encoded = json.dumps(requested, sort_keys=True).encode()
+
+        def pin() -> tuple[bytes | None, bytes | None]:
+            client = self._client
+            client.set(self._format_key, _FORMAT, nx=True)
+            client.set(self._config_key, encoded, nx=True)
+            return client.get(self._format_key), client.get(self._config_key)
+
+        stored_format, stored = self._retrying("open", pin)
+        if stored_format != _FORMAT:
+            raise StoreError(f"{self.location} holds keys of format {stored_format!r}, expected {_FORMAT!r}")
+        check_fingerprint(self.location, json.loads(stored), requested)
+        self._settings = settings
+
+    @staticmethod
+    def read_fingerprint(url: str) -> dict[str, int | str] | None:
+        """The settings pinned at ``url``, or None when nothing is pinned there yet."""
+        store = RedisStore(url)
+        try:
+            store._connect()
+            stored = store._retrying("read the pinned settings", lambda: store._client.get(store._config_key))
+        finally:
+            store.close()
+        return None if stored is None else dict(json.loads(stored))
+
+    # -- the one operation ---------------------------------------------------
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
+        settings = self._settings
+        if settings is None:
+            raise StoreError("the Redis store is not open")
+        records = [
+            (encode_post(s.timestamp, s.post_id, s.shingles), key_bytes(s.band_keys), _record_key_suffix(s.shingles))
+            for s in sketches
+        ]
+        with self._lock:
+            if not records:
+                results: list[Match | None] = []
+            elif self.cluster:
+                results = self._retrying("check a batch", lambda: self._judge_on_cluster(sketches, records, settings))
+            else:
+                results = self._retrying("check a batch", lambda: self._judge_on_one(records, settings))
+            # Recorded already: output written here and lost in a crash comes
+            # back when the batch is replayed (see the module docstring).
+            if before_commit is not None:
+                before_commit(results)
+            if self.cluster and records:
+                self._retrying("record a batch", lambda: self._record_on_cluster(sketches, records, results, settings))
+            if progress:
+                self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=progress))
+        return results
+
+    def _judge_on_one(self, records: list[tuple[bytes, list[bytes], bytes]], settings: IndexSettings) -> list[Match | None]:
+        args: list[bytes | str | float | int] = [
+            self.prefix,
+            repr(float(settings.ttl_seconds)),
+            repr(float(settings.jaccard_threshold)),
+            max(1, settings.max_candidates_per_band),
+            len(records[0][1]),
+        ]
+        for record, band_keys, suffix in records:
+            args += [record, b"".join(band_keys), suffix]
+        reply = self._batch(keys=[], args=args)
+        results: list[Match | None] = []
+        position = 0
+        while position < len(reply):
+            if reply[position] == b"1":
+                results.append(Match(reply[position + 1].decode("utf-8", "replace"), float(reply[position + 2])))
+                position += 3
+            else:
+                results.append(None)
+                position += 1
+        return results
+
+    # -- Cluster: read, verify, claim; then append -----------------------------
+    def _on_nodes(self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]],
+                  leading: Sequence[Any] = ()) -> list[Any]:
+        """Run ``script`` once per node over the keys that node holds; replies in key order."""
+        client = self._client
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for index, key in enumerate(keys):
+            node = client.get_node_from_key(key)
+            groups.setdefault(node.name, (node, []))[1].append(index)
+        replies: list[Any] = [None] * len(keys)
+        for node, indices in groups.values():
+            connection = client.get_redis_connection(node)
+            args = list(leading)
+            for index in indices:
+                args.append(keys[index])
+                args += args_of(index)
+            reply = connection.eval(script, 0, *args)
+            if isinstance(reply, list):
+                for index, value in zip(indices, reply, strict=True):
+                    replies[index] = value
+        return replies
+
+    def _judge_on_cluster(
+        self,
+        sketches: Sequence[Sketch],
+        records: list[tuple[bytes, list[bytes], bytes]],
+        settings: IndexSettings,
+    ) -> list[Match | None]:
+        ttl, threshold = settings.ttl_seconds, settings.jaccard_threshold
+        stored_clock = self._client.get(self._clock_key)
+        clock = float(stored_clock) if stored_clock is not None else float("-inf")
+        band_order = list(dict.fromkeys(key for _, band_keys, _ in records for key in band_keys))
+        lists = self._on_nodes(_READ_LISTS_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
+        members = dict(zip(band_order, lists, strict=True))
+        wanted = list(dict.fromkeys(m for found in lists for m in found))
+        stored: dict[bytes, tuple[float, str, frozenset[int]]] = {}
+        if wanted:
+            values = self._on_nodes(_READ_RECORDS_SCRIPT, [self._post_prefix + m for m in wanted], lambda _: [])
+            for suffix, value in zip(wanted, values, strict=True):
+                if value is not None:
+                    timestamp, post_id, shingles = decode_post(value)
+                    stored[suffix] = (timestamp, post_id, frozenset(shingles))
+
+        results: list[Match | None] = []
+        local: dict[bytes, list[bytes]] = {}  # band key -> suffixes of this batch's novel posts
+        novel: list[int] = []
+        horizons: list[float] = []
+        for index, (sketch, (_, band_keys, suffix)) in enumerate(zip(sketches, records, strict=True)):
+            clock = max(clock, sketch.timestamp)
+            horizon = clock - ttl if ttl > 0 else float("-inf")
+            query = set(sketch.shingles.tolist())
+            own = (sketch.timestamp, sketch.post_id)
+            best: Match | None = None
+            for candidate in dict.fromkeys(
+                m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ()))
+            ):
+                entry = stored.get(candidate)
+                if entry is None or entry[0] <= horizon or entry[:2] == own:
+                    continue
+                shared = len(entry[2] & query)
+                similarity = shared / (len(query) + len(entry[2]) - shared)
+                if similarity >= threshold and (best is None or similarity > best.similarity):
+                    best = Match(entry[1], similarity)
+            results.append(best)
+            horizons.append(max(horizon, -1e300))
+            if best is None:
+                novel.append(index)
+                stored[suffix] = (sketch.timestamp, sketch.post_id, frozenset(query))
+                for key in band_keys:
+                    local.setdefault(key, []).append(suffix)
+        self._cluster_clock = clock
+        # Claim the record keys of the novel posts worth recording.
+        claims = [i for i in novel if self._life_ms(sketches[i].timestamp, clock, ttl) >= 0]
+        if claims:
+            holders = self._on_nodes(
+                _CLAIM_SCRIPT,
+                [self._post_prefix + records[i][2] for i in claims],
+                lambda n: [
+                    records[claims[n]][0],
+                    repr(horizons[claims[n]]),
+                    self._life_ms(sketches[claims[n]].timestamp, clock, ttl),
+                ],
+            )
+            for index, holder in zip(claims, holders, strict=True):
+                if holder is None:
+                    continue
+                # Another worker recorded the same normalised text first.
+                _, post_id, shingles = decode_post(holder)
+                query = set(sketches[index].shingles.tolist())
+                shared = len(query.intersection(shingles.tolist()))
+                similarity = shared / (len(query) + len(shingles) - shared)
+                if similarity >= threshold:
+                    results[index] = Match(post_id, similarity)
+        return results
+
+    def _record_on_cluster(
+        self,
+        sketches: Sequence[Sketch],
+        records: list[tuple[bytes, list[bytes], bytes]],
+        results: list[Match | None],
+        settings: IndexSettings,
+    ) -> None:
+        clock = self._cluster_clock
+        keys: list[bytes] = []
+        args: list[tuple[bytes, int]] = []
+        for sketch, (_, band_keys, suffix), result in zip(sketches, records, results, strict=True):
+            life = self._life_ms(sketch.timestamp, clock, settings.ttl_seconds)
+            if result is not None or life < 0:
+                continue
+            for key in band_keys:
+                keys.append(self._band_prefix + key)
+                args.append((suffix, life))
+        if keys:
+            cap = max(1, settings.max_candidates_per_band)
+            self._on_nodes(_APPEND_SCRIPT, keys, lambda n: list(args[n]), leading=[cap])
+        if clock > float("-inf"):
+            self._raise_clock(keys=[self._clock_key], args=[repr(clock)])
+
+    @staticmethod
+    def _life_ms(timestamp: float, clock: float, ttl: float) -> int:
+        """Redis TTL in ms for a post; 0 for none (ttl 0), -1 when already expired."""
+        if ttl <= 0:
+            return 0
+        life = int((timestamp + ttl - clock) * 1000)
+        return life if life > 0 else -1
+
+    # -- retries ---------------------------------------------------------------
+    def _retrying(self, what: str, operation: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        delay = 0.05
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return operation()
+            except self._transient as exc:
+                waited = time.monotonic() - started
+                if waited + delay > self.retry_for:
+                    raise StoreError(
+                        f"Redis at {self.location} is unreachable: {what} failed {attempt} times "
+                        f"over {waited:.1f} s ({exc}); committed batches are intact, rerun with --resume"
+                    ) from exc
+                pause = random.uniform(delay / 2, delay)
+                logger.warning("Redis at %s: %s failed (%s); retrying in %.2f s", self.location, what, exc, pause)
+                time.sleep(pause)
+                delay = min(delay * 2, 5.0)
+            except self._redis.exceptions.RedisError as exc:
+                raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc
+
+    # -- facts ---------------------------------------------------------------
+    def progress(self) -> dict[str, int]:
+        stored = self._retrying("read progress", lambda: self._require_client().hgetall(self._progress_key))
+        return {name.decode(): int(value) for name, value in stored.items()}
+
+    def post_count(self) -> int:
+        """Records still in Redis (live, or past event time and awaiting Redis expiry). Scans: for tests and stats."""
+        client = self._require_client()
+        pattern = self._post_prefix + b"*"
+        return self._retrying("count posts", lambda: sum(1 for _ in client.scan_iter(match=pattern, count=1000)))
+
+    def _require_client(self) -> Any:
+        if self._client is None:
+            raise StoreError("the Redis store is not open")
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            with self._lock:
+                self._client.close()
+                self._client = None
+        self._settings = None
