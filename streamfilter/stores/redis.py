@@ -201,9 +201,7 @@ def _import_redis() -> Any:
         import redis
         import redis.cluster
     except ImportError as exc:
-        raise MissingDependencyError(
-            "the Redis store needs redis-py: pip install 'streamfilter[redis]'"
-        ) from exc
+        raise MissingDependencyError("the Redis store (redis-py)", "redis") from exc
     return redis
 
 

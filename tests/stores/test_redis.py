@@ -1,0 +1,189 @@
+"""What only the Redis store does: its own expiry, shared use, dropped connections."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from streamfilter import ConfigMismatchError, FilterConfig, MemoryStore, StoreError
+from streamfilter.stores import BandStore
+from streamfilter.stores.redis import RedisStore
+
+from ..conftest import unique_prefix
+from ..redis_servers import free_port
+from .test_conformance import CONFIG, TEXT, settings, sketch
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def server(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    return request.getfixturevalue("redis_server" if request.param == "redis" else "redis_cluster")
+
+
+@pytest.fixture
+def url(server) -> str:  # type: ignore[no-untyped-def]
+    return unique_prefix(server.url)
+
+
+def opened(url: str, ttl: float = 0, **kwargs: float) -> RedisStore:
+    store = RedisStore(url, **kwargs)
+    store.open(settings(ttl))
+    return store
+
+
+def keys_under(store: RedisStore) -> set[bytes]:
+    client = store._client
+    return set(client.scan_iter(match=store.prefix.encode() + b":*", count=1000))
+
+
+def test_redis_expiry_leaves_nothing_behind(url: str) -> None:
+    store = opened(url, ttl=1.0)
+    store.check_and_insert([sketch(f"p{i}", 1000 + i * 0.001, f"post {i} about thing {i * 7}") for i in range(20)])
+    client = store._client
+    posts = [key for key in keys_under(store) if b":p:" in key]
+    bands = [key for key in keys_under(store) if b":b:" in key]
+    assert len(posts) == 20 and CONFIG.bands < len(bands) <= 20 * CONFIG.bands
+    for key in posts + bands:
+        assert 0 < client.pttl(key) <= 1000  # every record and every band key expires with its post
+    time.sleep(1.3)
+    names = {key.rsplit(b":", 1)[-1] for key in keys_under(store)}
+    assert names == {b"config", b"format", b"clock"}  # no record, no stale band left
+    store.close()
+
+
+def test_event_time_rules_a_replay(url: str) -> None:
+    # event time runs far ahead of the wall clock: the copy is judged by event time,
+    # although Redis still holds the first post's keys
+    store = opened(url, ttl=60)
+    store.check_and_insert([sketch("a", 1000, TEXT)])
+    (match,) = store.check_and_insert([sketch("b", 1030, TEXT)])
+    assert match is not None
+    (match,) = store.check_and_insert([sketch("c", 1061, TEXT)])
+    assert match is None
+    store.close()
+
+
+def test_ttl_of_a_record_is_what_remains_of_its_event_time_life(url: str) -> None:
+    store = opened(url, ttl=100)
+    store.check_and_insert([sketch("new", 5000, "the newest post moves the clock")])
+    store.check_and_insert([sketch("older", 4950, TEXT)])  # 50 s of event-time life left
+    client = store._client
+    ttls = sorted(client.pttl(key) for key in keys_under(store) if b":p:" in key)
+    assert 45_000 < ttls[0] <= 50_000 and 95_000 < ttls[1] <= 100_000
+    store.close()
+
+
+def test_same_post_again_passes_again(url: str) -> None:
+    # a batch replayed after a lost reply or a crash before its output: the post finds
+    # its own record and passes again, so nothing is lost; another id is a duplicate
+    store = opened(url)
+    assert store.check_and_insert([sketch("a", 1000, TEXT)]) == [None]
+    assert store.check_and_insert([sketch("a", 1000, TEXT)]) == [None]
+    (match,) = store.check_and_insert([sketch("b", 1000, TEXT)])
+    assert match is not None and match.duplicate_of == "a"
+    assert store.post_count() == 1
+    store.close()
+
+
+def test_config_mismatch_names_the_settings(url: str) -> None:
+    opened(url).close()
+    other = dict(CONFIG.fingerprint(), shingle_size=3)
+    store = RedisStore(url)
+    with pytest.raises(ConfigMismatchError, match="shingle_size: index has 2, requested 3"):
+        store.open(settings(fingerprint=other))
+    store.close()
+    assert RedisStore.read_fingerprint(url) == CONFIG.fingerprint()
+
+
+def test_two_stores_never_both_pass_copies(url: str) -> None:
+    # two workers race the same texts through one index
+    texts = [f"campaign text {i} with its own offer code {i * 7919} today" for i in range(200)]
+    stores = [opened(url) for _ in range(2)]
+    passed: list[list[str]] = [[], []]
+
+    def work(n: int) -> None:
+        for start in range(0, len(texts), 10):
+            batch = [sketch(f"w{n}-{i}", 1000 + i, texts[i]) for i in range(start, start + 10)]
+            for item, result in zip(batch, stores[n].check_and_insert(batch), strict=True):
+                if result is None:
+                    passed[n].append(item.post_id.split("-")[1])
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(passed[0] + passed[1], key=int) == [str(i) for i in range(200)]
+    for store in stores:
+        store.close()
+
+
+def _batches() -> Iterator[list]:  # type: ignore[type-arg]
+    for batch in range(60):
+        yield [
+            sketch(f"{batch}-{i}", 1000 + batch, f"message {(batch * 10 + i) % 250} of the series, copy {i % 3}")
+            for i in range(10)
+        ]
+
+
+def test_dropped_connections_change_no_verdict(url: str, server) -> None:  # type: ignore[no-untyped-def]
+    reference: BandStore = MemoryStore()
+    reference.open(settings())
+    expected = [reference.check_and_insert(batch) for batch in _batches()]
+
+    store = opened(url)
+    stop = threading.Event()
+    nodes = getattr(server, "nodes", [server])
+
+    def kill_connections() -> None:
+        while not stop.is_set():
+            for node in nodes:
+                node.cli("CLIENT", "KILL", "TYPE", "normal")
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_connections)
+    killer.start()
+    try:
+        got = [store.check_and_insert(batch) for batch in _batches()]
+    finally:
+        stop.set()
+        killer.join()
+    assert [[m and m.duplicate_of for m in batch] for batch in got] == [
+        [m and m.duplicate_of for m in batch] for batch in expected
+    ]
+    store.close()
+
+
+def test_redis_down_is_a_clear_error() -> None:
+    port = free_port()
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", retry_for=0.5)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=rf"Redis at redis://127.0.0.1:{port}/0 .* is unreachable: connect failed"):
+        store.open(settings())
+    assert time.monotonic() - started < 5
+
+
+def test_missing_extra_names_the_install() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "from streamfilter import RedisStore, StreamFilter\n"
+        "try:\n"
+        "    StreamFilter(store=RedisStore('redis://localhost:6379/0')).open()\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == (
+        "MissingDependencyError the Redis store (redis-py) needs the optional extra; "
+        "install it with: pip install 'streamfilter[redis]'"
+    )
+
+
+def test_filter_config_defaults_are_pinned_on_redis(url: str) -> None:
+    store = opened(url)
+    store.close()
+    assert RedisStore.read_fingerprint(url) == FilterConfig().fingerprint()
