@@ -11,9 +11,11 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import IO, Any
 
 import anyio
+import anyio.abc
 
 from ._config import FilterConfig, parse_duration
 from ._exceptions import ConfigError, ConfigMismatchError, StreamFilterError
@@ -75,52 +77,37 @@ def _parser() -> argparse.ArgumentParser:
         description="Replay recorded streams; novel posts go to --out, one verdict per post to --verdicts.",
     )
     replay.add_argument("inputs", nargs="*", metavar="INPUT", help="JSON Lines files (.gz too) or -; none means stdin")
-    where = replay.add_mutually_exclusive_group()
-    where.add_argument("--db", metavar="PATH", help="LMDB index directory (default: a temporary one, removed at exit)")
-    where.add_argument(
-        "--store",
-        metavar="URL",
-        help="a shared index on Redis or Redis Cluster instead of LMDB: redis://host:6379/0[?prefix=name] "
-        "(needs pip install 'streamfilter[redis]')",
-    )
-    replay.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
-    replay.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
-    replay.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
-    replay.add_argument(
-        "--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto"
-    )
-    replay.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
-    replay.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
-    replay.add_argument(
-        "--time-field",
-        default="created_at",
-        help="dotted path of the time in generic JSON (default: created_at)",
-    )
-    _add_tuning(replay)
-    replay.add_argument(
-        "--ttl",
-        type=_duration,
-        metavar="DURATION",
-        help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)",
-    )
-    replay.add_argument(
-        "--retweets",
-        choices=[p.value for p in RetweetPolicy],
-        default=None,
-        help="retweet policy (default: content)",
-    )
-    replay.add_argument(
-        "--batch-size",
-        type=_positive_int,
-        default=1024,
-        help="posts per store transaction at most; a batch is also flushed 2 ms after its first post (default: 1024)",
-    )
+    _add_filtering(replay)
     replay.add_argument(
         "--resume",
         action="store_true",
         help="continue each input from the last batch committed to --db or --store; outputs are appended",
     )
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
+
+    follow = commands.add_parser(
+        "follow",
+        help="filter a live stream (JSON Lines over HTTP, server-sent events, WebSocket)",
+        description="Follow a live stream and write its novel posts to stdout (or --out) as they come. "
+        "Reconnects with backoff and jitter, resuming where the protocol allows (SSE Last-Event-ID, "
+        "Jetstream cursor); connection state goes to stderr. Stop with SIGINT or SIGTERM.",
+    )
+    follow.add_argument("url", metavar="URL", help="http(s):// for JSON Lines or server-sent events, ws(s):// for WebSocket")
+    _add_filtering(follow)
+    follow.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header for every connection, e.g. 'Authorization: Bearer TOKEN' (repeatable)",
+    )
+    follow.add_argument(
+        "--max-retries",
+        type=int,
+        default=None,
+        help="give up after this many reconnects in a row that deliver nothing (default: never)",
+    )
+    follow.set_defaults(resume=False, batch_size=None)
 
     params = commands.add_parser(
         "params",
@@ -143,6 +130,50 @@ def _parser() -> argparse.ArgumentParser:
         "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
     )
     return parser
+
+
+def _add_filtering(parser: argparse.ArgumentParser) -> None:
+    """Where the index lives, where verdicts go, how records are read and judged."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--db", metavar="PATH", help="LMDB index directory (default: a temporary one, removed at exit)")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="a shared index on Redis or Redis Cluster instead of LMDB: redis://host:6379/0[?prefix=name] "
+        "(needs pip install 'streamfilter[redis]')",
+    )
+    parser.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
+    parser.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
+    parser.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
+    parser.add_argument(
+        "--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto"
+    )
+    parser.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
+    parser.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
+    parser.add_argument(
+        "--time-field",
+        default="created_at",
+        help="dotted path of the time in generic JSON (default: created_at)",
+    )
+    _add_tuning(parser)
+    parser.add_argument(
+        "--ttl",
+        type=_duration,
+        metavar="DURATION",
+        help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)",
+    )
+    parser.add_argument(
+        "--retweets",
+        choices=[p.value for p in RetweetPolicy],
+        default=None,
+        help="retweet policy (default: content)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=1024,
+        help="posts per store transaction at most; a batch is also flushed 2 ms after its first post (default: 1024)",
+    )
 
 
 def _add_tuning(parser: argparse.ArgumentParser) -> None:
@@ -305,7 +336,7 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
 
 
 class _Writer:
-    def __init__(self, args: argparse.Namespace, inputs: _Inputs) -> None:
+    def __init__(self, args: argparse.Namespace, inputs: _Inputs | _Live) -> None:
         self.inputs = inputs
         mode = "ab" if args.resume else "wb"
         self.out = _open_output(args.out, mode) if args.out else sys.stdout.buffer
@@ -383,7 +414,7 @@ class _Progress:
         sys.stderr.flush()
 
 
-async def _watch_signals(inputs: _Inputs, received: list[int]) -> None:
+async def _watch_signals(inputs: _Inputs | _Live, received: list[int]) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             received.append(signum)
@@ -392,11 +423,8 @@ async def _watch_signals(inputs: _Inputs, received: list[int]) -> None:
             return
 
 
-async def _replay(args: argparse.Namespace) -> int:
-    if args.resume and not (args.db or args.store):
-        raise _UsageError("--resume needs --db or --store, where progress is recorded")
-    if args.resume and (not args.inputs or "-" in args.inputs):
-        raise _UsageError("--resume needs named input files; stdin cannot be replayed from a position")
+def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
+    """The store named by --store (None: LMDB at --db) and the config, adopting the index's pinned settings."""
     store: BandStore | None = None
     if args.store:
         if not args.store.startswith(("redis://", "rediss://", "unix://")):
@@ -405,7 +433,24 @@ async def _replay(args: argparse.Namespace) -> int:
         stored = RedisStore.read_fingerprint(args.store)
     else:
         stored = LMDBStore.read_fingerprint(args.db) if args.db else None
-    config = _config(args, stored)
+    return store, _config(args, stored)
+
+
+def _summary(counts: dict[str, int], seconds: float) -> None:
+    print(
+        f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
+        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {counts['skipped']} skipped, {seconds:.2f} s, "
+        f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
+        file=sys.stderr,
+    )
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    if args.resume and not (args.db or args.store):
+        raise _UsageError("--resume needs --db or --store, where progress is recorded")
+    if args.resume and (not args.inputs or "-" in args.inputs):
+        raise _UsageError("--resume needs named input files; stdin cannot be replayed from a position")
+    store, config = _index(args)
     inputs = _Inputs(args.inputs)
     handles = inputs.open_all()
     writer = _Writer(args, inputs)
@@ -436,14 +481,79 @@ async def _replay(args: argparse.Namespace) -> int:
         for handle in handles:
             if handle is not sys.stdin.buffer:
                 handle.close()
-    seconds = time.monotonic() - started
-    counts = writer.counts
-    print(
-        f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
-        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {counts['skipped']} skipped, {seconds:.2f} s, "
-        f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
-        file=sys.stderr,
-    )
+    _summary(writer.counts, time.monotonic() - started)
+    if received:
+        return 128 + received[0]
+    return 0
+
+
+class _Live:
+    """The records of a live URL, read by a task that SIGINT or SIGTERM can stop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._scope: anyio.CancelScope | None = None
+        self.stopping = False
+
+    def where(self, line: int) -> str:
+        return f"{self.url}: record {line}"
+
+    def stop(self) -> None:
+        """Read no more records; those already read are still judged and committed."""
+        self.stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def pump(self, source: AsyncIterator[bytes], send: anyio.abc.ObjectSendStream[bytes]) -> None:
+        async with send, aclosing(source):
+            with anyio.CancelScope() as self._scope:
+                if self.stopping:
+                    return
+                async for record in source:
+                    await send.send(record)
+
+
+async def _follow(args: argparse.Namespace) -> int:
+    from .sources import follow
+
+    headers = {}
+    for header in args.header:
+        name, colon, value = header.partition(":")
+        if not colon or not name.strip():
+            raise _UsageError(f"--header takes 'Name: value', got {header!r}")
+        headers[name.strip()] = value.strip()
+    store, config = _index(args)
+    live = _Live(args.url)
+    writer = _Writer(args, live)
+    received: list[int] = []
+    started = time.monotonic()
+
+    def state(message: str) -> None:
+        print(f"streamfilter: {message}", file=sys.stderr, flush=True)
+
+    source = follow(args.url, headers=headers, max_retries=args.max_retries, on_state=state)
+    send, receive = anyio.create_memory_object_stream[bytes](config.batch_size)
+    try:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_watch_signals, live, received)
+            async with StreamFilter(
+                config,
+                path=args.db,
+                store=store,
+                format=args.format,
+                id_field=args.id_field,
+                text_field=args.text_field,
+                time_field=args.time_field,
+            ) as sf:
+                task_group.start_soon(live.pump, source, send)
+                async with receive:
+                    hooks = CommitHooks(before_commit=writer.write)
+                    async for _ in sf.judge_batches(receive, hooks):
+                        pass
+            task_group.cancel_scope.cancel()
+    finally:
+        writer.close()
+    _summary(writer.counts, time.monotonic() - started)
     if received:
         return 128 + received[0]
     return 0
@@ -498,6 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if args.command == "params":
                 return _params(args)
+            if args.command == "follow":
+                return int(anyio.run(_follow, args))
             return int(anyio.run(_replay, args))
         except BaseExceptionGroup as group:
             raise _leaf(group) from None

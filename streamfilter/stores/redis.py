@@ -8,8 +8,8 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 - ``{prefix}:p:<8 bytes>``: one post's verification record (timestamp, id,
   shingle hashes), keyed by a 64-bit hash of its shingle set, so copies of one
   normalised text share the key
-- ``{prefix}:b:<8 bytes>``: a list of the post keys under one band key,
-  newest last, at most ``max_candidates_per_band`` long
+- ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
+  one band key, newest last, at most ``max_candidates_per_band`` of them
 
 **Atomicity.** On a single Redis one Lua script judges and records a whole
 batch, so no two workers can both pass copies of a text, nor near-duplicates.
@@ -63,11 +63,35 @@ logger = logging.getLogger("streamfilter")
 
 _FORMAT = b"streamfilter-redis-1"
 
+# A band key's value is the 8-byte record-key suffixes of its posts, newest
+# last, at most ``cap`` of them: a short string costs far less memory than a
+# list. Adding a post (again) keeps one copy; the key lives as long as its
+# longest-lived post.
+_ADD_MEMBER = """
+local function add_member(key, h, cap, life)
+  local old = redis.call('GET', key) or ''
+  local kept = {}
+  for at = 1, #old, 8 do
+    local m = string.sub(old, at, at + 7)
+    if m ~= h then kept[#kept + 1] = m end
+  end
+  kept[#kept + 1] = h
+  local value = table.concat(kept, '', math.max(1, #kept - cap + 1))
+  if life > 0 then
+    local left = redis.call('PTTL', key)
+    if left > life then life = left end
+    redis.call('SET', key, value, 'PX', life)
+  else
+    redis.call('SET', key, value)
+  end
+end
+"""
+
 # Judges and records one batch on a single Redis. ARGV: prefix, ttl seconds
 # (0: never), threshold, list cap, bands, then per post: record, band keys
 # (8 bytes each), record key suffix. Returns per post: "0" for novel, or
 # "1", the matched post id and the similarity.
-_BATCH_SCRIPT = """
+_BATCH_SCRIPT = _ADD_MEMBER + """
 local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, bands = tonumber(ARGV[4]), tonumber(ARGV[5])
 local clock_key = prefix .. ':clock'
@@ -85,8 +109,9 @@ for base = 6, #ARGV, 3 do
   local seen, query = {}, nil
   local best_id, best_sim = nil, -1
   for b = 0, bands - 1 do
-    local members = redis.call('LRANGE', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8), 0, -1)
-    for _, m in ipairs(members) do
+    local members = redis.call('GET', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)) or ''
+    for at = 1, #members, 8 do
+      local m = string.sub(members, at, at + 7)
       if not seen[m] then
         seen[m] = true
         local other = redis.call('GET', prefix .. ':p:' .. m)
@@ -123,11 +148,7 @@ for base = 6, #ARGV, 3 do
       local pkey = prefix .. ':p:' .. h
       if ttl > 0 then redis.call('SET', pkey, rec, 'PX', life) else redis.call('SET', pkey, rec) end
       for b = 0, bands - 1 do
-        local bkey = prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)
-        redis.call('LREM', bkey, 0, h)
-        redis.call('RPUSH', bkey, h)
-        redis.call('LTRIM', bkey, -cap, -1)
-        if ttl > 0 and redis.call('PTTL', bkey) < life then redis.call('PEXPIRE', bkey, life) end
+        add_member(prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8), h, cap, life)
       end
     end
   end
@@ -143,13 +164,7 @@ return out
 # moved meanwhile makes the script fail, and the batch is retried on the new
 # topology; each key still belongs to one post or one band, so nothing relies
 # on keys sharing a node.
-_READ_LISTS_SCRIPT = """#!lua flags=allow-cross-slot-keys,no-writes
-local out = {}
-for i = 1, #ARGV do out[i] = redis.call('LRANGE', ARGV[i], 0, -1) end
-return out
-"""
-
-_READ_RECORDS_SCRIPT = """#!lua flags=allow-cross-slot-keys,no-writes
+_READ_SCRIPT = """#!lua flags=allow-cross-slot-keys,no-writes
 local out = {}
 for i = 1, #ARGV do out[i] = redis.call('GET', ARGV[i]) end
 return out
@@ -177,14 +192,10 @@ return out
 """
 
 # Append post keys to band lists. ARGV: cap, then per key: band key, post key suffix, life in ms (0: none).
-_APPEND_SCRIPT = """#!lua flags=allow-cross-slot-keys
+_APPEND_SCRIPT = "#!lua flags=allow-cross-slot-keys\n" + _ADD_MEMBER + """
 local cap = tonumber(ARGV[1])
 for i = 0, (#ARGV - 1) / 3 - 1 do
-  local key, h, life = ARGV[i * 3 + 2], ARGV[i * 3 + 3], tonumber(ARGV[i * 3 + 4])
-  redis.call('LREM', key, 0, h)
-  redis.call('RPUSH', key, h)
-  redis.call('LTRIM', key, -cap, -1)
-  if life > 0 and redis.call('PTTL', key) < life then redis.call('PEXPIRE', key, life) end
+  add_member(ARGV[i * 3 + 2], ARGV[i * 3 + 3], cap, tonumber(ARGV[i * 3 + 4]))
 end
 return 1
 """
@@ -331,14 +342,15 @@ class RedisStore:
                 results: list[Match | None] = []
             elif self.cluster:
                 results = self._retrying("check a batch", lambda: self._judge_on_cluster(sketches, records, settings))
+                # Bands go in before the output is written, to keep the window
+                # in which a near-duplicate on another worker misses them short.
+                self._retrying("record a batch", lambda: self._record_on_cluster(sketches, records, results, settings))
             else:
                 results = self._retrying("check a batch", lambda: self._judge_on_one(records, settings))
             # Recorded already: output written here and lost in a crash comes
             # back when the batch is replayed (see the module docstring).
             if before_commit is not None:
                 before_commit(results)
-            if self.cluster and records:
-                self._retrying("record a batch", lambda: self._record_on_cluster(sketches, records, results, settings))
             if progress:
                 self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=progress))
         return results
@@ -397,12 +409,16 @@ class RedisStore:
         stored_clock = self._client.get(self._clock_key)
         clock = float(stored_clock) if stored_clock is not None else float("-inf")
         band_order = list(dict.fromkeys(key for _, band_keys, _ in records for key in band_keys))
-        lists = self._on_nodes(_READ_LISTS_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
-        members = dict(zip(band_order, lists, strict=True))
-        wanted = list(dict.fromkeys(m for found in lists for m in found))
+        values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
+        members = {
+            key: [value[at : at + 8] for at in range(0, len(value), 8)]
+            for key, value in zip(band_order, values, strict=True)
+            if value
+        }
+        wanted = list(dict.fromkeys(m for found in members.values() for m in found))
         stored: dict[bytes, tuple[float, str, frozenset[int]]] = {}
         if wanted:
-            values = self._on_nodes(_READ_RECORDS_SCRIPT, [self._post_prefix + m for m in wanted], lambda _: [])
+            values = self._on_nodes(_READ_SCRIPT, [self._post_prefix + m for m in wanted], lambda _: [])
             for suffix, value in zip(wanted, values, strict=True):
                 if value is not None:
                     timestamp, post_id, shingles = decode_post(value)

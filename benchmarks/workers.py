@@ -1,0 +1,165 @@
+"""N workers sharing one index: LMDB on one disk, Redis, and a 3-node Redis Cluster.
+
+    pip install -e '.[redis,bench]'
+    python benchmarks/make_stream.py --out benchmarks/out/stream.jsonl --labels benchmarks/out/labels.jsonl
+    python benchmarks/workers.py benchmarks/out/stream.jsonl benchmarks/out/labels.jsonl --workers 1 2 4
+
+The stream is split into N partitions by post id (as a Kafka topic keyed by
+id would be) and N ``streamfilter replay`` processes run at once, one per
+partition, against one index. Reported per store and N: wall time of the
+slowest worker, total posts/s, how many labelled clusters passed more than
+once or never (TTL off: partitions reorder event time), and for Redis
+the bytes per indexed post (``INFO`` used_memory growth, and the
+``MEMORY USAGE`` of the keys, both divided by the records stored). The Redis
+servers are started here on loopback ports, in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import redis
+import redis.cluster
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from tests.redis_servers import RedisCluster, RedisServer  # noqa: E402
+
+
+def split(stream: Path, workers: int, directory: Path) -> list[Path]:
+    parts = [directory / f"part{n}.jsonl" for n in range(workers)]
+    handles = [path.open("wb") for path in parts]
+    with stream.open("rb") as source:
+        for line in source:
+            post_id = str(json.loads(line).get("id_str") or json.loads(line).get("id"))
+            handles[zlib.crc32(post_id.encode()) % workers].write(line)
+    for handle in handles:
+        handle.close()
+    return parts
+
+
+def run(parts: list[Path], where: list[str], directory: Path) -> tuple[float, list[Path]]:
+    verdicts = [directory / f"verdicts{n}.jsonl" for n in range(len(parts))]
+    started = time.perf_counter()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "streamfilter", "replay", str(part), *where, "--ttl", "0",
+             "--out", "/dev/null", "--verdicts", str(out), "--no-progress"],
+            stderr=subprocess.PIPE,
+        )
+        for part, out in zip(parts, verdicts, strict=True)
+    ]
+    for process in processes:
+        _, stderr = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(stderr.decode())
+    return time.perf_counter() - started, verdicts
+
+
+def cluster_counts(verdicts: list[Path], labels: Path) -> tuple[int, int, int]:
+    """(clusters, extra passes, clusters never passed) over the merged verdicts.
+
+    Partitions reorder the stream, so which copy of a cluster passes first is
+    up to the race between workers; what must hold is that each cluster
+    passes once. Extra passes are missed duplicates (or near-duplicate
+    races); a cluster never passed would be a lost post.
+    """
+    cluster_of = {}
+    with labels.open(encoding="utf-8") as handle:
+        for line in handle:
+            label = json.loads(line)
+            cluster_of[label["id"]] = label["cluster"]
+    passes: dict[object, int] = dict.fromkeys(cluster_of.values(), 0)
+    for path in verdicts:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                verdict = json.loads(line)
+                if verdict["verdict"] == "novel":
+                    passes[cluster_of[verdict["id"]]] += 1
+    return len(passes), sum(max(n - 1, 0) for n in passes.values()), sum(1 for n in passes.values() if n == 0)
+
+
+def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple[int, float, float]:
+    """(records, used_memory growth per record, MEMORY USAGE of the keys per record)."""
+    client = redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=10000))
+    records = sum(1 for key in keys if key.startswith(f"{prefix}:p:".encode()))
+    usage = sum(client.memory_usage(key) or 0 for key in keys)
+    client.close()
+    return records, (used_memory(url, cluster) - used_before) / max(records, 1), usage / max(records, 1)
+
+
+def used_memory(url: str, cluster: bool) -> int:
+    """used_memory of the server, or summed over the cluster's primaries."""
+    if not cluster:
+        client = redis.Redis.from_url(url)
+        used = int(client.info("memory")["used_memory"])
+        client.close()
+        return used
+    client = redis.cluster.RedisCluster.from_url(url)
+    used = sum(int(client.get_redis_connection(node).info("memory")["used_memory"]) for node in client.get_primaries())
+    client.close()
+    return used
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stream", type=Path)
+    parser.add_argument("labels", type=Path)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    args = parser.parse_args()
+    posts = sum(1 for _ in args.stream.open("rb"))
+    scratch = Path(tempfile.mkdtemp(prefix="sf-workers-"))
+    single = RedisServer(scratch / "redis").start()
+    cluster = RedisCluster(scratch / "cluster").start()
+    rows = []
+    try:
+        for workers in args.workers:
+            parts = split(args.stream, workers, scratch)
+            for store in ("lmdb", "redis", "redis-cluster"):
+                prefix = f"w{workers}"
+                if store == "lmdb":
+                    db = scratch / f"lmdb{workers}"
+                    where = ["--db", str(db)]
+                else:
+                    url = single.url if store == "redis" else cluster.url
+                    before = used_memory(url, store == "redis-cluster")
+                    where = ["--store", f"{url}?prefix={prefix}"]
+                seconds, verdicts = run(parts, where, scratch)
+                clusters, extra, lost = cluster_counts(verdicts, args.labels)
+                row = {"store": store, "workers": workers, "seconds": seconds, "posts_per_s": posts / seconds,
+                       "clusters": clusters, "extra": extra, "lost": lost}
+                if store != "lmdb":
+                    records, grown, usage = redis_bytes(url, prefix, before, store == "redis-cluster")
+                    row.update(records=records, used_memory_per_post=grown, memory_usage_per_post=usage)
+                else:
+                    shutil.rmtree(db)
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr)
+    finally:
+        single.stop()
+        cluster.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"{posts} posts; each worker is one process (python -m streamfilter replay), all started at once\n")
+    print("| store | workers | wall s | posts/s | clusters passed twice | clusters lost | bytes/post (used_memory) | bytes/post (MEMORY USAGE) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        memory = (
+            (f"{row['used_memory_per_post']:.0f}", f"{row['memory_usage_per_post']:.0f}")
+            if "records" in row else ("-", "-")
+        )
+        print(f"| {row['store']} | {row['workers']} | {row['seconds']:.2f} | {row['posts_per_s']:,.0f} | "
+              f"{row['extra']} of {row['clusters']} | {row['lost']} | {memory[0]} | {memory[1]} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""Live sources: the records of a streaming URL, reconnecting when it drops.
+
+``follow(url)`` is an async generator of raw records (one JSON document per
+record, as bytes), ready for ``StreamFilter.filter``::
+
+    async with StreamFilter(path="index") as sf:
+        async for post in sf.filter(follow("wss://jetstream2.us-east.bsky.network/subscribe")):
+            ...
+
+Three protocols, chosen from the URL and the response:
+
+- **WebSocket** (``ws://``, ``wss://``; Bluesky Jetstream, Mastodon streaming):
+  one record per text frame. When frames carry ``time_us`` (Jetstream), a
+  reconnect asks for ``cursor=<last time_us>``, and the frames the server
+  sends again (at or before that time) are dropped, so each event comes once.
+- **Server-Sent Events** (``Content-Type: text/event-stream``; Mastodon
+  streaming): one record per event. A named event becomes
+  ``{"event": name, "payload": data}``, the shape of Mastodon's streaming
+  messages; an unnamed one is its data. A reconnect sends ``Last-Event-ID``
+  and honours the server's ``retry:``. An event cut off by a drop is discarded
+  (the server sends it again after the last complete id).
+- **JSON Lines over HTTP** (anything else; the Twitter v2 filtered stream):
+  one record per non-empty line. The protocol has no resume: what the server
+  sends while the client is away is not seen, and a line cut off by a drop
+  is discarded.
+
+Reconnects wait an exponential backoff with full jitter (``backoff`` is the
+first and the largest wait), reset once a connection delivers a record.
+HTTP 401, 403 and 404 are not retried; 429 and 5xx are. Connection state goes
+to ``on_state`` (the CLI prints it on stderr) or the ``streamfilter`` logger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import anyio
+
+from ._exceptions import MissingDependencyError, StreamFilterError
+
+__all__ = ["SourceError", "follow"]
+
+logger = logging.getLogger("streamfilter")
+
+_TIME_US = re.compile(rb'"time_us"\s*:\s*(\d+)')
+_FATAL_STATUS = {400, 401, 403, 404, 405, 410}
+
+
+class SourceError(StreamFilterError):
+    """A live source that cannot be followed: refused, not found, or down for good."""
+
+
+@dataclass
+class _Resume:
+    """What a reconnect needs to pick up where the last connection stopped."""
+
+    last_event_id: str | None = None  # SSE
+    retry_ms: int | None = None  # SSE retry: field
+    cursor: int | None = None  # Jetstream time_us
+    at_cursor: set[bytes] = field(default_factory=set)  # frames already seen at that time_us
+
+
+def _imports() -> tuple[Any, Any]:
+    try:
+        import httpx
+        import wsproto
+    except ImportError as exc:
+        raise MissingDependencyError("following live streams (httpx, wsproto)", "live") from exc
+    return httpx, wsproto
+
+
+async def follow(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    max_retries: int | None = None,
+    backoff: tuple[float, float] = (0.5, 60.0),
+    read_timeout: float = 90.0,
+    on_state: Callable[[str], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """Yield the records of a live stream, reconnecting with backoff until cancelled.
+
+    ``max_retries`` bounds the reconnects in a row that deliver nothing
+    (None: forever); past it, SourceError. ``read_timeout`` is how long a
+    silent connection is trusted before it is dropped and made again.
+    """
+    httpx, wsproto = _imports()
+    report = on_state or (lambda message: logger.info("%s", message))
+    transient = (
+        httpx.TransportError,
+        wsproto.utilities.RemoteProtocolError,
+        anyio.EndOfStream,
+        anyio.BrokenResourceError,
+        OSError,  # TimeoutError and ssl errors too
+    )
+    resume = _Resume()
+    failures = 0
+    first, largest = backoff
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=read_timeout), headers=headers) as client:
+        while True:
+            reason = "the server ended the stream"
+            try:
+                async for record in _connect(client, url, resume, report, dict(headers or {}), read_timeout):
+                    failures = 0
+                    yield record
+            except transient as exc:
+                reason = _describe(exc)
+            except _Retryable as exc:
+                reason = str(exc)
+            failures += 1
+            if max_retries is not None and failures > max_retries:
+                raise SourceError(f"{url}: gave up after {max_retries} reconnects ({reason})")
+            base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
+            delay = random.uniform(0, min(largest, base * 2 ** (failures - 1)))
+            report(f"{url}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
+            await anyio.sleep(delay)
+
+
+class _Retryable(Exception):
+    """An HTTP answer worth trying again later (429, 5xx)."""
+
+
+async def _connect(
+    client: Any, url: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
+) -> AsyncIterator[bytes]:
+    """The records of one connection, until it ends or breaks."""
+    scheme = urlsplit(url).scheme
+    if scheme in ("ws", "wss"):
+        async for record in _websocket(url, resume, report, headers, read_timeout):
+            yield record
+        return
+    if scheme not in ("http", "https"):
+        raise SourceError(f"{url}: follow takes http://, https://, ws:// or wss:// URLs")
+    request_headers = {"Accept": "text/event-stream, application/x-ndjson, application/json"}
+    if resume.last_event_id is not None:
+        request_headers["Last-Event-ID"] = resume.last_event_id
+    async with client.stream("GET", url, headers=request_headers) as response:
+        status = response.status_code
+        if status in _FATAL_STATUS:
+            raise SourceError(f"{url}: HTTP {status} {response.reason_phrase}; not retrying")
+        if status == 429 or status >= 500 or status >= 300:
+            raise _Retryable(f"HTTP {status} {response.reason_phrase}")
+        event_stream = "text/event-stream" in response.headers.get("content-type", "")
+        report(
+            f"{url}: connected"
+            + (" (server-sent events" + (f", resuming after id {resume.last_event_id})" if resume.last_event_id else ")")
+               if event_stream else " (JSON lines)")
+        )
+        lines = _lines(response.aiter_bytes())
+        if event_stream:
+            async for record in _events(lines, resume):
+                yield record
+        else:
+            async for line in lines:
+                if line.strip():
+                    yield line
+
+
+async def _websocket(
+    url: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
+) -> AsyncIterator[bytes]:
+    """Text frames of a WebSocket, with wsproto over an anyio stream.
+
+    No background task: pings are answered between reads, so the generator
+    holds no task group or cancel scope across its yields.
+    """
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import (
+        AcceptConnection,
+        CloseConnection,
+        Ping,
+        RejectConnection,
+        RejectData,
+        Request,
+        TextMessage,
+    )
+
+    target = urlsplit(_with_cursor(url, resume.cursor))
+    secure = target.scheme == "wss"
+    host = target.hostname or "localhost"
+    port = target.port or (443 if secure else 80)
+    # anyio starts TLS whenever tls_hostname is given, so only wss gets one
+    stream = await (anyio.connect_tcp(host, port, tls=True, tls_hostname=host) if secure else anyio.connect_tcp(host, port))
+    async with stream:
+        ws = WSConnection(ConnectionType.CLIENT)
+        path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+        extra = [(name.encode(), value.encode()) for name, value in headers.items()]
+        await stream.send(ws.send(Request(host=target.netloc, target=path, extra_headers=extra)))
+        text: list[str] = []
+        while True:
+            with anyio.fail_after(read_timeout):
+                data = await stream.receive()
+            ws.receive_data(data)
+            for event in ws.events():
+                if isinstance(event, AcceptConnection):
+                    report(f"{url}: connected" + (f", resuming at cursor {resume.cursor}" if resume.cursor else ""))
+                elif isinstance(event, RejectConnection):
+                    if event.status_code in _FATAL_STATUS:
+                        raise SourceError(f"{url}: HTTP {event.status_code} on the WebSocket upgrade; not retrying")
+                    raise _Retryable(f"HTTP {event.status_code} on the WebSocket upgrade")
+                elif isinstance(event, RejectData):
+                    continue
+                elif isinstance(event, Ping):
+                    await stream.send(ws.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    await stream.send(ws.send(event.response()))
+                    return
+                elif isinstance(event, TextMessage):
+                    text.append(event.data)
+                    if not event.message_finished:
+                        continue
+                    record = "".join(text).encode("utf-8")
+                    text = []
+                    if _seen_before(record, resume):
+                        continue
+                    yield record
+
+
+def _seen_before(record: bytes, resume: _Resume) -> bool:
+    """Track Jetstream's time_us; True for a frame sent again after a cursor resume."""
+    found = _TIME_US.search(record)
+    if found is None:
+        return False
+    time_us = int(found.group(1))
+    if resume.cursor is not None and (
+        time_us < resume.cursor or (time_us == resume.cursor and record in resume.at_cursor)
+    ):
+        return True
+    if time_us != resume.cursor:
+        resume.cursor, resume.at_cursor = time_us, set()
+    resume.at_cursor.add(record)
+    return False
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Complete lines, without their line ending; a trailing partial line is dropped."""
+    pending = b""
+    async for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line[:-1] if line.endswith(b"\r") else line
+
+
+async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncIterator[bytes]:
+    """Server-sent events, parsed as the HTML standard says."""
+    name, data, event_id = b"", [], resume.last_event_id
+    async for line in lines:
+        if not line:
+            if data:
+                resume.last_event_id = event_id
+                payload = b"\n".join(data)
+                if name in (b"", b"message"):
+                    yield payload
+                else:
+                    yield json.dumps(
+                        {"event": name.decode("utf-8", "replace"), "payload": payload.decode("utf-8", "replace")}
+                    ).encode()
+            name, data = b"", []
+            continue
+        if line.startswith(b":"):
+            continue
+        field_name, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if field_name == b"data":
+            data.append(value)
+        elif field_name == b"event":
+            name = value
+        elif field_name == b"id" and b"\0" not in value:
+            event_id = value.decode("utf-8", "replace")
+        elif field_name == b"retry" and value.isdigit():
+            resume.retry_ms = int(value)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _with_cursor(url: str, cursor: int | None) -> str:
+    if cursor is None:
+        return url
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cursor"]
+    query.append(("cursor", str(cursor)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
