@@ -37,6 +37,7 @@ import logging
 import random
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -107,9 +108,10 @@ async def follow(
         while True:
             reason = "the server ended the stream"
             try:
-                async for record in _connect(client, url, resume, report, dict(headers or {}), read_timeout):
-                    failures = 0
-                    yield record
+                async with aclosing(_connect(client, url, resume, report, dict(headers or {}), read_timeout)) as records:
+                    async for record in records:
+                        failures = 0
+                        yield record
             except transient as exc:
                 reason = _describe(exc)
             except _Retryable as exc:
@@ -133,8 +135,9 @@ async def _connect(
     """The records of one connection, until it ends or breaks."""
     scheme = urlsplit(url).scheme
     if scheme in ("ws", "wss"):
-        async for record in _websocket(url, resume, report, headers, read_timeout):
-            yield record
+        async with aclosing(_websocket(url, resume, report, headers, read_timeout)) as frames:
+            async for record in frames:
+                yield record
         return
     if scheme not in ("http", "https"):
         raise SourceError(f"{url}: follow takes http://, https://, ws:// or wss:// URLs")
@@ -153,14 +156,15 @@ async def _connect(
             + (" (server-sent events" + (f", resuming after id {resume.last_event_id})" if resume.last_event_id else ")")
                if event_stream else " (JSON lines)")
         )
-        lines = _lines(response.aiter_bytes())
-        if event_stream:
-            async for record in _events(lines, resume):
-                yield record
-        else:
-            async for line in lines:
-                if line.strip():
-                    yield line
+        async with aclosing(response.aiter_bytes()) as chunks, aclosing(_lines(chunks)) as lines:
+            if event_stream:
+                async with aclosing(_events(lines, resume)) as events:
+                    async for record in events:
+                        yield record
+            else:
+                async for line in lines:
+                    if line.strip():
+                        yield line
 
 
 async def _websocket(

@@ -68,7 +68,7 @@ class StreamServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._stop is not None and self._loop_token is not None:
+        if self._stop is not None:
             anyio.from_thread.run_sync(self._stop.set, token=self._loop_token)
         self._portal_thread.join(10)
 
@@ -120,6 +120,9 @@ class StreamServer:
 
     # -- HTTP: chunked JSON Lines or server-sent events ---------------------------------
     async def _http(self, stream: anyio.abc.SocketStream, connection: Connection) -> None:
+        if connection.path != "/stream":
+            await stream.send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
         sse = self.kind == "sse"
         content_type = "text/event-stream" if sse else "application/x-ndjson"
         await stream.send(

@@ -1,0 +1,157 @@
+"""Live sources against real servers on loopback that drop the connection mid-stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import aclosing
+from pathlib import Path
+
+import anyio
+import pytest
+
+from streamfilter import StreamFilter
+from streamfilter.sources import SourceError, follow
+
+from .conftest import FIXTURES
+from .live_servers import StreamServer
+
+pytestmark = pytest.mark.anyio
+
+
+def fixture_lines(name: str) -> list[bytes]:
+    return (FIXTURES / name).read_bytes().splitlines()
+
+
+def jetstream() -> list[bytes]:
+    # Jetstream sends events in time_us order; the recorded sample is not sorted
+    return sorted(fixture_lines("bluesky_jetstream.jsonl"), key=lambda line: json.loads(line)["time_us"])
+
+
+def mastodon_statuses() -> list[bytes]:
+    """The recorded statuses as JSON; the fixture ends with two already wrapped as streaming events."""
+    statuses = []
+    for line in fixture_lines("mastodon_hashtag.jsonl"):
+        record = json.loads(line)
+        statuses.append(record["payload"].encode() if record.get("event") == "update" else line)
+    return statuses
+
+
+def mastodon_frames() -> list[bytes]:
+    """Mastodon's streaming API over WebSocket: {"stream", "event", "payload": JSON string}."""
+    return [
+        json.dumps({"stream": ["hashtag", "news"], "event": "update", "payload": status.decode()}).encode()
+        for status in mastodon_statuses()
+    ]
+
+
+def novel_ids(expected: str) -> list[str]:
+    return [
+        verdict["id"]
+        for verdict in map(json.loads, (FIXTURES / expected).read_text().splitlines())
+        if verdict["verdict"] == "novel"
+    ]
+
+
+async def take(url: str, count: int, **options: object) -> list[bytes]:
+    records: list[bytes] = []
+    with anyio.fail_after(30):
+        async with aclosing(follow(url, **options)) as source:  # type: ignore[arg-type]
+            async for record in source:
+                records.append(record)
+                if len(records) == count:
+                    break
+    return records
+
+
+@pytest.mark.parametrize(
+    ("kind", "records"),
+    [
+        ("jsonl", fixture_lines("twitter_v2_stream.jsonl")),
+        ("ws", jetstream()),
+        ("ws", mastodon_frames()),
+    ],
+    ids=["jsonl-twitter-v2", "websocket-jetstream", "websocket-mastodon"],
+)
+async def test_every_record_once_across_dropped_connections(kind: str, records: list[bytes]) -> None:
+    states: list[str] = []
+    with StreamServer(kind, records, drops=[3, len(records) // 2, len(records) - 2]) as server:
+        got = await take(server.url, len(records), on_state=states.append, backoff=(0.01, 0.1))
+        assert got == records  # nothing lost, nothing twice, in order
+        assert len(server.connections) == 4
+        if records[0].startswith(b'{"did"'):
+            # each reconnect resumed at the last event seen, per Jetstream's cursor
+            cursors = [c.query.get("cursor") for c in server.connections]
+            assert cursors[0] is None and all(cursor is not None for cursor in cursors[1:])
+    assert sum("connection lost" in state for state in states) == 3
+    assert sum(state.endswith("connected") or ", resuming" in state or "connected (" in state for state in states) == 4
+
+
+async def test_sse_resumes_after_the_last_complete_event() -> None:
+    statuses = mastodon_statuses()
+    with StreamServer("sse", statuses, drops=[10, 50]) as server:
+        got = await take(server.url, len(statuses), backoff=(0.01, 0.1))
+        last_ids = [c.headers.get("last-event-id") for c in server.connections]
+    assert [json.loads(record) for record in got] == [
+        {"event": "update", "payload": status.decode()} for status in statuses
+    ]
+    # the event cut in half by each drop was not delivered; the resume asked for it again
+    assert last_ids == [None, "10", "50"]
+
+
+async def test_filter_wraps_a_live_stream() -> None:
+    with StreamServer("ws", jetstream(), drops=[40, 100]) as server:
+        async with StreamFilter() as sf:
+            passed = []
+            with anyio.move_on_after(8):
+                async with aclosing(sf.filter(follow(server.url, backoff=(0.01, 0.1)))) as posts:
+                    async for post in posts:
+                        passed.append(post.id)
+                        if len(passed) == len(novel_ids("bluesky_jetstream.expected.jsonl")):
+                            break
+    assert sorted(passed) == sorted(novel_ids("bluesky_jetstream.expected.jsonl"))
+
+
+async def test_not_found_is_not_retried() -> None:
+    with StreamServer("jsonl", []) as server:
+        with pytest.raises(SourceError, match="HTTP 404"):
+            await take(server.url.replace("/stream", "/missing"), 1)
+        assert len(server.connections) == 1
+
+
+async def test_a_server_that_stays_down_gives_up_after_max_retries() -> None:
+    from .redis_servers import free_port
+
+    with pytest.raises(SourceError, match="gave up after 2 reconnects .*ConnectError"):
+        await take(f"http://127.0.0.1:{free_port()}/stream", 1, max_retries=2, backoff=(0.01, 0.02))
+
+
+def test_cli_follow_writes_novel_posts_and_stops_on_sigint(tmp_path: Path) -> None:
+    statuses = mastodon_statuses()
+    expected = novel_ids("mastodon_hashtag.expected.jsonl")
+    verdicts = tmp_path / "verdicts.jsonl"
+    out = tmp_path / "out.jsonl"
+    with StreamServer("sse", statuses, drops=[20, 60]) as server, out.open("wb") as stdout:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamfilter", "follow", server.url, "--verdicts", str(verdicts)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = verdicts.read_text().count("\n") if verdicts.exists() else 0
+            if done >= len(statuses):
+                break
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr.decode()
+    out_ids = [json.loads(json.loads(line)["payload"])["id"] for line in out.read_bytes().splitlines()]
+    assert sorted(out_ids) == sorted(expected)  # the replay's novel posts, once each, none lost to the drops
+    log = stderr.decode()
+    assert log.count("connection lost") == 2 and "resuming after id 20" in log and "resuming after id 60" in log
+    assert f"{len(statuses)} posts, {len(expected)} novel, 1 duplicates" in log
