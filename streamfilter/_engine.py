@@ -156,6 +156,7 @@ class Sketcher:
                 sketches.append(
                     Sketch(
                         post_id=post.id if post.id is not None else f"line:{entry.line}",
+                        made_up_id=post.id is None,
                         timestamp=post.timestamp if post.timestamp is not None else now,
                         band_keys=keys[index],
                         shingles=shingles[index],

@@ -25,6 +25,9 @@ class Sketch:
     timestamp: float
     band_keys: npt.NDArray[np.uint64]
     shingles: npt.NDArray[np.uint64]
+    # True when the post had no id and ``post_id`` was made up ("line:N"):
+    # such ids can repeat across inputs, so they do not identify a post alone.
+    made_up_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)

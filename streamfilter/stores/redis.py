@@ -35,9 +35,12 @@ first and frees their memory when their wall-clock remainder runs out.
 **Failures.** A dropped connection is retried with exponential backoff and
 jitter for ``retry_for`` seconds, then the batch fails with a StoreError. A
 batch whose reply was lost may be replayed: a stored record with the same post
-id and timestamp is the post itself, recorded by that earlier attempt (or by a
-run killed before its output was written), and the post passes again. That is
-the at-least-once bound: a post is repeated, never lost.
+id is the post itself, recorded by that earlier attempt (or by a run killed
+before its output was written), and the post passes again. That is the
+at-least-once bound: a post is repeated, never lost. It also means that a
+platform delivering one post id twice gets it passed twice, as any
+at-least-once consumer must expect. Posts without an id get ``line:N``, which
+repeats across inputs, so for them the timestamp must match as well.
 """
 
 from __future__ import annotations
@@ -97,8 +100,8 @@ local cap, bands = tonumber(ARGV[4]), tonumber(ARGV[5])
 local clock_key = prefix .. ':clock'
 local clock = tonumber(redis.call('GET', clock_key) or '') or -math.huge
 local out = {}
-for base = 6, #ARGV, 3 do
-  local rec, keys, h = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+for base = 6, #ARGV, 4 do
+  local rec, keys, h, made_up = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3] == '1'
   local ts, idlen = struct.unpack('<dH', rec)
   local pid = string.sub(rec, 11, 10 + idlen)
   local first = 11 + idlen
@@ -118,7 +121,7 @@ for base = 6, #ARGV, 3 do
         if other then
           local ots, olen = struct.unpack('<dH', other)
           local oid = string.sub(other, 11, 10 + olen)
-          if ots > horizon and not (oid == pid and ots == ts) then
+          if ots > horizon and not (oid == pid and (ots == ts or not made_up)) then
             if not query then
               query = {}
               for s = first, #rec, 8 do query[string.sub(rec, s, s + 7)] = true end
@@ -174,14 +177,15 @@ return out
 # A key is set unless it holds a live record of another post, which is returned.
 _CLAIM_SCRIPT = """#!lua flags=allow-cross-slot-keys
 local out = {}
-for i = 1, #ARGV / 4 do
-  local key, rec, horizon, life = ARGV[i * 4 - 3], ARGV[i * 4 - 2], tonumber(ARGV[i * 4 - 1]), tonumber(ARGV[i * 4])
+for i = 1, #ARGV / 5 do
+  local key, rec, horizon = ARGV[i * 5 - 4], ARGV[i * 5 - 3], tonumber(ARGV[i * 5 - 2])
+  local life, made_up = tonumber(ARGV[i * 5 - 1]), ARGV[i * 5] == '1'
   local old = redis.call('GET', key)
   out[i] = false
   if old then
     local ots, olen = struct.unpack('<dH', old)
     local ts, idlen = struct.unpack('<dH', rec)
-    local same = string.sub(old, 11, 10 + olen) == string.sub(rec, 11, 10 + idlen) and ots == ts
+    local same = string.sub(old, 11, 10 + olen) == string.sub(rec, 11, 10 + idlen) and (ots == ts or not made_up)
     if ots > horizon and not same then out[i] = old end
   end
   if not out[i] then
@@ -230,6 +234,17 @@ def _split_url(url: str) -> tuple[str, str]:
     if not prefix:
         raise StoreError(f"{url}: the prefix parameter is empty")
     return urlunsplit(parts._replace(query=urlencode(kept))), prefix
+
+
+def _same_post(sketch: Sketch, timestamp: float, post_id: str) -> bool:
+    """Whether a stored record is this very post, recorded by an earlier attempt
+    at its batch (a lost reply, or a run killed before its output was written).
+
+    A post id from the platform says so alone: a post without a timestamp gets
+    the wall clock, which differs on the second attempt. A made-up id
+    ("line:N") repeats across inputs, so the timestamp must match too.
+    """
+    return post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
 
 
 def _record_key_suffix(shingles: np.ndarray) -> bytes:
@@ -346,7 +361,7 @@ class RedisStore:
                 # in which a near-duplicate on another worker misses them short.
                 self._retrying("record a batch", lambda: self._record_on_cluster(sketches, records, results, settings))
             else:
-                results = self._retrying("check a batch", lambda: self._judge_on_one(records, settings))
+                results = self._retrying("check a batch", lambda: self._judge_on_one(sketches, records, settings))
             # Recorded already: output written here and lost in a crash comes
             # back when the batch is replayed (see the module docstring).
             if before_commit is not None:
@@ -355,7 +370,9 @@ class RedisStore:
                 self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=progress))
         return results
 
-    def _judge_on_one(self, records: list[tuple[bytes, list[bytes], bytes]], settings: IndexSettings) -> list[Match | None]:
+    def _judge_on_one(
+        self, sketches: Sequence[Sketch], records: list[tuple[bytes, list[bytes], bytes]], settings: IndexSettings
+    ) -> list[Match | None]:
         args: list[bytes | str | float | int] = [
             self.prefix,
             repr(float(settings.ttl_seconds)),
@@ -363,8 +380,8 @@ class RedisStore:
             max(1, settings.max_candidates_per_band),
             len(records[0][1]),
         ]
-        for record, band_keys, suffix in records:
-            args += [record, b"".join(band_keys), suffix]
+        for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
+            args += [record, b"".join(band_keys), suffix, "1" if sketch.made_up_id else "0"]
         reply = self._batch(keys=[], args=args)
         results: list[Match | None] = []
         position = 0
@@ -432,13 +449,12 @@ class RedisStore:
             clock = max(clock, sketch.timestamp)
             horizon = clock - ttl if ttl > 0 else float("-inf")
             query = set(sketch.shingles.tolist())
-            own = (sketch.timestamp, sketch.post_id)
             best: Match | None = None
             for candidate in dict.fromkeys(
                 m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ()))
             ):
                 entry = stored.get(candidate)
-                if entry is None or entry[0] <= horizon or entry[:2] == own:
+                if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
                     continue
                 shared = len(entry[2] & query)
                 similarity = shared / (len(query) + len(entry[2]) - shared)
@@ -462,6 +478,7 @@ class RedisStore:
                     records[claims[n]][0],
                     repr(horizons[claims[n]]),
                     self._life_ms(sketches[claims[n]].timestamp, clock, ttl),
+                    "1" if sketches[claims[n]].made_up_id else "0",
                 ],
             )
             for index, holder in zip(claims, holders, strict=True):

@@ -187,3 +187,37 @@ def test_filter_config_defaults_are_pinned_on_redis(url: str) -> None:
     store = opened(url)
     store.close()
     assert RedisStore.read_fingerprint(url) == FilterConfig().fingerprint()
+
+
+def test_a_batch_lost_before_its_output_passes_again_on_resume(url: str) -> None:
+    # the worker dies after Redis recorded the batch but before its output was written
+    store = opened(url)
+
+    def die(results: list) -> None:  # type: ignore[type-arg]
+        raise KeyboardInterrupt("killed before the output was written")
+
+    first = [sketch("a", 1000.0, TEXT), sketch("b", 1000.5, "another text, with words of its own")]
+    with pytest.raises(KeyboardInterrupt):
+        store.check_and_insert(first, before_commit=die)
+    store.close()
+    # on resume, posts without a timestamp of their own get a new wall-clock time
+    resumed = opened(url)
+    again = [sketch("a", 2000.0, TEXT), sketch("b", 2000.5, "another text, with words of its own")]
+    assert resumed.check_and_insert(again) == [None, None]
+    (match,) = resumed.check_and_insert([sketch("c", 2001.0, TEXT)])
+    assert match is not None and match.duplicate_of == "a"
+    resumed.close()
+
+
+def test_made_up_ids_are_the_same_post_only_with_the_same_timestamp(url: str) -> None:
+    # "line:5" of one worker's input is not "line:5" of another's
+    store = opened(url)
+    mine = sketch("line:5", 1000.0, TEXT)
+    mine.made_up_id = True
+    assert store.check_and_insert([mine]) == [None]
+    theirs = sketch("line:5", 1000.7, TEXT)
+    theirs.made_up_id = True
+    (match,) = store.check_and_insert([theirs])
+    assert match is not None and match.duplicate_of == "line:5"
+    assert store.check_and_insert([mine]) == [None]  # my own batch, replayed
+    store.close()
