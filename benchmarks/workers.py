@@ -93,7 +93,10 @@ def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple
     client = redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     keys = list(client.scan_iter(match=f"{prefix}:*", count=10000))
     records = sum(1 for key in keys if key.startswith(f"{prefix}:p:".encode()))
-    usage = sum(client.memory_usage(key) or 0 for key in keys)
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.memory_usage(key)
+    usage = sum(value or 0 for value in pipe.execute())
     client.close()
     return records, (used_memory(url, cluster) - used_before) / max(records, 1), usage / max(records, 1)
 

@@ -20,6 +20,9 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         ("RT @foo: Hello WORLD", "hello world"),
         ("RT @a: RT @b: nested retweet", "nested retweet"),
         ("Fish &amp; chips &lt;3", "fish chips 3"),
+        # an entity made by folding, and one escaped twice, are no words either
+        ("Fish ＆amp; chips", "fish chips"),
+        ("Fish &amp;amp; chips", "fish chips"),
         ("see https://t.co/abc and www.example.com/page and bit.ly/xyz now", "see and and now"),
         ("#KYDerby #win", "kyderby win"),
         (

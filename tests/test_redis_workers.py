@@ -115,3 +115,48 @@ def test_killed_worker_resumes_without_loss(tmp_path: Path, url: str) -> None:
     repeats = len(passed) - len(set(passed))
     print(f"\n{url}: killed after {killed_at} novel posts; {repeats} repeated after --resume")
     assert repeats <= 16  # at most the batch in flight
+
+
+def test_replay_on_redis_gives_the_fixture_verdicts(tmp_path: Path, url: str) -> None:
+    verdicts = tmp_path / "verdicts.jsonl"
+    done = subprocess.run(
+        replay_command("fixtures/campaign.jsonl", "--store", url, "--verdicts", str(verdicts), "--out", os.devnull),
+        capture_output=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    expected = Path(__file__).resolve().parent.parent / "fixtures" / "campaign.expected.jsonl"
+    got = [(v["id"], v["verdict"], v["duplicate_of"]) for v in map(json.loads, verdicts.read_text().splitlines())]
+    want = [(v["id"], v["verdict"], v["duplicate_of"]) for v in map(json.loads, expected.read_text().splitlines())]
+    assert got == want
+
+
+def test_replay_with_redis_down_fails_clearly(tmp_path: Path) -> None:
+    from .redis_servers import free_port
+
+    port = free_port()
+    done = subprocess.run(
+        replay_command("fixtures/campaign.jsonl", "--store", f"redis://127.0.0.1:{port}/0?retry_for=0.5"),
+        capture_output=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode().strip().splitlines()[-1].startswith(
+        f"streamfilter: error: Redis at redis://127.0.0.1:{port}/0 (prefix sf) is unreachable: "
+    )
+
+
+def test_store_takes_only_redis_urls(tmp_path: Path) -> None:
+    done = subprocess.run(
+        replay_command("fixtures/campaign.jsonl", "--store", "http://localhost:6379"),
+        capture_output=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 2
+    assert "--store takes a redis://, rediss:// or unix:// URL" in done.stderr.decode()

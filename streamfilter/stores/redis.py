@@ -14,20 +14,20 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 **Atomicity.** On a single Redis one Lua script judges and records a whole
 batch, so no two workers can both pass copies of a text, nor near-duplicates.
 On a Cluster, keys live in different slots and no script can span them, so a
-batch runs as: read the band lists and the candidates' records (pipelined),
-verify, then *claim* each novel post's record key with a one-key script that
-sets it only when no live record of another post holds it, then append to the
-band lists. Copies of one normalised text all claim the same key, so exactly
+batch runs as: read the band keys and the candidates' records (one script per
+node, over the keys that node holds), verify, then *claim* each novel post's
+record key (set only when no live record of another post holds it), then
+append to the band keys, all before the batch's output is written. Copies of one normalised text all claim the same key, so exactly
 one of them passes, whichever workers they reach. Near-duplicates (different
 texts) that reach two workers within one batch round-trip of each other can
 both pass, because neither's band entries exist when the other reads; they can
 never both be dropped.
 
-**Expiry.** Redis's own: each record and band list gets a TTL, and nothing is
+**Expiry.** Redis's own: each record and band key gets a TTL, and nothing is
 ever scanned. Event time decides visibility as in LMDB: a record is ignored
 once its timestamp is older than the clock minus the TTL. The Redis TTL of a
 record is what remains of its event-time life when it is written
-(``timestamp + ttl - clock``); a band list lives as long as its longest-lived
+(``timestamp + ttl - clock``); a band key lives as long as its longest-lived
 post. A live stream, where event time follows the wall clock, expires in both
 at once. A replay, which runs event time faster, hides posts by event time
 first and frees their memory when their wall-clock remainder runs out.
@@ -57,7 +57,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from .._exceptions import MissingDependencyError, StoreError
+from .._exceptions import ConfigError, MissingDependencyError, StoreError
 from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, key_bytes
 
 __all__ = ["RedisStore"]
@@ -220,20 +220,25 @@ def _import_redis() -> Any:
     return redis
 
 
-def _split_url(url: str) -> tuple[str, str]:
-    """(url without our own query parameters, key prefix)."""
+def _split_url(url: str) -> tuple[str, str, float | None]:
+    """(url without our own query parameters, key prefix, retry_for if given)."""
     parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
     prefix = "sf"
+    retry_for: float | None = None
     kept = []
-    for name, value in query:
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name == "prefix":
             prefix = value
+        elif name == "retry_for":
+            try:
+                retry_for = float(value)
+            except ValueError:
+                raise ConfigError(f"{url}: retry_for must be a number of seconds, got {value!r}") from None
         else:
             kept.append((name, value))
     if not prefix:
-        raise StoreError(f"{url}: the prefix parameter is empty")
-    return urlunsplit(parts._replace(query=urlencode(kept))), prefix
+        raise ConfigError(f"{url}: the prefix parameter is empty")
+    return urlunsplit(parts._replace(query=urlencode(kept))), prefix, retry_for
 
 
 def _same_post(sketch: Sketch, timestamp: float, post_id: str) -> bool:
@@ -256,13 +261,14 @@ class RedisStore:
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS);
     ``?prefix=name`` keeps several indexes apart on one server. A Cluster is
-    detected from the node the URL names. ``retry_for`` is how long a dropped
-    connection is retried before a batch fails.
+    detected from the node the URL names. ``retry_for`` (or ``?retry_for=``
+    in the URL, in seconds; 30 by default) is how long a dropped connection is
+    retried before a batch fails.
     """
 
-    def __init__(self, url: str, *, retry_for: float = 30.0) -> None:
-        self.url, self.prefix = _split_url(url)
-        self.retry_for = retry_for
+    def __init__(self, url: str, *, retry_for: float | None = None) -> None:
+        self.url, self.prefix, from_url = _split_url(url)
+        self.retry_for = retry_for if retry_for is not None else from_url if from_url is not None else 30.0
         self._redis: Any = None
         self._client: Any = None
         self.cluster = False
