@@ -52,8 +52,21 @@ def run(parts: list[Path], where: list[str], directory: Path) -> tuple[float, li
     started = time.perf_counter()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "streamfilter", "replay", str(part), *where, "--ttl", "0",
-             "--out", "/dev/null", "--verdicts", str(out), "--no-progress"],
+            [
+                sys.executable,
+                "-m",
+                "streamfilter",
+                "replay",
+                str(part),
+                *where,
+                "--ttl",
+                "0",
+                "--out",
+                "/dev/null",
+                "--verdicts",
+                str(out),
+                "--no-progress",
+            ],
             stderr=subprocess.PIPE,
         )
         for part, out in zip(parts, verdicts, strict=True)
@@ -139,8 +152,15 @@ def main() -> None:
                     where = ["--store", f"{url}?prefix={prefix}"]
                 seconds, verdicts = run(parts, where, scratch)
                 clusters, extra, lost = cluster_counts(verdicts, args.labels)
-                row = {"store": store, "workers": workers, "seconds": seconds, "posts_per_s": posts / seconds,
-                       "clusters": clusters, "extra": extra, "lost": lost}
+                row = {
+                    "store": store,
+                    "workers": workers,
+                    "seconds": seconds,
+                    "posts_per_s": posts / seconds,
+                    "clusters": clusters,
+                    "extra": extra,
+                    "lost": lost,
+                }
                 if store != "lmdb":
                     records, grown, usage = redis_bytes(url, prefix, before, store == "redis-cluster")
                     row.update(records=records, used_memory_per_post=grown, memory_usage_per_post=usage)
@@ -153,15 +173,20 @@ def main() -> None:
         cluster.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"{posts} posts; each worker is one process (python -m streamfilter replay), all started at once\n")
-    print("| store | workers | wall s | posts/s | clusters passed twice | clusters lost | bytes/post (used_memory) | bytes/post (MEMORY USAGE) |")
+    print(
+        "| store | workers | wall s | posts/s | clusters passed twice | clusters lost | bytes/post (used_memory) | bytes/post (MEMORY USAGE) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         memory = (
             (f"{row['used_memory_per_post']:.0f}", f"{row['memory_usage_per_post']:.0f}")
-            if "records" in row else ("-", "-")
+            if "records" in row
+            else ("-", "-")
         )
-        print(f"| {row['store']} | {row['workers']} | {row['seconds']:.2f} | {row['posts_per_s']:,.0f} | "
-              f"{row['extra']} of {row['clusters']} | {row['lost']} | {memory[0]} | {memory[1]} |")
+        print(
+            f"| {row['store']} | {row['workers']} | {row['seconds']:.2f} | {row['posts_per_s']:,.0f} | "
+            f"{row['extra']} of {row['clusters']} | {row['lost']} | {memory[0]} | {memory[1]} |"
+        )
 
 
 if __name__ == "__main__":

@@ -92,7 +92,9 @@ def _parser() -> argparse.ArgumentParser:
         "Reconnects with backoff and jitter, resuming where the protocol allows (SSE Last-Event-ID, "
         "Jetstream cursor); connection state goes to stderr. Stop with SIGINT or SIGTERM.",
     )
-    follow.add_argument("url", metavar="URL", help="http(s):// for JSON Lines or server-sent events, ws(s):// for WebSocket")
+    follow.add_argument(
+        "url", metavar="URL", help="http(s):// for JSON Lines or server-sent events, ws(s):// for WebSocket"
+    )
     _add_filtering(follow)
     follow.add_argument(
         "--header",

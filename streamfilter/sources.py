@@ -36,7 +36,7 @@ import json
 import logging
 import random
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +85,7 @@ async def follow(
     backoff: tuple[float, float] = (0.5, 60.0),
     read_timeout: float = 90.0,
     on_state: Callable[[str], None] | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Yield the records of a live stream, reconnecting with backoff until cancelled.
 
     ``max_retries`` bounds the reconnects in a row that deliver nothing
@@ -108,7 +108,9 @@ async def follow(
         while True:
             reason = "the server ended the stream"
             try:
-                async with aclosing(_connect(client, url, resume, report, dict(headers or {}), read_timeout)) as records:
+                async with aclosing(
+                    _connect(client, url, resume, report, dict(headers or {}), read_timeout)
+                ) as records:
                     async for record in records:
                         failures = 0
                         yield record
@@ -131,7 +133,7 @@ class _Retryable(Exception):
 
 async def _connect(
     client: Any, url: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The records of one connection, until it ends or breaks."""
     scheme = urlsplit(url).scheme
     if scheme in ("ws", "wss"):
@@ -153,8 +155,12 @@ async def _connect(
         event_stream = "text/event-stream" in response.headers.get("content-type", "")
         report(
             f"{url}: connected"
-            + (" (server-sent events" + (f", resuming after id {resume.last_event_id})" if resume.last_event_id else ")")
-               if event_stream else " (JSON lines)")
+            + (
+                " (server-sent events"
+                + (f", resuming after id {resume.last_event_id})" if resume.last_event_id else ")")
+                if event_stream
+                else " (JSON lines)"
+            )
         )
         async with aclosing(response.aiter_bytes()) as chunks, aclosing(_lines(chunks)) as lines:
             if event_stream:
@@ -169,7 +175,7 @@ async def _connect(
 
 async def _websocket(
     url: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Text frames of a WebSocket, with wsproto over an anyio stream.
 
     No background task: pings are answered between reads, so the generator
@@ -191,7 +197,9 @@ async def _websocket(
     host = target.hostname or "localhost"
     port = target.port or (443 if secure else 80)
     # anyio starts TLS whenever tls_hostname is given, so only wss gets one
-    stream = await (anyio.connect_tcp(host, port, tls=True, tls_hostname=host) if secure else anyio.connect_tcp(host, port))
+    stream = await (
+        anyio.connect_tcp(host, port, tls=True, tls_hostname=host) if secure else anyio.connect_tcp(host, port)
+    )
     async with stream:
         ws = WSConnection(ConnectionType.CLIENT)
         path = (target.path or "/") + (f"?{target.query}" if target.query else "")
@@ -243,7 +251,7 @@ def _seen_before(record: bytes, resume: _Resume) -> bool:
     return False
 
 
-async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     """Complete lines, without their line ending; a trailing partial line is dropped."""
     pending = b""
     async for chunk in chunks:
@@ -253,9 +261,10 @@ async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
             yield line[:-1] if line.endswith(b"\r") else line
 
 
-async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncIterator[bytes]:
+async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerator[bytes, None]:
     """Server-sent events, parsed as the HTML standard says."""
-    name, data, event_id = b"", [], resume.last_event_id
+    name, event_id = b"", resume.last_event_id
+    data: list[bytes] = []
     async for line in lines:
         if not line:
             if data:

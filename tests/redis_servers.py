@@ -60,7 +60,14 @@ class RedisServer:
             "--logfile", "redis.log",
         ]  # fmt: skip
         if self.cluster:
-            command += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000"]
+            command += [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "3000",
+            ]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while self.cli("PING") != "PONG":

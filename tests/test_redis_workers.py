@@ -30,7 +30,11 @@ def campaign(tmp_path: Path, texts: int = 250) -> tuple[list[str], dict[str, str
         for copy, variant in enumerate(variants):
             post_id = f"{i}-{copy}"
             base_of[post_id] = variant
-            lines.append(json.dumps({"id": post_id, "text": f"@u{rng.randrange(999)} {variant} https://t.co/{rng.randrange(10**6)}"}))
+            lines.append(
+                json.dumps(
+                    {"id": post_id, "text": f"@u{rng.randrange(999)} {variant} https://t.co/{rng.randrange(10**6)}"}
+                )
+            )
     rng.shuffle(lines)
     return lines, base_of
 
@@ -61,7 +65,9 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     whole = tmp_path / "whole.jsonl"
     whole.write_text("\n".join(lines) + "\n")
     single = subprocess.run(
-        replay_command(str(whole), "--db", str(tmp_path / "lmdb"), "--ttl", "0", "--out", str(tmp_path / "single.jsonl")),
+        replay_command(
+            str(whole), "--db", str(tmp_path / "lmdb"), "--ttl", "0", "--out", str(tmp_path / "single.jsonl")
+        ),
         capture_output=True,
         timeout=300,
         check=True,
@@ -69,7 +75,9 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     assert single.returncode == 0
     workers = [
         subprocess.Popen(
-            replay_command(str(part), "--store", url, "--ttl", "0", "--batch-size", "8", "--out", str(tmp_path / f"out{n}.jsonl")),
+            replay_command(
+                str(part), "--store", url, "--ttl", "0", "--batch-size", "8", "--out", str(tmp_path / f"out{n}.jsonl")
+            ),
             stderr=subprocess.PIPE,
         )
         for n, part in enumerate(partitions(lines, tmp_path))
@@ -89,8 +97,10 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     alone = passed_ids(tmp_path / "single.jsonl")
     assert sorted(post_id.split("-")[0] for post_id in alone) == sorted(str(i) for i in range(250))
     races = len(clusters) - len(set(clusters))
-    print(f"\n{url}: {len(shared)} passed by {WORKERS} workers, {len(alone)} by one LMDB worker: "
-          f"{races} of 50 near-duplicate pairs raced and both passed")
+    print(
+        f"\n{url}: {len(shared)} passed by {WORKERS} workers, {len(alone)} by one LMDB worker: "
+        f"{races} of 50 near-duplicate pairs raced and both passed"
+    )
     assert races <= 50
 
 
@@ -145,8 +155,11 @@ def test_replay_with_redis_down_fails_clearly(tmp_path: Path) -> None:
         cwd=Path(__file__).resolve().parent.parent,
     )
     assert done.returncode == 1
-    assert done.stderr.decode().strip().splitlines()[-1].startswith(
-        f"streamfilter: error: Redis at redis://127.0.0.1:{port}/0 (prefix sf) is unreachable: "
+    assert (
+        done.stderr.decode()
+        .strip()
+        .splitlines()[-1]
+        .startswith(f"streamfilter: error: Redis at redis://127.0.0.1:{port}/0 (prefix sf) is unreachable: ")
     )
 
 

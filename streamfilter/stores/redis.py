@@ -17,11 +17,12 @@ On a Cluster, keys live in different slots and no script can span them, so a
 batch runs as: read the band keys and the candidates' records (one script per
 node, over the keys that node holds), verify, then *claim* each novel post's
 record key (set only when no live record of another post holds it), then
-append to the band keys, all before the batch's output is written. Copies of one normalised text all claim the same key, so exactly
-one of them passes, whichever workers they reach. Near-duplicates (different
-texts) that reach two workers within one batch round-trip of each other can
-both pass, because neither's band entries exist when the other reads; they can
-never both be dropped.
+append to the band keys, all before the batch's output is written. Copies of
+one normalised text all claim the same key, so exactly one of them passes,
+whichever workers they reach. Near-duplicates (different texts) that reach
+two workers within one batch round-trip of each other can both pass, because
+neither's band entries exist when the other reads; they can never both be
+dropped.
 
 **Expiry.** Redis's own: each record and band key gets a TTL, and nothing is
 ever scanned. Event time decides visibility as in LMDB: a record is ignored
@@ -94,7 +95,9 @@ end
 # (0: never), threshold, list cap, bands, then per post: record, band keys
 # (8 bytes each), record key suffix. Returns per post: "0" for novel, or
 # "1", the matched post id and the similarity.
-_BATCH_SCRIPT = _ADD_MEMBER + """
+_BATCH_SCRIPT = (
+    _ADD_MEMBER
+    + """
 local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, bands = tonumber(ARGV[4]), tonumber(ARGV[5])
 local clock_key = prefix .. ':clock'
@@ -159,6 +162,7 @@ end
 if clock > -math.huge then redis.call('SET', clock_key, string.format('%.17g', clock)) end
 return out
 """
+)
 
 # Cluster scripts run once per node and phase, over keys of many slots that
 # all live on that node (allow-cross-slot-keys, Redis 7). Key names travel in
@@ -196,13 +200,17 @@ return out
 """
 
 # Append post keys to band lists. ARGV: cap, then per key: band key, post key suffix, life in ms (0: none).
-_APPEND_SCRIPT = "#!lua flags=allow-cross-slot-keys\n" + _ADD_MEMBER + """
+_APPEND_SCRIPT = (
+    "#!lua flags=allow-cross-slot-keys\n"
+    + _ADD_MEMBER
+    + """
 local cap = tonumber(ARGV[1])
 for i = 0, (#ARGV - 1) / 3 - 1 do
   add_member(ARGV[i * 3 + 2], ARGV[i * 3 + 3], cap, tonumber(ARGV[i * 3 + 4]))
 end
 return 1
 """
+)
 
 _RAISE_CLOCK_SCRIPT = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '')
@@ -401,8 +409,9 @@ class RedisStore:
         return results
 
     # -- Cluster: read, verify, claim; then append -----------------------------
-    def _on_nodes(self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]],
-                  leading: Sequence[Any] = ()) -> list[Any]:
+    def _on_nodes(
+        self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]], leading: Sequence[Any] = ()
+    ) -> list[Any]:
         """Run ``script`` once per node over the keys that node holds; replies in key order."""
         client = self._client
         groups: dict[str, tuple[Any, list[int]]] = {}
@@ -562,7 +571,7 @@ class RedisStore:
         """Records still in Redis (live, or past event time and awaiting Redis expiry). Scans: for tests and stats."""
         client = self._require_client()
         pattern = self._post_prefix + b"*"
-        return self._retrying("count posts", lambda: sum(1 for _ in client.scan_iter(match=pattern, count=1000)))
+        return int(self._retrying("count posts", lambda: sum(1 for _ in client.scan_iter(match=pattern, count=1000))))
 
     def _require_client(self) -> Any:
         if self._client is None:
