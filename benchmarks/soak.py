@@ -1,13 +1,16 @@
 """Soak: a long stream with a short TTL through the real CLI; RSS and index size over time.
 
     python benchmarks/soak.py --posts 2000000 --ttl 10m
+    python benchmarks/soak.py --posts 10000000 --ttl 10m --every 1000000   # the 10 M scale run
 
 Generates posts on the fly (nothing is held in memory) and pipes them into
 ``streamfilter replay - --db DIR --ttl TTL``. Event time advances one second
 per 100 posts, so a 10-minute TTL keeps about 60,000 posts live. A third of
 the posts copy a recent one. Every --every posts it prints the replay
 process's RSS, the LMDB file size, the pages in use, and the posts in the
-index: with purging keeping pace, all of them level off.
+index: with purging keeping pace, all of them level off. It also prints the
+throughput of each interval, and at the end the last interval's over the
+first's.
 """
 
 from __future__ import annotations
@@ -97,22 +100,30 @@ def main() -> None:
         started = time.perf_counter()
         feeder.start()
         print(
-            f"{'posts sent':>11} {'seconds':>8} {'RSS MB':>7} {'file MB':>8} {'used MB':>8} {'indexed':>9}",
+            f"{'posts sent':>11} {'seconds':>8} {'posts/s':>8} {'RSS MB':>7} {'file MB':>8} {'used MB':>8} {'indexed':>9}",
             flush=True,
         )
         next_report = args.every
+        rates: list[float] = []
+        last = (0, started)
         while process.poll() is None:
-            time.sleep(0.5)
+            time.sleep(0.2)
             if written[0] >= next_report and db.exists():
+                now, sent = time.perf_counter(), written[0]
+                rates.append((sent - last[0]) / (now - last[1]))
+                last = (sent, now)
                 file_mb, used_mb, count = index_facts(db)
                 print(
-                    f"{written[0]:>11,} {time.perf_counter() - started:>8.0f} {rss_mb(process.pid):>7.0f} {file_mb:>8.1f} {used_mb:>8.1f} {count:>9,}",
+                    f"{sent:>11,} {now - started:>8.0f} {rates[-1]:>8,.0f} {rss_mb(process.pid):>7.0f} "
+                    f"{file_mb:>8.1f} {used_mb:>8.1f} {count:>9,}",
                     flush=True,
                 )
                 next_report += args.every
         feeder.join()
         stderr = process.stderr.read().decode() if process.stderr else ""
         print(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {process.returncode}")
+        if len(rates) >= 2:
+            print(f"throughput of the last interval / the first: {rates[-1] / rates[0]:.2f}")
 
 
 if __name__ == "__main__":

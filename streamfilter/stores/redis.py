@@ -249,6 +249,12 @@ def _split_url(url: str) -> tuple[str, str, float | None]:
     return urlunsplit(parts._replace(query=urlencode(kept))), prefix, retry_for
 
 
+def _slots_moved(exc: BaseException) -> bool:
+    """A Cluster answer that means: this key is served elsewhere now, or soon."""
+    message = str(exc)
+    return any(sign in message for sign in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "non local key", "not served"))
+
+
 def _same_post(sketch: Sketch, timestamp: float, post_id: str) -> bool:
     """Whether a stored record is this very post, recorded by an earlier attempt
     at its batch (a lost reply, or a run killed before its output was written).
@@ -548,7 +554,10 @@ class RedisStore:
             attempt += 1
             try:
                 return operation()
-            except self._transient as exc:
+            except self._redis.exceptions.RedisError as exc:
+                moved = self.cluster and _slots_moved(exc)
+                if not (moved or isinstance(exc, self._transient)):
+                    raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc
                 waited = time.monotonic() - started
                 if waited + delay > self.retry_for:
                     raise StoreError(
@@ -559,8 +568,10 @@ class RedisStore:
                 logger.warning("Redis at %s: %s failed (%s); retrying in %.2f s", self.location, what, exc, pause)
                 time.sleep(pause)
                 delay = min(delay * 2, 5.0)
-            except self._redis.exceptions.RedisError as exc:
-                raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc
+                if moved:
+                    # Slots moved (resharding, failover): learn the new layout
+                    # before running the batch's per-node scripts again.
+                    self._client.nodes_manager.initialize()
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int]:
