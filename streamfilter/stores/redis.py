@@ -4,7 +4,7 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 
 - ``{prefix}:config``, ``{prefix}:format``: the pinned signature settings
 - ``{prefix}:clock``: the highest event time seen, in seconds
-- ``{prefix}:progress``: hash of input name -> lines done
+- ``{prefix}:progress:<host name>``: hash of input path -> lines done
 - ``{prefix}:p:<8 bytes>``: one post's verification record (timestamp, id,
   shingle hashes), keyed by a 64-bit hash of its shingle set, so copies of one
   normalised text share the key
@@ -50,6 +50,7 @@ import hashlib
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -292,7 +293,10 @@ class RedisStore:
         self._config_key = key + b":config"
         self._format_key = key + b":format"
         self._clock_key = key + b":clock"
-        self._progress_key = key + b":progress"
+        # Input paths are only unique on one machine: each host keeps its own
+        # progress, so workers elsewhere reading a file of the same name never
+        # skip each other's lines on --resume.
+        self._progress_key = key + b":progress:" + socket.gethostname().encode()
         self._post_prefix = key + b":p:"
         self._band_prefix = key + b":b:"
 

@@ -267,3 +267,18 @@ def test_cluster_resharding_mid_stream_changes_no_verdict(tmp_path) -> None:  # 
         store.close()
     finally:
         cluster.stop()
+
+
+def test_progress_is_kept_per_host(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two machines each read their own /data/part.jsonl into one index: neither's
+    # --resume may skip lines by the other's progress
+    here = opened(url)
+    here.check_and_insert([], progress={"/data/part.jsonl": 100})
+    monkeypatch.setattr("socket.gethostname", lambda: "another-machine")
+    there = opened(url)
+    assert there.progress() == {}
+    there.check_and_insert([], progress={"/data/part.jsonl": 5})
+    assert there.progress() == {"/data/part.jsonl": 5}
+    assert here.progress() == {"/data/part.jsonl": 100}
+    here.close()
+    there.close()
