@@ -438,6 +438,19 @@ def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
     return store, _config(args, stored)
 
 
+def _filter(args: argparse.Namespace, store: BandStore | None, config: FilterConfig) -> StreamFilter:
+    """The StreamFilter that --db or --store and the format options describe."""
+    return StreamFilter(
+        config,
+        path=args.db,
+        store=store,
+        format=args.format,
+        id_field=args.id_field,
+        text_field=args.text_field,
+        time_field=args.time_field,
+    )
+
+
 def _summary(counts: dict[str, int], seconds: float) -> None:
     print(
         f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
@@ -462,15 +475,7 @@ async def _replay(args: argparse.Namespace) -> int:
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_watch_signals, inputs, received)
-            async with StreamFilter(
-                config,
-                path=args.db,
-                store=store,
-                format=args.format,
-                id_field=args.id_field,
-                text_field=args.text_field,
-                time_field=args.time_field,
-            ) as sf:
+            async with _filter(args, store, config) as sf:
                 if args.resume:
                     inputs.skip = sf.store.progress()
                 hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress)
@@ -538,15 +543,7 @@ async def _follow(args: argparse.Namespace) -> int:
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_watch_signals, live, received)
-            async with StreamFilter(
-                config,
-                path=args.db,
-                store=store,
-                format=args.format,
-                id_field=args.id_field,
-                text_field=args.text_field,
-                time_field=args.time_field,
-            ) as sf:
+            async with _filter(args, store, config) as sf:
                 task_group.start_soon(live.pump, source, send)
                 async with receive:
                     hooks = CommitHooks(before_commit=writer.write)
