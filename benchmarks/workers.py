@@ -132,6 +132,8 @@ def main() -> None:
     parser.add_argument("stream", type=Path)
     parser.add_argument("labels", type=Path)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--stores", nargs="+", default=["lmdb", "redis", "redis-cluster"])
+    parser.add_argument("--batch-size", type=int, default=None, help="passed to every worker (default: its own)")
     args = parser.parse_args()
     posts = sum(1 for _ in args.stream.open("rb"))
     scratch = Path(tempfile.mkdtemp(prefix="sf-workers-"))
@@ -141,7 +143,7 @@ def main() -> None:
     try:
         for workers in args.workers:
             parts = split(args.stream, workers, scratch)
-            for store in ("lmdb", "redis", "redis-cluster"):
+            for store in args.stores:
                 prefix = f"w{workers}"
                 if store == "lmdb":
                     db = scratch / f"lmdb{workers}"
@@ -150,6 +152,8 @@ def main() -> None:
                     url = single.url if store == "redis" else cluster.url
                     before = used_memory(url, store == "redis-cluster")
                     where = ["--store", f"{url}?prefix={prefix}"]
+                if args.batch_size:
+                    where += ["--batch-size", str(args.batch_size)]
                 seconds, verdicts = run(parts, where, scratch)
                 clusters, extra, lost = cluster_counts(verdicts, args.labels)
                 row = {

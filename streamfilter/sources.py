@@ -26,7 +26,9 @@ Three protocols, chosen from the URL and the response:
 
 Reconnects wait an exponential backoff with full jitter (``backoff`` is the
 first and the largest wait), reset once a connection delivers a record.
-HTTP 401, 403 and 404 are not retried; 429 and 5xx are. Connection state goes
+Redirects are followed. HTTP 400, 401, 403, 404, 405 and 410 are not retried;
+429, 5xx and other failures are, no sooner than their Retry-After (in
+seconds) asks. Connection state goes
 to ``on_state`` (the CLI prints it on stderr) or the ``streamfilter`` logger.
 """
 
@@ -52,6 +54,7 @@ logger = logging.getLogger("streamfilter")
 
 _TIME_US = re.compile(rb'"time_us"\s*:\s*(\d+)')
 _FATAL_STATUS = {400, 401, 403, 404, 405, 410}
+_MAX_PENDING = 8 << 20
 
 
 class SourceError(StreamFilterError):
@@ -104,9 +107,11 @@ async def follow(
     resume = _Resume()
     failures = 0
     first, largest = backoff
-    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=read_timeout), headers=headers) as client:
+    timeout = httpx.Timeout(10.0, read=read_timeout)
+    async with httpx.AsyncClient(timeout=timeout, headers=headers, follow_redirects=True) as client:
         while True:
             reason = "the server ended the stream"
+            wait_at_least = 0.0
             try:
                 async with aclosing(
                     _connect(client, url, resume, report, dict(headers or {}), read_timeout)
@@ -117,18 +122,30 @@ async def follow(
             except transient as exc:
                 reason = _describe(exc)
             except _Retryable as exc:
-                reason = str(exc)
+                reason, wait_at_least = str(exc), exc.retry_after
             failures += 1
             if max_retries is not None and failures > max_retries:
                 raise SourceError(f"{url}: gave up after {max_retries} reconnects ({reason})")
             base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
-            delay = random.uniform(0, min(largest, base * 2 ** (failures - 1)))
+            delay = max(wait_at_least, random.uniform(0, min(largest, base * 2 ** (failures - 1))))
             report(f"{url}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
             await anyio.sleep(delay)
 
 
 class _Retryable(Exception):
-    """An HTTP answer worth trying again later (429, 5xx)."""
+    """An HTTP answer worth trying again later (429, 5xx), after ``retry_after`` seconds at least."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds from a Retry-After header in its seconds form; 0 otherwise."""
+    try:
+        return min(max(float(value or 0), 0.0), 3600.0)
+    except ValueError:
+        return 0.0
 
 
 async def _connect(
@@ -150,8 +167,10 @@ async def _connect(
         status = response.status_code
         if status in _FATAL_STATUS:
             raise SourceError(f"{url}: HTTP {status} {response.reason_phrase}; not retrying")
-        if status == 429 or status >= 500 or status >= 300:
-            raise _Retryable(f"HTTP {status} {response.reason_phrase}")
+        if status >= 300:
+            raise _Retryable(
+                f"HTTP {status} {response.reason_phrase}", _retry_after(response.headers.get("retry-after"))
+            )
         event_stream = "text/event-stream" in response.headers.get("content-type", "")
         report(
             f"{url}: connected"
@@ -252,13 +271,20 @@ def _seen_before(record: bytes, resume: _Resume) -> bool:
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-    """Complete lines, without their line ending; a trailing partial line is dropped."""
+    """Complete lines, without their line ending; a trailing partial line is dropped.
+
+    A line that runs past _MAX_PENDING bytes without an end is yielded as it
+    stands (the adapters report it as too long) rather than held without bound.
+    """
     pending = b""
     async for chunk in chunks:
         pending += chunk
         *complete, pending = pending.split(b"\n")
         for line in complete:
             yield line[:-1] if line.endswith(b"\r") else line
+        if len(pending) > _MAX_PENDING:
+            yield pending
+            pending = b""
 
 
 async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerator[bytes, None]:

@@ -45,8 +45,11 @@ class StreamServer:
     as a live stream would.
     """
 
-    def __init__(self, kind: str, records: Sequence[bytes], drops: Sequence[int] = ()) -> None:
+    def __init__(
+        self, kind: str, records: Sequence[bytes], drops: Sequence[int] = (), refusals: Sequence[str] = ()
+    ) -> None:
         self.kind = kind
+        self.refusals = list(refusals)  # status lines ("503 Busy\r\nRetry-After: 1") for the first connections
         self.records = list(records)
         self.pending_drops = set(drops)
         self.connections: list[Connection] = []
@@ -122,6 +125,9 @@ class StreamServer:
     async def _http(self, stream: anyio.abc.SocketStream, connection: Connection) -> None:
         if connection.path != "/stream":
             await stream.send(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        if self.refusals:
+            await stream.send(f"HTTP/1.1 {self.refusals.pop(0)}\r\nContent-Length: 0\r\n\r\n".encode())
             return
         sse = self.kind == "sse"
         content_type = "text/event-stream" if sse else "application/x-ndjson"

@@ -123,6 +123,17 @@ async def test_not_found_is_not_retried() -> None:
         assert len(server.connections) == 1
 
 
+async def test_busy_server_is_retried_no_sooner_than_retry_after() -> None:
+    records = fixture_lines("twitter_v2_stream.jsonl")
+    states: list[str] = []
+    with StreamServer("jsonl", records, refusals=["503 Service Unavailable\r\nRetry-After: 1"]) as server:
+        started = anyio.current_time()
+        got = await take(server.url, len(records), on_state=states.append, backoff=(0.01, 0.1))
+        assert anyio.current_time() - started >= 1.0
+    assert got == records
+    assert "HTTP 503 Service Unavailable); reconnecting in 1.00 s" in states[0]
+
+
 async def test_a_server_that_stays_down_gives_up_after_max_retries() -> None:
     from .redis_servers import free_port
 
