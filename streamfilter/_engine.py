@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ._config import FilterConfig
 from ._exceptions import InvalidRecordError
-from ._lsh import band_keys
+from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize, normalize_fallback
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
@@ -36,6 +36,9 @@ _EXACT_TEXT_MARK = "\x00"
 REASON_EMPTY = "empty text: nothing to compare, passed and not indexed"
 REASON_KEPT_RETWEET = "retweet passed unjudged (retweet policy keep)"
 REASON_TEXTLESS_REPOST = "repost without text (reposted post not in the payload): passed and not indexed"
+REASON_REPOST_UNSEEN = "repost of a post not in the index (never seen, or expired): passed and not indexed"
+REASON_REPOST_SEEN = "repost of a post already seen"
+_NO_SHINGLES = np.zeros(0, dtype=np.uint64)
 
 
 @dataclass(slots=True)
@@ -45,6 +48,7 @@ class _Entry:
     post: Post | None
     verdict: Verdict | None  # decided without the store
     sketch_index: int = -1
+    reference: bool = False  # a repost without text, judged by the post it reposts
 
 
 @dataclass(slots=True)
@@ -84,14 +88,15 @@ class Sketcher:
         signatures = self._minhasher.signatures(shingles)
         return shingles, band_keys(signatures, config.bands, config.rows)
 
-    def rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.uint64]:
+    def rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint64]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+        """The band keys a stored post was filed under, its id key included."""
         config = self.config
         assert config.bands is not None and config.rows is not None
         offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
         np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
         hashes = np.concatenate(shingle_sets) if shingle_sets else np.zeros(0, dtype=np.uint64)
         signatures = self._minhasher.signatures(ShingleSets(hashes.astype(np.uint64), offsets))
-        return band_keys(signatures, config.bands, config.rows)
+        return np.column_stack([band_keys(signatures, config.bands, config.rows), id_keys(post_ids, config.seed)])
 
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
@@ -140,6 +145,10 @@ class Sketcher:
                     continue
                 words = self.words(post.text)
                 if not words:
+                    if post.is_retweet and post.retweet_of is not None:
+                        entry.reference = True  # judged by the post it reposts, in the store
+                        to_sketch.append(entry)
+                        continue
                     reason = REASON_TEXTLESS_REPOST if post.is_retweet else REASON_EMPTY
                     entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=reason, raw=record)
                     continue
@@ -147,21 +156,46 @@ class Sketcher:
                 word_lists.append(words)
         sketches: list[Sketch] = []
         if to_sketch:
-            shingles, keys = self._sketch_words(word_lists)
             now = time.time()
+            seed = self.config.seed
+            ids = [
+                entry.post.id if entry.post and entry.post.id is not None else f"line:{entry.line}"
+                for entry in to_sketch
+            ]
+            texts = [index for index, entry in enumerate(to_sketch) if not entry.reference]
+            if texts:
+                shingles, keys = self._sketch_words(word_lists)
+                # every post is filed under its id too, for reposts that carry no text
+                keys = np.column_stack([keys, id_keys([ids[index] for index in texts], seed)])
+            referenced = [entry.post.retweet_of or "" for entry in to_sketch if entry.reference and entry.post]
+            reference_keys = id_keys(referenced, seed) if referenced else None
+            text_index = reference_index = 0
             for index, entry in enumerate(to_sketch):
                 post = entry.post
                 assert post is not None
                 entry.sketch_index = index
-                sketches.append(
-                    Sketch(
-                        post_id=post.id if post.id is not None else f"line:{entry.line}",
+                timestamp = post.timestamp if post.timestamp is not None else now
+                if entry.reference:
+                    assert reference_keys is not None
+                    sketch = Sketch(
+                        post_id=ids[index],
                         made_up_id=post.id is None,
-                        timestamp=post.timestamp if post.timestamp is not None else now,
-                        band_keys=keys[index],
-                        shingles=shingles[index],
+                        timestamp=timestamp,
+                        band_keys=reference_keys[reference_index : reference_index + 1],
+                        shingles=_NO_SHINGLES,
+                        refers_to=post.retweet_of,
                     )
-                )
+                    reference_index += 1
+                else:
+                    sketch = Sketch(
+                        post_id=ids[index],
+                        made_up_id=post.id is None,
+                        timestamp=timestamp,
+                        band_keys=keys[text_index],
+                        shingles=shingles[text_index],
+                    )
+                    text_index += 1
+                sketches.append(sketch)
         return PreparedBatch(entries, sketches)
 
 
@@ -219,7 +253,8 @@ class Engine:
                 continue
             match = matches[entry.sketch_index]
             if match is None:
-                verdicts.append(Verdict(VerdictKind.NOVEL, entry.line, entry.post, raw=entry.raw))
+                reason = REASON_REPOST_UNSEEN if entry.reference else None
+                verdicts.append(Verdict(VerdictKind.NOVEL, entry.line, entry.post, reason=reason, raw=entry.raw))
             else:
                 verdicts.append(
                     Verdict(
@@ -228,6 +263,7 @@ class Engine:
                         entry.post,
                         duplicate_of=match.duplicate_of,
                         similarity=match.similarity,
+                        reason=REASON_REPOST_SEEN if entry.reference else None,
                         raw=entry.raw,
                     )
                 )

@@ -24,8 +24,10 @@ width they get at 0.5.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import mmh3
 import numpy as np
 import numpy.typing as npt
 
@@ -145,3 +147,16 @@ def band_keys(signatures: npt.NDArray[np.uint32], bands: int, rows: int) -> npt.
     keys *= np.uint64(0xBF58476D1CE4E5B9)
     keys ^= keys >> np.uint64(32)
     return keys
+
+
+def id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
+    """One extra band key per post, from its id alone.
+
+    Every indexed post is also filed under it, so a repost that carries no
+    text can find the post it reposts (``Sketch.refers_to``). A collision
+    with a band key only proposes a candidate, which verification then
+    weighs like any other.
+    """
+    return np.array(
+        [mmh3.hash64("\x01post-id:" + post_id, seed, signed=False)[0] for post_id in post_ids], dtype=np.uint64
+    )

@@ -3,8 +3,10 @@
 A ``commit`` creating an ``app.bsky.feed.post`` is a post: its text is
 ``record.text``, its id ``at://did/app.bsky.feed.post/rkey``, its time
 ``time_us`` (or ``record.createdAt``). A created ``app.bsky.feed.repost`` is
-a repost: it carries no text, so under the ``content`` policy it passes
-unjudged and unindexed; ``drop`` and ``keep`` apply as usual. Everything else
+a repost: it carries no text, so under the ``content`` policy the store
+judges it by the post it reposts (``retweet_of``, the subject URI): a
+duplicate when that post is live in the index, novel otherwise, and never
+indexed itself; ``drop`` and ``keep`` apply as usual. Everything else
 (likes, follows, blocks, deletes, identity and account events) is not a post:
 it gets verdict ``skipped`` with the reason.
 """

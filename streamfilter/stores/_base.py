@@ -28,6 +28,10 @@ class Sketch:
     # True when the post had no id and ``post_id`` was made up ("line:N"):
     # such ids can repeat across inputs, so they do not identify a post alone.
     made_up_id: bool = False
+    # A reference: a repost that carries no text, judged by the post it
+    # reposts. ``band_keys`` holds that post's id key; the sketch is a
+    # duplicate of it when it is live in the index, and is never recorded.
+    refers_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +48,15 @@ class IndexSettings:
 
     ``fingerprint`` holds the settings that shape signatures and band keys; a
     store pins it on first use and refuses to open with a different one.
-    ``rekey`` turns stored shingle sets back into band keys, so a store can
-    delete an expired post's bands without storing them.
+    ``rekey`` turns stored shingle sets and post ids back into band keys (the
+    id key included), so a store can delete an expired post's bands without
+    storing them.
     """
 
     fingerprint: Mapping[str, int | str]
     jaccard_threshold: float
     ttl_seconds: float
-    rekey: Callable[[Sequence[npt.NDArray[np.uint64]]], npt.NDArray[np.uint64]] = field(repr=False)
+    rekey: Callable[[Sequence[npt.NDArray[np.uint64]], Sequence[str]], npt.NDArray[np.uint64]] = field(repr=False)
     max_candidates_per_band: int = 64
     purge_limit: int = 1024
 
@@ -197,6 +202,17 @@ def _best_match(
     return best
 
 
+def _referenced(
+    txn: IndexTxn, cache: PostCache, band_keys: list[bytes], post_id: str, horizon: float, per_band: int
+) -> Match | None:
+    """The live post ``post_id`` found under its id key, as a Match; None when it is not in the index."""
+    for serial in txn.members(band_keys, per_band):
+        entry = cache.get(txn, serial)
+        if entry is not None and entry[1] == post_id and entry[0] > horizon:
+            return Match(post_id, 1.0)
+    return None
+
+
 def run_batch(
     txn: IndexTxn,
     sketches: Sequence[Sketch],
@@ -220,6 +236,9 @@ def run_batch(
         clock = max(clock, sketch.timestamp)
         horizon = clock - ttl if ttl > 0 else float("-inf")
         band_keys = key_bytes(sketch.band_keys)
+        if sketch.refers_to is not None:
+            results.append(_referenced(txn, cache, band_keys, sketch.refers_to, horizon, per_band))
+            continue
         best: Match | None = None
         # Most band keys hold one post, so the first member of each key is
         # checked first; deeper lists are only read when that finds nothing.
@@ -242,7 +261,7 @@ def run_batch(
         if expired:
             decoded = [decode_post(record) for _, record in expired]
             shingle_sets = [np.frombuffer(shingles, dtype=np.uint64) for _, _, shingles in decoded]
-            all_keys = settings.rekey(shingle_sets)
+            all_keys = settings.rekey(shingle_sets, [post_id for _, post_id, _ in decoded])
             for (serial, _), (timestamp, _, _), keys in zip(expired, decoded, all_keys, strict=True):
                 txn.delete(serial, timestamp, key_bytes(keys))
     return results, clock, next_serial

@@ -93,19 +93,21 @@ end
 """
 
 # Judges and records one batch on a single Redis. ARGV: prefix, ttl seconds
-# (0: never), threshold, list cap, bands, then per post: record, band keys
-# (8 bytes each), record key suffix. Returns per post: "0" for novel, or
-# "1", the matched post id and the similarity.
+# (0: never), threshold, cap, then per post: record, band keys (8 bytes
+# each), record key suffix, "1" for a made-up id, and the reposted id of a
+# reference ('' for a post). Returns per post: "0" for novel, or "1", the
+# matched post id and the similarity.
 _BATCH_SCRIPT = (
     _ADD_MEMBER
     + """
 local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local cap, bands = tonumber(ARGV[4]), tonumber(ARGV[5])
+local cap = tonumber(ARGV[4])
 local clock_key = prefix .. ':clock'
 local clock = tonumber(redis.call('GET', clock_key) or '') or -math.huge
 local out = {}
-for base = 6, #ARGV, 4 do
-  local rec, keys, h, made_up = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3] == '1'
+for base = 5, #ARGV, 5 do
+  local rec, keys, h = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local made_up, refers = ARGV[base + 3] == '1', ARGV[base + 4]
   local ts, idlen = struct.unpack('<dH', rec)
   local pid = string.sub(rec, 11, 10 + idlen)
   local first = 11 + idlen
@@ -113,35 +115,47 @@ for base = 6, #ARGV, 4 do
   if ts > clock then clock = ts end
   local horizon = -math.huge
   if ttl > 0 then horizon = clock - ttl end
-  local seen, query = {}, nil
   local best_id, best_sim = nil, -1
-  for b = 0, bands - 1 do
-    local members = redis.call('GET', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)) or ''
+  if refers ~= '' then
+    -- a repost without text: a duplicate when the post it reposts is live here
+    local members = redis.call('GET', prefix .. ':b:' .. keys) or ''
     for at = 1, #members, 8 do
-      local m = string.sub(members, at, at + 7)
-      if not seen[m] then
-        seen[m] = true
-        local other = redis.call('GET', prefix .. ':p:' .. m)
-        if other then
-          local ots, olen = struct.unpack('<dH', other)
-          local oid = string.sub(other, 11, 10 + olen)
-          if ots > horizon and not (oid == pid and (ots == ts or not made_up)) then
-            if not query then
-              query = {}
-              for s = first, #rec, 8 do query[string.sub(rec, s, s + 7)] = true end
+      local other = redis.call('GET', prefix .. ':p:' .. string.sub(members, at, at + 7))
+      if other then
+        local ots, olen = struct.unpack('<dH', other)
+        if ots > horizon and string.sub(other, 11, 10 + olen) == refers then best_id, best_sim = refers, 1 end
+      end
+    end
+  else
+    local seen, query = {}, nil
+    for b = 0, #keys / 8 - 1 do
+      local members = redis.call('GET', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)) or ''
+      for at = 1, #members, 8 do
+        local m = string.sub(members, at, at + 7)
+        if not seen[m] then
+          seen[m] = true
+          local other = redis.call('GET', prefix .. ':p:' .. m)
+          if other then
+            local ots, olen = struct.unpack('<dH', other)
+            local oid = string.sub(other, 11, 10 + olen)
+            if ots > horizon and not (oid == pid and (ots == ts or not made_up)) then
+              if not query then
+                query = {}
+                for s = first, #rec, 8 do query[string.sub(rec, s, s + 7)] = true end
+              end
+              local shared, on = 0, 0
+              for s = 11 + olen, #other, 8 do
+                on = on + 1
+                if query[string.sub(other, s, s + 7)] then shared = shared + 1 end
+              end
+              local sim = shared / (qn + on - shared)
+              if sim >= threshold and sim > best_sim then best_id, best_sim = oid, sim end
             end
-            local shared, on = 0, 0
-            for s = 11 + olen, #other, 8 do
-              on = on + 1
-              if query[string.sub(other, s, s + 7)] then shared = shared + 1 end
-            end
-            local sim = shared / (qn + on - shared)
-            if sim >= threshold and sim > best_sim then best_id, best_sim = oid, sim end
           end
         end
       end
+      if best_sim == 1 then break end
     end
-    if best_sim == 1 then break end
   end
   if best_id then
     out[#out + 1] = '1'
@@ -151,10 +165,10 @@ for base = 6, #ARGV, 4 do
     out[#out + 1] = '0'
     local life = 0
     if ttl > 0 then life = math.floor((ts + ttl - clock) * 1000) end
-    if ttl <= 0 or life > 0 then
+    if refers == '' and (ttl <= 0 or life > 0) then
       local pkey = prefix .. ':p:' .. h
       if ttl > 0 then redis.call('SET', pkey, rec, 'PX', life) else redis.call('SET', pkey, rec) end
-      for b = 0, bands - 1 do
+      for b = 0, #keys / 8 - 1 do
         add_member(prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8), h, cap, life)
       end
     end
@@ -402,10 +416,10 @@ class RedisStore:
             repr(float(settings.ttl_seconds)),
             repr(float(settings.jaccard_threshold)),
             max(1, settings.max_candidates_per_band),
-            len(records[0][1]),
         ]
         for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
-            args += [record, b"".join(band_keys), suffix, "1" if sketch.made_up_id else "0"]
+            refers = "" if sketch.refers_to is None else sketch.refers_to
+            args += [record, b"".join(band_keys), suffix, "1" if sketch.made_up_id else "0", refers]
         reply = self._batch(keys=[], args=args)
         results: list[Match | None] = []
         position = 0
@@ -473,11 +487,21 @@ class RedisStore:
         for index, (sketch, (_, band_keys, suffix)) in enumerate(zip(sketches, records, strict=True)):
             clock = max(clock, sketch.timestamp)
             horizon = clock - ttl if ttl > 0 else float("-inf")
+            candidates = dict.fromkeys(m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ())))
+            if sketch.refers_to is not None:
+                # a repost without text: a duplicate when the post it reposts is live here
+                found = any(
+                    (entry := stored.get(candidate)) is not None
+                    and entry[1] == sketch.refers_to
+                    and entry[0] > horizon
+                    for candidate in candidates
+                )
+                results.append(Match(sketch.refers_to, 1.0) if found else None)
+                horizons.append(max(horizon, -1e300))
+                continue
             query = set(sketch.shingles.tolist())
             best: Match | None = None
-            for candidate in dict.fromkeys(
-                m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ()))
-            ):
+            for candidate in candidates:
                 entry = stored.get(candidate)
                 if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
                     continue
@@ -530,7 +554,7 @@ class RedisStore:
         args: list[tuple[bytes, int]] = []
         for sketch, (_, band_keys, suffix), result in zip(sketches, records, results, strict=True):
             life = self._life_ms(sketch.timestamp, clock, settings.ttl_seconds)
-            if result is not None or life < 0:
+            if result is not None or life < 0 or sketch.refers_to is not None:
                 continue
             for key in band_keys:
                 keys.append(self._band_prefix + key)

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from streamfilter import FilterConfig, MemoryStore, RetweetPolicy, StreamFilter
 from streamfilter.adapters import html_to_text, record_adapter
-from tests.conftest import shared_payload
+from tests.conftest import FIXTURES, shared_payload
 
 adapter = record_adapter()
 
@@ -66,3 +68,35 @@ def test_bluesky_jetstream_posts_reposts_and_skips() -> None:
             assert verdict.kind.value == "novel" and "repost" in (verdict.reason or "")
         else:
             assert verdict.kind.value == "skipped" and verdict.reason
+
+
+def _jetstream(collection: str) -> dict:  # type: ignore[type-arg]
+    for line in (FIXTURES / "bluesky_jetstream.jsonl").read_bytes().splitlines():
+        event = json.loads(line)
+        commit = event.get("commit") or {}
+        if commit.get("collection") == collection and commit.get("operation") == "create":
+            return dict(event)
+    raise AssertionError(f"no {collection} create event in the fixture")
+
+
+@pytest.mark.parametrize("policy", ["content", "drop", "keep"])
+def test_bluesky_repost_is_judged_by_the_post_it_reposts(policy: str) -> None:
+    post = _jetstream("app.bsky.feed.post")
+    post_uri = f"at://{post['did']}/app.bsky.feed.post/{post['commit']['rkey']}"
+    repost = _jetstream("app.bsky.feed.repost")
+    seen = json.loads(json.dumps(repost))
+    seen["commit"]["record"]["subject"]["uri"] = post_uri
+    seen["time_us"] = post["time_us"] + 1_000_000
+    unseen = json.loads(json.dumps(seen))
+    unseen["commit"]["record"]["subject"]["uri"] = "at://did:plc:nobody/app.bsky.feed.post/3zzzzzzzzzzzz"
+    unseen["commit"]["rkey"] = "3unseenrepost"
+    with StreamFilter(FilterConfig(retweet_policy=RetweetPolicy(policy)), store=MemoryStore()) as sf:
+        _, seen_verdict, unseen_verdict = sf.check_many([post, seen, unseen])
+    if policy == "content":
+        assert seen_verdict.kind.value == "duplicate" and seen_verdict.duplicate_of == post_uri
+        assert seen_verdict.similarity == 1.0 and seen_verdict.reason == "repost of a post already seen"
+        assert unseen_verdict.kind.value == "novel" and "not in the index" in (unseen_verdict.reason or "")
+    elif policy == "drop":
+        assert seen_verdict.kind.value == unseen_verdict.kind.value == "retweet"
+    else:
+        assert seen_verdict.kind.value == unseen_verdict.kind.value == "novel"

@@ -16,7 +16,7 @@ from streamfilter import (
     StoreError,
     normalize,
 )
-from streamfilter._lsh import band_keys
+from streamfilter._lsh import band_keys, id_keys
 from streamfilter._minhash import MinHasher
 from streamfilter._shingle import ShingleSets, shingle_batch
 from streamfilter.stores import BandStore, IndexSettings, Sketch
@@ -28,11 +28,12 @@ CONFIG = FilterConfig()
 HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
 
 
-def rekey(shingle_sets: list[np.ndarray]) -> np.ndarray:
+def rekey(shingle_sets: list[np.ndarray], post_ids: list[str]) -> np.ndarray:
     offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
     hashes = np.concatenate(shingle_sets).astype(np.uint64)
-    return band_keys(HASHER.signatures(ShingleSets(hashes, offsets)), CONFIG.bands or 0, CONFIG.rows or 0)
+    keys = band_keys(HASHER.signatures(ShingleSets(hashes, offsets)), CONFIG.bands or 0, CONFIG.rows or 0)
+    return np.column_stack([keys, id_keys(post_ids, CONFIG.seed)])
 
 
 def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict | None = None) -> IndexSettings:
@@ -48,7 +49,14 @@ def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict | None =
 def sketch(post_id: str, timestamp: float, text: str) -> Sketch:
     shingles = shingle_batch([normalize(text).split()], CONFIG.shingle_size, CONFIG.seed)
     keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
-    return Sketch(post_id, timestamp, keys[0], shingles[0])
+    return Sketch(post_id, timestamp, np.append(keys[0], id_keys([post_id], CONFIG.seed)), shingles[0])
+
+
+def repost(post_id: str, timestamp: float, reposted: str) -> Sketch:
+    """A repost without text, judged by the post it reposts."""
+    return Sketch(
+        post_id, timestamp, id_keys([reposted], CONFIG.seed), np.zeros(0, dtype=np.uint64), refers_to=reposted
+    )
 
 
 @pytest.fixture(params=["memory", "lmdb", "redis", "redis-cluster"])
@@ -166,6 +174,20 @@ def test_out_of_order_post_is_judged_against_the_highest_clock(make_store: Calla
     store.check_and_insert([sketch("old", 1000, TEXT)])
     (match,) = store.check_and_insert([sketch("copy", 5001, TEXT)])
     assert match is None
+
+
+def test_repost_is_judged_by_the_post_it_reposts(make_store: Callable[..., BandStore]) -> None:
+    store = make_store(ttl=100)
+    store.check_and_insert([sketch("original", 1000, TEXT)])
+    (seen, unseen) = store.check_and_insert([repost("r1", 1001, "original"), repost("r2", 1002, "never-seen")])
+    assert seen is not None and seen.duplicate_of == "original" and seen.similarity == 1.0
+    assert unseen is None
+    assert store.post_count() == 1  # reposts are never recorded
+    # in one batch, after the post it reposts; and not once that post has expired
+    results = store.check_and_insert([sketch("fresh", 1003, "fresh words of a new post"), repost("r3", 1004, "fresh")])
+    assert results[1] is not None and results[1].duplicate_of == "fresh"
+    (expired,) = store.check_and_insert([repost("r4", 1101, "original")])
+    assert expired is None
 
 
 # -- LMDB only ------------------------------------------------------------------------
