@@ -29,7 +29,9 @@ def fixture_lines(name: str) -> list[bytes]:
 
 def jetstream() -> list[bytes]:
     # Jetstream sends events in time_us order; the recorded sample is not sorted
-    return sorted(fixture_lines("bluesky_jetstream.jsonl"), key=lambda line: json.loads(line)["time_us"])
+    events = sorted(fixture_lines("bluesky_jetstream.jsonl"), key=lambda line: json.loads(line)["time_us"])
+    events.insert(10, b'{"did": "did:plc:broken", "time_us": ')  # a broken frame passes through to the adapter
+    return events
 
 
 def mastodon_statuses() -> list[bytes]:
@@ -143,6 +145,7 @@ async def test_a_server_that_stays_down_gives_up_after_max_retries() -> None:
 
 def test_cli_follow_writes_novel_posts_and_stops_on_sigint(tmp_path: Path) -> None:
     statuses = mastodon_statuses()
+    statuses.insert(30, b'{"id": "broken')  # a status cut short: reported, and the stream goes on
     expected = novel_ids("mastodon_hashtag.expected.jsonl")
     verdicts = tmp_path / "verdicts.jsonl"
     out = tmp_path / "out.jsonl"
@@ -165,4 +168,5 @@ def test_cli_follow_writes_novel_posts_and_stops_on_sigint(tmp_path: Path) -> No
     assert sorted(out_ids) == sorted(expected)  # the replay's novel posts, once each, none lost to the drops
     log = stderr.decode()
     assert log.count("connection lost") == 2 and "resuming after id 20" in log and "resuming after id 60" in log
-    assert f"{len(statuses)} posts, {len(expected)} novel, 1 duplicates" in log
+    assert "record 31: invalid: streaming update payload is broken JSON" in log
+    assert f"{len(statuses)} posts, {len(expected)} novel, 1 duplicates, 0 retweets, 1 invalid" in log

@@ -491,9 +491,7 @@ class RedisStore:
             if sketch.refers_to is not None:
                 # a repost without text: a duplicate when the post it reposts is live here
                 found = any(
-                    (entry := stored.get(candidate)) is not None
-                    and entry[1] == sketch.refers_to
-                    and entry[0] > horizon
+                    (entry := stored.get(candidate)) is not None and entry[1] == sketch.refers_to and entry[0] > horizon
                     for candidate in candidates
                 )
                 results.append(Match(sketch.refers_to, 1.0) if found else None)
