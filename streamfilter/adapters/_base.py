@@ -80,7 +80,8 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
         except (json.JSONDecodeError, RecursionError) as exc:
             message = getattr(exc, "msg", str(exc))
             position = getattr(exc, "pos", None)
-            raise InvalidRecordError(f"broken JSON: {message} at character {position}") from None
+            # json's own messages may end in "at" ("Unterminated string starting at")
+            raise InvalidRecordError(f"broken JSON: {message.removesuffix(' at')} at character {position}") from None
         if not isinstance(value, dict):
             raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
         return value
