@@ -6,10 +6,12 @@
     ├── InvalidRecordError     one input record cannot be turned into a post (carries line, reason)
     ├── StoreError             the band store failed (lmdb or redis errors are mapped to this)
     │   └── StoreFullError     the disk (not the map) is full; committed data is intact
+    ├── SourceError            a live stream refused us (401, 404…) or stayed down past max_retries
     └── MissingDependencyError an optional extra is not installed; says which pip install fixes it
 
-Errors from lmdb are turned into these at the store boundary, so callers
-never need to import lmdb to handle a failure.
+Errors from lmdb and redis are turned into these at the store boundary, and
+those of httpx and wsproto at the live source, so callers never need to
+import a third-party library to handle a failure.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "ConfigMismatchError",
     "InvalidRecordError",
     "MissingDependencyError",
+    "SourceError",
     "StoreError",
     "StoreFullError",
     "StreamFilterError",
@@ -76,3 +79,7 @@ class MissingDependencyError(StreamFilterError, ImportError):
 
     def __init__(self, feature: str, extra: str) -> None:
         super().__init__(f"{feature} needs the optional extra; install it with: pip install 'streamfilter[{extra}]'")
+
+
+class SourceError(StreamFilterError):
+    """A live source that cannot be followed: refused, not found, or down for good."""

@@ -46,7 +46,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
-from ._exceptions import MissingDependencyError, StreamFilterError
+from ._exceptions import ConfigError, MissingDependencyError, SourceError
 
 __all__ = ["SourceError", "follow"]
 
@@ -55,10 +55,6 @@ logger = logging.getLogger("streamfilter")
 _TIME_US = re.compile(rb'"time_us"\s*:\s*(\d+)')
 _FATAL_STATUS = {400, 401, 403, 404, 405, 410}
 _MAX_PENDING = 8 << 20
-
-
-class SourceError(StreamFilterError):
-    """A live source that cannot be followed: refused, not found, or down for good."""
 
 
 @dataclass
@@ -95,6 +91,7 @@ async def follow(
     (None: forever); past it, SourceError. ``read_timeout`` is how long a
     silent connection is trusted before it is dropped and made again.
     """
+    _check_url(url)
     httpx, wsproto = _imports()
     report = on_state or (lambda message: logger.info("%s", message))
     transient = (
@@ -158,8 +155,6 @@ async def _connect(
             async for record in frames:
                 yield record
         return
-    if scheme not in ("http", "https"):
-        raise SourceError(f"{url}: follow takes http://, https://, ws:// or wss:// URLs")
     request_headers = {"Accept": "text/event-stream, application/x-ndjson, application/json"}
     if resume.last_event_id is not None:
         request_headers["Last-Event-ID"] = resume.last_event_id
@@ -316,6 +311,20 @@ async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerato
             event_id = value.decode("utf-8", "replace")
         elif field_name == b"retry" and value.isdigit():
             resume.retry_ms = int(value)
+
+
+def _check_url(url: str) -> None:
+    """A URL follow can use, or a ConfigError saying what is wrong with it."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise ConfigError(f"{url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https", "ws", "wss"):
+        raise ConfigError(f"{url!r}: follow takes http://, https://, ws:// or wss:// URLs")
+    if not host:
+        raise ConfigError(f"{url!r} names no host")
 
 
 def _describe(exc: BaseException) -> str:

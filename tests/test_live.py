@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from streamfilter import StreamFilter
+from streamfilter import ConfigError, StreamFilter
 from streamfilter.sources import SourceError, follow
 
 from .conftest import FIXTURES
@@ -134,6 +135,20 @@ async def test_busy_server_is_retried_no_sooner_than_retry_after() -> None:
         assert anyio.current_time() - started >= 1.0
     assert got == records
     assert "HTTP 503 Service Unavailable); reconnecting in 1.00 s" in states[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[bad", "is not a valid URL"),
+        ("ftp://example.org/stream", "follow takes http://, https://, ws:// or wss:// URLs"),
+        ("wss://", "names no host"),
+        ("http://example.org:99999/stream", "is not a valid URL"),
+    ],
+)
+async def test_unusable_urls_fail_at_once(url: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        await take(url, 1)
 
 
 async def test_a_server_that_stays_down_gives_up_after_max_retries() -> None:
