@@ -87,3 +87,11 @@ def test_normal_form_is_lowercase_words(text: str) -> None:
     assert "  " not in result
     assert "@" not in result
     assert result == result.lower()
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet="RTMrtmx @＠:：\u3000\t\n", max_size=50))
+def test_retweet_prefix_check_agrees_with_its_pattern(text: str) -> None:
+    from streamfilter._normalize import _RETWEET_PREFIX, has_retweet_prefix
+
+    assert has_retweet_prefix(text) == (_RETWEET_PREFIX.match(text) is not None)
