@@ -58,6 +58,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
+import numpy.typing as npt
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
 from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, key_bytes
@@ -70,17 +71,20 @@ _FORMAT = b"streamfilter-redis-1"
 
 # A band key's value is the 8-byte record-key suffixes of its posts, newest
 # last, at most ``cap`` of them: a short string costs far less memory than a
-# list. Adding a post (again) keeps one copy; the key lives as long as its
-# longest-lived post.
+# list. Adding a post again changes nothing but the TTL; the key lives as
+# long as its longest-lived post.
 _ADD_MEMBER = """
 local function add_member(key, h, cap, life)
   local old = redis.call('GET', key) or ''
-  local kept = {}
+  local kept, present = {}, false
   for at = 1, #old, 8 do
     local m = string.sub(old, at, at + 7)
-    if m ~= h then kept[#kept + 1] = m end
+    kept[#kept + 1] = m
+    if m == h then present = true end
   end
-  kept[#kept + 1] = h
+  -- a post added again (a retried batch) keeps its place: the order of a key
+  -- is what settles which of two concurrent near-duplicates came first
+  if not present then kept[#kept + 1] = h end
   local value = table.concat(kept, '', math.max(1, #kept - cap + 1))
   if life > 0 then
     local left = redis.call('PTTL', key)
@@ -398,6 +402,9 @@ class RedisStore:
                 # Bands go in before the output is written, to keep the window
                 # in which a near-duplicate on another worker misses them short.
                 self._retrying("record a batch", lambda: self._record_on_cluster(sketches, records, results, settings))
+                results = self._retrying(
+                    "recheck a batch", lambda: self._recheck_on_cluster(sketches, records, results, settings)
+                )
             else:
                 results = self._retrying("check a batch", lambda: self._judge_on_one(sketches, records, settings))
             # Recorded already: output written here and lost in a crash comes
@@ -562,6 +569,82 @@ class RedisStore:
             self._on_nodes(_APPEND_SCRIPT, keys, lambda n: list(args[n]), leading=[cap])
         if clock > float("-inf"):
             self._raise_clock(keys=[self._clock_key], args=[repr(clock)])
+
+    def _recheck_on_cluster(
+        self,
+        sketches: Sequence[Sketch],
+        records: list[tuple[bytes, list[bytes], bytes]],
+        results: list[Match | None],
+        settings: IndexSettings,
+    ) -> list[Match | None]:
+        """Settle near-duplicates that another worker recorded while this batch ran.
+
+        Each novel post reads its band keys again, now that its own entries
+        are in. A post recorded meanwhile that matches it is concurrent: of
+        the two, the one that came second under the smallest band key they
+        share becomes the duplicate. Both posts look at the same key, whose
+        order never changes, so at most one of them drops; and the later of
+        the two to append finds the other there, so the second one does drop.
+        A dropped post's record is deleted, so nothing later matches it.
+        """
+        threshold = settings.jaccard_threshold
+        ttl = settings.ttl_seconds
+        horizon = self._cluster_clock - ttl if ttl > 0 else float("-inf")
+        novel = [
+            i
+            for i, result in enumerate(results)
+            if result is None
+            and sketches[i].refers_to is None
+            and self._life_ms(sketches[i].timestamp, self._cluster_clock, ttl) >= 0
+        ]
+        if not novel:
+            return results
+        ours = {records[i][2] for i in novel}
+        band_order = list(dict.fromkeys(key for i in novel for key in records[i][1]))
+        values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
+        members = {
+            key: [value[at : at + 8] for at in range(0, len(value), 8)]
+            for key, value in zip(band_order, values, strict=True)
+            if value
+        }
+        others = list(dict.fromkeys(m for found in members.values() for m in found if m not in ours))
+        stored: dict[bytes, tuple[float, str, npt.NDArray[np.uint64]]] = {}
+        if others:
+            for suffix, value in zip(
+                others,
+                self._on_nodes(_READ_SCRIPT, [self._post_prefix + m for m in others], lambda _: []),
+                strict=True,
+            ):
+                if value is not None:
+                    timestamp, post_id, shingles = decode_post(value)
+                    stored[suffix] = (timestamp, post_id, np.frombuffer(shingles, dtype=np.uint64))
+        results = list(results)
+        dropped: list[bytes] = []
+        for index in novel:
+            sketch, (_, band_keys, suffix) = sketches[index], records[index]
+            query = set(sketch.shingles.tolist())
+            mine = set(band_keys)
+            for key in band_keys:
+                for other in members.get(key, ()):
+                    entry = stored.get(other)
+                    if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
+                        continue
+                    shared = len(query.intersection(entry[2].tolist()))
+                    similarity = shared / (len(query) + len(entry[2]) - shared)
+                    if similarity < threshold:
+                        continue
+                    their_keys = settings.rekey([entry[2]], [entry[1]])[0]
+                    arbiter = min(mine.intersection(key_bytes(their_keys)), default=None)
+                    order = members.get(arbiter, []) if arbiter is not None else []
+                    if other in order and suffix in order and order.index(other) < order.index(suffix):
+                        results[index] = Match(entry[1], similarity)
+                        break
+                if results[index] is not None:
+                    dropped.append(suffix)
+                    break
+        for suffix in dropped:
+            self._client.delete(self._post_prefix + suffix)
+        return results
 
     @staticmethod
     def _life_ms(timestamp: float, clock: float, ttl: float) -> int:
