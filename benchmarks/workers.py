@@ -78,13 +78,15 @@ def run(parts: list[Path], where: list[str], directory: Path) -> tuple[float, li
     return time.perf_counter() - started, verdicts
 
 
-def cluster_counts(verdicts: list[Path], labels: Path) -> tuple[int, int, int]:
-    """(clusters, extra passes, clusters never passed) over the merged verdicts.
+def cluster_counts(verdicts: list[Path], labels: Path) -> tuple[int, int, int, int]:
+    """(clusters, extra passes, clusters never passed, duplicates of a post that never passed).
 
     Partitions reorder the stream, so which copy of a cluster passes first is
     up to the race between workers; what must hold is that each cluster
     passes once. Extra passes are missed duplicates (or near-duplicate
-    races); a cluster never passed would be a lost post.
+    races). A cluster never passed happens when its posts matched a variant
+    of another cluster that arrived first (arrival order decides this). A
+    duplicate whose matched post never passed would be a lost post.
     """
     cluster_of = {}
     with labels.open(encoding="utf-8") as handle:
@@ -92,13 +94,19 @@ def cluster_counts(verdicts: list[Path], labels: Path) -> tuple[int, int, int]:
             label = json.loads(line)
             cluster_of[label["id"]] = label["cluster"]
     passes: dict[object, int] = dict.fromkeys(cluster_of.values(), 0)
+    novel: set[str] = set()
+    cited: list[str] = []
     for path in verdicts:
         with path.open(encoding="utf-8") as handle:
             for line in handle:
                 verdict = json.loads(line)
                 if verdict["verdict"] == "novel":
                     passes[cluster_of[verdict["id"]]] += 1
-    return len(passes), sum(max(n - 1, 0) for n in passes.values()), sum(1 for n in passes.values() if n == 0)
+                    novel.add(verdict["id"])
+                elif verdict["verdict"] == "duplicate":
+                    cited.append(verdict["duplicate_of"])
+    dangling = sum(1 for post_id in cited if post_id not in novel)
+    return len(passes), sum(max(n - 1, 0) for n in passes.values()), sum(1 for n in passes.values() if n == 0), dangling
 
 
 def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple[int, float, float]:

@@ -76,8 +76,9 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     workers = [
         subprocess.Popen(
             replay_command(
-                str(part), "--store", url, "--ttl", "0", "--batch-size", "8", "--out", str(tmp_path / f"out{n}.jsonl")
-            ),
+                str(part), "--store", url, "--ttl", "0", "--batch-size", "8",
+                "--out", str(tmp_path / f"out{n}.jsonl"), "--verdicts", str(tmp_path / f"verdicts{n}.jsonl"),
+            ),  # fmt: skip
             stderr=subprocess.PIPE,
         )
         for n, part in enumerate(partitions(lines, tmp_path))
@@ -97,6 +98,10 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     alone = passed_ids(tmp_path / "single.jsonl")
     assert sorted(post_id.split("-")[0] for post_id in alone) == sorted(str(i) for i in range(250))
     races = len(clusters) - len(set(clusters))
+    # and every duplicate names a post that did pass: a worker never drops its post once
+    # another worker's verdict points at it
+    verdicts = [json.loads(line) for n in range(WORKERS) for line in (tmp_path / f"verdicts{n}.jsonl").read_text().splitlines()]
+    assert {v["duplicate_of"] for v in verdicts if v["verdict"] == "duplicate"} <= set(shared)
     print(
         f"\n{url}: {len(shared)} passed by {WORKERS} workers, {len(alone)} by one LMDB worker: "
         f"{races} of 50 near-duplicate pairs raced and both passed"

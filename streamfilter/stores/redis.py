@@ -14,15 +14,26 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 **Atomicity.** On a single Redis one Lua script judges and records a whole
 batch, so no two workers can both pass copies of a text, nor near-duplicates.
 On a Cluster, keys live in different slots and no script can span them, so a
-batch runs as: read the band keys and the candidates' records (one script per
-node, over the keys that node holds), verify, then *claim* each novel post's
-record key (set only when no live record of another post holds it), then
-append to the band keys, all before the batch's output is written. Copies of
-one normalised text all claim the same key, so exactly one of them passes,
-whichever workers they reach. Near-duplicates (different texts) that reach
-two workers within one batch round-trip of each other can both pass, because
-neither's band entries exist when the other reads; they can never both be
-dropped.
+batch runs in steps, each one script per node over the keys that node holds:
+
+1. read the band keys and the candidates' records, and verify;
+2. *claim* each novel post's record key (set only when no live record of
+   another post holds it). Copies of one normalised text all claim the same
+   key, so exactly one of them passes, whichever workers they reach;
+3. append the novel posts to their band keys;
+4. *recheck*: read those band keys again. A near-duplicate that another
+   worker recorded meanwhile is concurrent; of the two, the one that came
+   second under the smallest band key they share defers to the other. Both
+   look at the same key, whose order never changes, so at most one defers,
+   and the second to append always sees the first, so one does;
+5. *pin* every post that a verdict names (each duplicate's match, and each
+   post deferred to), then drop each deferring post unless it was pinned.
+   Pin and drop are atomic on the record key, so a verdict never names a
+   post that did not pass; a duplicate whose match was dropped first is
+   judged again.
+
+What can still race: a pinned post that wanted to defer stays, and both pass.
+Nothing can make both posts of a pair drop.
 
 **Expiry.** Redis's own: each record and band key gets a TTL, and nothing is
 ever scanned. Event time decides visibility as in LMDB: a record is ignored
@@ -231,6 +242,41 @@ return 1
 """
 )
 
+# Pin record keys: a pinned post can no longer be dropped by its own worker's
+# recheck, because another post was judged a duplicate of it. The pin is a
+# trailing byte after the 8-byte-aligned shingles. ARGV: the keys; returns
+# per key 1 when the record is there (now pinned), 0 when it is gone.
+_PIN_SCRIPT = """#!lua flags=allow-cross-slot-keys
+local out = {}
+for i = 1, #ARGV do
+  local v = redis.call('GET', ARGV[i])
+  if v then
+    local _, idlen = struct.unpack('<dH', v)
+    if (#v - 10 - idlen) % 8 == 0 then redis.call('SET', ARGV[i], v .. '\\1', 'KEEPTTL') end
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+"""
+
+# Drop record keys whose posts the recheck found to be concurrent
+# near-duplicates, unless pinned. ARGV: the keys; returns per key 1 when kept
+# (pinned), 0 when dropped (or already gone).
+_DROP_SCRIPT = """#!lua flags=allow-cross-slot-keys
+local out = {}
+for i = 1, #ARGV do
+  local v = redis.call('GET', ARGV[i])
+  out[i] = 0
+  if v then
+    local _, idlen = struct.unpack('<dH', v)
+    if (#v - 10 - idlen) % 8 == 1 then out[i] = 1 else redis.call('DEL', ARGV[i]) end
+  end
+end
+return out
+"""
+
 _RAISE_CLOCK_SCRIPT = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '')
 if not current or current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
@@ -283,6 +329,14 @@ def _same_post(sketch: Sketch, timestamp: float, post_id: str) -> bool:
     ("line:N") repeats across inputs, so the timestamp must match too.
     """
     return post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
+
+
+def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
+    """decode_post for a record that may carry a pin byte (Cluster only)."""
+    id_length = int.from_bytes(value[8:10], "little")
+    if (len(value) - 10 - id_length) % 8:
+        value = value[:-1]
+    return decode_post(value)
 
 
 def _record_key_suffix(shingles: np.ndarray) -> bytes:
@@ -398,13 +452,7 @@ class RedisStore:
             if not records:
                 results: list[Match | None] = []
             elif self.cluster:
-                results = self._retrying("check a batch", lambda: self._judge_on_cluster(sketches, records, settings))
-                # Bands go in before the output is written, to keep the window
-                # in which a near-duplicate on another worker misses them short.
-                self._retrying("record a batch", lambda: self._record_on_cluster(sketches, records, results, settings))
-                results = self._retrying(
-                    "recheck a batch", lambda: self._recheck_on_cluster(sketches, records, results, settings)
-                )
+                results = self._retrying("check a batch", lambda: self._cluster_batch(sketches, records, settings))
             else:
                 results = self._retrying("check a batch", lambda: self._judge_on_one(sketches, records, settings))
             # Recorded already: output written here and lost in a crash comes
@@ -462,6 +510,47 @@ class RedisStore:
                     replies[index] = value
         return replies
 
+    def _cluster_batch(
+        self,
+        sketches: Sequence[Sketch],
+        records: list[tuple[bytes, list[bytes], bytes]],
+        settings: IndexSettings,
+        depth: int = 0,
+    ) -> list[Match | None]:
+        """Read, verify and claim; append the bands; recheck; then pin and drop.
+
+        Every duplicate pins the record it matched, and every post that the
+        recheck would drop pins the post it defers to, before any drop. A
+        worker drops its own post only if nobody pinned it, atomically on its
+        record key, so a verdict never names a post that did not pass. A
+        duplicate whose match was dropped first is judged again.
+        """
+        results = self._judge_on_cluster(sketches, records, settings)
+        matched = dict(self._matched)
+        # Bands go in before the output is written, to keep the window in
+        # which a near-duplicate on another worker misses them short.
+        self._record_on_cluster(sketches, records, results, settings)
+        wants_drop = self._recheck_on_cluster(sketches, records, results, settings)
+        targets = list(dict.fromkeys([*matched.values(), *(other for other, _ in wants_drop.values())]))
+        there: dict[bytes, bool] = {}
+        if targets:
+            pinned = self._on_nodes(_PIN_SCRIPT, [self._post_prefix + t for t in targets], lambda _: [])
+            there = {t: bool(p) for t, p in zip(targets, pinned, strict=True)}
+        droppable = [index for index, (other, _) in wants_drop.items() if there.get(other)]
+        if droppable:
+            kept = self._on_nodes(_DROP_SCRIPT, [self._post_prefix + records[i][2] for i in droppable], lambda _: [])
+            for index, pinned_by_others in zip(droppable, kept, strict=True):
+                if not pinned_by_others:
+                    results[index] = wants_drop[index][1]
+        again = [index for index, target in matched.items() if not there.get(target)]
+        if again and depth < 3:
+            retried = self._cluster_batch(
+                [sketches[i] for i in again], [records[i] for i in again], settings, depth + 1
+            )
+            for index, result in zip(again, retried, strict=True):
+                results[index] = result
+        return results
+
     def _judge_on_cluster(
         self,
         sketches: Sequence[Sketch],
@@ -484,10 +573,11 @@ class RedisStore:
             values = self._on_nodes(_READ_SCRIPT, [self._post_prefix + m for m in wanted], lambda _: [])
             for suffix, value in zip(wanted, values, strict=True):
                 if value is not None:
-                    timestamp, post_id, shingles = decode_post(value)
+                    timestamp, post_id, shingles = _decode_record(value)
                     stored[suffix] = (timestamp, post_id, frozenset(shingles))
 
         results: list[Match | None] = []
+        self._matched: dict[int, bytes] = {}  # duplicate -> record key suffix of the post it matched
         local: dict[bytes, list[bytes]] = {}  # band key -> suffixes of this batch's novel posts
         novel: list[int] = []
         horizons: list[float] = []
@@ -497,11 +587,19 @@ class RedisStore:
             candidates = dict.fromkeys(m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ())))
             if sketch.refers_to is not None:
                 # a repost without text: a duplicate when the post it reposts is live here
-                found = any(
-                    (entry := stored.get(candidate)) is not None and entry[1] == sketch.refers_to and entry[0] > horizon
-                    for candidate in candidates
+                found = next(
+                    (
+                        candidate
+                        for candidate in candidates
+                        if (entry := stored.get(candidate)) is not None
+                        and entry[1] == sketch.refers_to
+                        and entry[0] > horizon
+                    ),
+                    None,
                 )
-                results.append(Match(sketch.refers_to, 1.0) if found else None)
+                results.append(Match(sketch.refers_to, 1.0) if found is not None else None)
+                if found is not None:
+                    self._matched[index] = found
                 horizons.append(max(horizon, -1e300))
                 continue
             query = set(sketch.shingles.tolist())
@@ -514,6 +612,7 @@ class RedisStore:
                 similarity = shared / (len(query) + len(entry[2]) - shared)
                 if similarity >= threshold and (best is None or similarity > best.similarity):
                     best = Match(entry[1], similarity)
+                    self._matched[index] = candidate
             results.append(best)
             horizons.append(max(horizon, -1e300))
             if best is None:
@@ -539,12 +638,13 @@ class RedisStore:
                 if holder is None:
                     continue
                 # Another worker recorded the same normalised text first.
-                _, post_id, shingles = decode_post(holder)
+                _, post_id, shingles = _decode_record(holder)
                 query = set(sketches[index].shingles.tolist())
                 shared = len(query.intersection(shingles.tolist()))
                 similarity = shared / (len(query) + len(shingles) - shared)
                 if similarity >= threshold:
                     results[index] = Match(post_id, similarity)
+                    self._matched[index] = records[index][2]
         return results
 
     def _record_on_cluster(
@@ -576,7 +676,7 @@ class RedisStore:
         records: list[tuple[bytes, list[bytes], bytes]],
         results: list[Match | None],
         settings: IndexSettings,
-    ) -> list[Match | None]:
+    ) -> dict[int, tuple[bytes, Match]]:
         """Settle near-duplicates that another worker recorded while this batch ran.
 
         Each novel post reads its band keys again, now that its own entries
@@ -598,7 +698,7 @@ class RedisStore:
             and self._life_ms(sketches[i].timestamp, self._cluster_clock, ttl) >= 0
         ]
         if not novel:
-            return results
+            return {}
         ours = {records[i][2] for i in novel}
         band_order = list(dict.fromkeys(key for i in novel for key in records[i][1]))
         values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
@@ -616,10 +716,9 @@ class RedisStore:
                 strict=True,
             ):
                 if value is not None:
-                    timestamp, post_id, shingles = decode_post(value)
+                    timestamp, post_id, shingles = _decode_record(value)
                     stored[suffix] = (timestamp, post_id, np.frombuffer(shingles, dtype=np.uint64))
-        results = list(results)
-        dropped: list[bytes] = []
+        wants_drop: dict[int, tuple[bytes, Match]] = {}
         for index in novel:
             sketch, (_, band_keys, suffix) = sketches[index], records[index]
             query = set(sketch.shingles.tolist())
@@ -637,14 +736,11 @@ class RedisStore:
                     arbiter = min(mine.intersection(key_bytes(their_keys)), default=None)
                     order = members.get(arbiter, []) if arbiter is not None else []
                     if other in order and suffix in order and order.index(other) < order.index(suffix):
-                        results[index] = Match(entry[1], similarity)
+                        wants_drop[index] = (other, Match(entry[1], similarity))
                         break
-                if results[index] is not None:
-                    dropped.append(suffix)
+                if index in wants_drop:
                     break
-        for suffix in dropped:
-            self._client.delete(self._post_prefix + suffix)
-        return results
+        return wants_drop
 
     @staticmethod
     def _life_ms(timestamp: float, clock: float, ttl: float) -> int:
