@@ -163,7 +163,7 @@ def main() -> None:
                 if args.batch_size:
                     where += ["--batch-size", str(args.batch_size)]
                 seconds, verdicts = run(parts, where, scratch)
-                clusters, extra, lost = cluster_counts(verdicts, args.labels)
+                clusters, extra, lost, dangling = cluster_counts(verdicts, args.labels)
                 row = {
                     "store": store,
                     "workers": workers,
@@ -172,6 +172,7 @@ def main() -> None:
                     "clusters": clusters,
                     "extra": extra,
                     "lost": lost,
+                    "dangling": dangling,
                 }
                 if store != "lmdb":
                     records, grown, usage = redis_bytes(url, prefix, before, store == "redis-cluster")
@@ -186,9 +187,10 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"{posts} posts; each worker is one process (python -m streamfilter replay), all started at once\n")
     print(
-        "| store | workers | wall s | posts/s | clusters passed twice | clusters lost | bytes/post (used_memory) | bytes/post (MEMORY USAGE) |"
+        "| store | workers | wall s | posts/s | clusters passed twice | clusters with no post passed "
+        "| duplicates of a post never passed | bytes/post (used_memory) | bytes/post (MEMORY USAGE) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         memory = (
             (f"{row['used_memory_per_post']:.0f}", f"{row['memory_usage_per_post']:.0f}")
@@ -197,7 +199,7 @@ def main() -> None:
         )
         print(
             f"| {row['store']} | {row['workers']} | {row['seconds']:.2f} | {row['posts_per_s']:,.0f} | "
-            f"{row['extra']} of {row['clusters']} | {row['lost']} | {memory[0]} | {memory[1]} |"
+            f"{row['extra']} of {row['clusters']} | {row['lost']} | {row['dangling']} | {memory[0]} | {memory[1]} |"
         )
 
 
