@@ -181,11 +181,16 @@ class PostCache:
         return entry
 
 
+def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
+    """Exact Jaccard similarity of two shingle-hash sets."""
+    shared = len(other & query) if len(other) < len(query) else len(query & other)
+    return shared / (len(query) + len(other) - shared)
+
+
 def _best_match(
     txn: IndexTxn, cache: PostCache, serials: list[int], query: set[int], horizon: float, threshold: float
 ) -> Match | None:
     best: Match | None = None
-    query_size = len(query)
     for serial in serials:
         entry = cache.get(txn, serial)
         if entry is None:
@@ -193,8 +198,7 @@ def _best_match(
         timestamp, post_id, members = entry
         if timestamp <= horizon:
             continue
-        shared = len(members & query) if len(members) < query_size else len(query & members)
-        similarity = shared / (query_size + len(members) - shared)
+        similarity = jaccard(query, members)
         if similarity >= threshold and (best is None or similarity > best.similarity):
             best = Match(post_id, similarity)
             if similarity == 1.0:

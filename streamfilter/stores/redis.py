@@ -65,14 +65,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
-import numpy.typing as npt
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, key_bytes
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, jaccard, key_bytes
 
 __all__ = ["RedisStore"]
 
@@ -331,6 +331,17 @@ def _same_post(sketch: Sketch, timestamp: float, post_id: str) -> bool:
     return post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
 
 
+@dataclass
+class _Judged:
+    """A Cluster batch after the read, verify and claim steps."""
+
+    results: list[Match | None]
+    matched: dict[int, bytes]  # duplicate -> record-key suffix of the post it names
+    clock: float
+    lives: list[int]  # per post: Redis TTL in ms, 0 for none, -1 when past the horizon
+    recorded: list[int]  # posts whose record key this batch claimed
+
+
 def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
     """decode_post for a record that may carry a pin byte (Cluster only)."""
     id_length = int.from_bytes(value[8:10], "little")
@@ -525,13 +536,13 @@ class RedisStore:
         record key, so a verdict never names a post that did not pass. A
         duplicate whose match was dropped first is judged again.
         """
-        results = self._judge_on_cluster(sketches, records, settings)
-        matched = dict(self._matched)
+        judged = self._judge_on_cluster(sketches, records, settings)
+        results = judged.results
         # Bands go in before the output is written, to keep the window in
         # which a near-duplicate on another worker misses them short.
-        self._record_on_cluster(sketches, records, results, settings)
-        wants_drop = self._recheck_on_cluster(sketches, records, results, settings)
-        targets = list(dict.fromkeys([*matched.values(), *(other for other, _ in wants_drop.values())]))
+        self._record_on_cluster(records, judged, settings)
+        wants_drop = self._recheck_on_cluster(sketches, records, judged, settings)
+        targets = list(dict.fromkeys([*judged.matched.values(), *(other for other, _ in wants_drop.values())]))
         there: dict[bytes, bool] = {}
         if targets:
             pinned = self._on_nodes(_PIN_SCRIPT, [self._post_prefix + t for t in targets], lambda _: [])
@@ -542,7 +553,7 @@ class RedisStore:
             for index, pinned_by_others in zip(droppable, kept, strict=True):
                 if not pinned_by_others:
                     results[index] = wants_drop[index][1]
-        again = [index for index, target in matched.items() if not there.get(target)]
+        again = [index for index, target in judged.matched.items() if not there.get(target)]
         if again and depth < 3:
             retried = self._cluster_batch(
                 [sketches[i] for i in again], [records[i] for i in again], settings, depth + 1
@@ -551,23 +562,18 @@ class RedisStore:
                 results[index] = result
         return results
 
-    def _judge_on_cluster(
-        self,
-        sketches: Sequence[Sketch],
-        records: list[tuple[bytes, list[bytes], bytes]],
-        settings: IndexSettings,
-    ) -> list[Match | None]:
-        ttl, threshold = settings.ttl_seconds, settings.jaccard_threshold
-        stored_clock = self._client.get(self._clock_key)
-        clock = float(stored_clock) if stored_clock is not None else float("-inf")
-        band_order = list(dict.fromkeys(key for _, band_keys, _ in records for key in band_keys))
-        values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
+    def _read_on_cluster(
+        self, band_keys: Sequence[bytes], skip: set[bytes] | frozenset[bytes] = frozenset()
+    ) -> tuple[dict[bytes, list[bytes]], dict[bytes, tuple[float, str, frozenset[int]]]]:
+        """The members of each band key (record-key suffixes, in order), and
+        the records of those members not in ``skip``: (timestamp, id, shingles)."""
+        values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_keys], lambda _: [])
         members = {
             key: [value[at : at + 8] for at in range(0, len(value), 8)]
-            for key, value in zip(band_order, values, strict=True)
+            for key, value in zip(band_keys, values, strict=True)
             if value
         }
-        wanted = list(dict.fromkeys(m for found in members.values() for m in found))
+        wanted = list(dict.fromkeys(m for found in members.values() for m in found if m not in skip))
         stored: dict[bytes, tuple[float, str, frozenset[int]]] = {}
         if wanted:
             values = self._on_nodes(_READ_SCRIPT, [self._post_prefix + m for m in wanted], lambda _: [])
@@ -575,54 +581,58 @@ class RedisStore:
                 if value is not None:
                     timestamp, post_id, shingles = _decode_record(value)
                     stored[suffix] = (timestamp, post_id, frozenset(shingles))
+        return members, stored
 
+    def _judge_on_cluster(
+        self,
+        sketches: Sequence[Sketch],
+        records: list[tuple[bytes, list[bytes], bytes]],
+        settings: IndexSettings,
+    ) -> _Judged:
+        ttl, threshold = settings.ttl_seconds, settings.jaccard_threshold
+        stored_clock = self._client.get(self._clock_key)
+        clock = float(stored_clock) if stored_clock is not None else float("-inf")
+        members, stored = self._read_on_cluster(
+            list(dict.fromkeys(key for _, band_keys, _ in records for key in band_keys))
+        )
         results: list[Match | None] = []
-        self._matched: dict[int, bytes] = {}  # duplicate -> record key suffix of the post it matched
+        matched: dict[int, bytes] = {}
         local: dict[bytes, list[bytes]] = {}  # band key -> suffixes of this batch's novel posts
         novel: list[int] = []
         horizons: list[float] = []
         for index, (sketch, (_, band_keys, suffix)) in enumerate(zip(sketches, records, strict=True)):
             clock = max(clock, sketch.timestamp)
             horizon = clock - ttl if ttl > 0 else float("-inf")
+            horizons.append(max(horizon, -1e300))
             candidates = dict.fromkeys(m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ())))
+            best: Match | None = None
             if sketch.refers_to is not None:
                 # a repost without text: a duplicate when the post it reposts is live here
-                found = next(
-                    (
-                        candidate
-                        for candidate in candidates
-                        if (entry := stored.get(candidate)) is not None
-                        and entry[1] == sketch.refers_to
-                        and entry[0] > horizon
-                    ),
-                    None,
-                )
-                results.append(Match(sketch.refers_to, 1.0) if found is not None else None)
-                if found is not None:
-                    self._matched[index] = found
-                horizons.append(max(horizon, -1e300))
+                for candidate in candidates:
+                    entry = stored.get(candidate)
+                    if entry is not None and entry[1] == sketch.refers_to and entry[0] > horizon:
+                        best, matched[index] = Match(sketch.refers_to, 1.0), candidate
+                        break
+                results.append(best)
                 continue
             query = set(sketch.shingles.tolist())
-            best: Match | None = None
             for candidate in candidates:
                 entry = stored.get(candidate)
                 if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
                     continue
-                shared = len(entry[2] & query)
-                similarity = shared / (len(query) + len(entry[2]) - shared)
+                similarity = jaccard(query, entry[2])
                 if similarity >= threshold and (best is None or similarity > best.similarity):
-                    best = Match(entry[1], similarity)
-                    self._matched[index] = candidate
+                    best, matched[index] = Match(entry[1], similarity), candidate
             results.append(best)
-            horizons.append(max(horizon, -1e300))
             if best is None:
                 novel.append(index)
                 stored[suffix] = (sketch.timestamp, sketch.post_id, frozenset(query))
                 for key in band_keys:
                     local.setdefault(key, []).append(suffix)
-        self._cluster_clock = clock
+        lives = [self._life_ms(sketch.timestamp, clock, ttl) for sketch in sketches]
         # Claim the record keys of the novel posts worth recording.
-        claims = [i for i in novel if self._life_ms(sketches[i].timestamp, clock, ttl) >= 0]
+        claims = [i for i in novel if lives[i] >= 0]
+        recorded = []
         if claims:
             holders = self._on_nodes(
                 _CLAIM_SCRIPT,
@@ -630,115 +640,80 @@ class RedisStore:
                 lambda n: [
                     records[claims[n]][0],
                     repr(horizons[claims[n]]),
-                    self._life_ms(sketches[claims[n]].timestamp, clock, ttl),
+                    lives[claims[n]],
                     "1" if sketches[claims[n]].made_up_id else "0",
                 ],
             )
             for index, holder in zip(claims, holders, strict=True):
                 if holder is None:
+                    recorded.append(index)
                     continue
                 # Another worker recorded the same normalised text first.
                 _, post_id, shingles = _decode_record(holder)
-                query = set(sketches[index].shingles.tolist())
-                shared = len(query.intersection(shingles.tolist()))
-                similarity = shared / (len(query) + len(shingles) - shared)
+                similarity = jaccard(set(sketches[index].shingles.tolist()), frozenset(shingles))
                 if similarity >= threshold:
-                    results[index] = Match(post_id, similarity)
-                    self._matched[index] = records[index][2]
-        return results
+                    results[index], matched[index] = Match(post_id, similarity), records[index][2]
+        return _Judged(results, matched, clock, lives, recorded)
 
     def _record_on_cluster(
-        self,
-        sketches: Sequence[Sketch],
-        records: list[tuple[bytes, list[bytes], bytes]],
-        results: list[Match | None],
-        settings: IndexSettings,
+        self, records: list[tuple[bytes, list[bytes], bytes]], judged: _Judged, settings: IndexSettings
     ) -> None:
-        clock = self._cluster_clock
         keys: list[bytes] = []
         args: list[tuple[bytes, int]] = []
-        for sketch, (_, band_keys, suffix), result in zip(sketches, records, results, strict=True):
-            life = self._life_ms(sketch.timestamp, clock, settings.ttl_seconds)
-            if result is not None or life < 0 or sketch.refers_to is not None:
-                continue
+        for index in judged.recorded:
+            _, band_keys, suffix = records[index]
             for key in band_keys:
                 keys.append(self._band_prefix + key)
-                args.append((suffix, life))
+                args.append((suffix, judged.lives[index]))
         if keys:
             cap = max(1, settings.max_candidates_per_band)
             self._on_nodes(_APPEND_SCRIPT, keys, lambda n: list(args[n]), leading=[cap])
-        if clock > float("-inf"):
-            self._raise_clock(keys=[self._clock_key], args=[repr(clock)])
+        if judged.clock > float("-inf"):
+            self._raise_clock(keys=[self._clock_key], args=[repr(judged.clock)])
 
     def _recheck_on_cluster(
         self,
         sketches: Sequence[Sketch],
         records: list[tuple[bytes, list[bytes], bytes]],
-        results: list[Match | None],
+        judged: _Judged,
         settings: IndexSettings,
     ) -> dict[int, tuple[bytes, Match]]:
-        """Settle near-duplicates that another worker recorded while this batch ran.
+        """The recorded posts that defer to a near-duplicate recorded meanwhile
+        by another worker, each with that post's record-key suffix and Match.
 
-        Each novel post reads its band keys again, now that its own entries
-        are in. A post recorded meanwhile that matches it is concurrent: of
-        the two, the one that came second under the smallest band key they
-        share becomes the duplicate. Both posts look at the same key, whose
-        order never changes, so at most one of them drops; and the later of
-        the two to append finds the other there, so the second one does drop.
-        A dropped post's record is deleted, so nothing later matches it.
+        Each recorded post reads its band keys again, now that its own entries
+        are in. A post recorded meanwhile that matches it is concurrent: of the
+        two, the one that came second under the smallest band key they share
+        defers. Both posts look at the same key, whose order never changes, so
+        at most one of them defers; and the later of the two to append finds
+        the other there, so one of them does.
         """
-        threshold = settings.jaccard_threshold
-        ttl = settings.ttl_seconds
-        horizon = self._cluster_clock - ttl if ttl > 0 else float("-inf")
-        novel = [
-            i
-            for i, result in enumerate(results)
-            if result is None
-            and sketches[i].refers_to is None
-            and self._life_ms(sketches[i].timestamp, self._cluster_clock, ttl) >= 0
-        ]
-        if not novel:
+        if not judged.recorded:
             return {}
-        ours = {records[i][2] for i in novel}
-        band_order = list(dict.fromkeys(key for i in novel for key in records[i][1]))
-        values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_order], lambda _: [])
-        members = {
-            key: [value[at : at + 8] for at in range(0, len(value), 8)]
-            for key, value in zip(band_order, values, strict=True)
-            if value
-        }
-        others = list(dict.fromkeys(m for found in members.values() for m in found if m not in ours))
-        stored: dict[bytes, tuple[float, str, npt.NDArray[np.uint64]]] = {}
-        if others:
-            for suffix, value in zip(
-                others,
-                self._on_nodes(_READ_SCRIPT, [self._post_prefix + m for m in others], lambda _: []),
-                strict=True,
-            ):
-                if value is not None:
-                    timestamp, post_id, shingles = _decode_record(value)
-                    stored[suffix] = (timestamp, post_id, np.frombuffer(shingles, dtype=np.uint64))
+        ttl = settings.ttl_seconds
+        horizon = judged.clock - ttl if ttl > 0 else float("-inf")
+        members, stored = self._read_on_cluster(
+            list(dict.fromkeys(key for i in judged.recorded for key in records[i][1])),
+            skip={records[i][2] for i in judged.recorded},
+        )
         wants_drop: dict[int, tuple[bytes, Match]] = {}
-        for index in novel:
+        for index in judged.recorded:
             sketch, (_, band_keys, suffix) = sketches[index], records[index]
             query = set(sketch.shingles.tolist())
             mine = set(band_keys)
-            for key in band_keys:
-                for other in members.get(key, ()):
-                    entry = stored.get(other)
-                    if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
-                        continue
-                    shared = len(query.intersection(entry[2].tolist()))
-                    similarity = shared / (len(query) + len(entry[2]) - shared)
-                    if similarity < threshold:
-                        continue
-                    their_keys = settings.rekey([entry[2]], [entry[1]])[0]
-                    arbiter = min(mine.intersection(key_bytes(their_keys)), default=None)
-                    order = members.get(arbiter, []) if arbiter is not None else []
-                    if other in order and suffix in order and order.index(other) < order.index(suffix):
-                        wants_drop[index] = (other, Match(entry[1], similarity))
-                        break
-                if index in wants_drop:
+            concurrent = (other for key in band_keys for other in members.get(key, ()))
+            for other in concurrent:
+                entry = stored.get(other)
+                if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
+                    continue
+                similarity = jaccard(query, entry[2])
+                if similarity < settings.jaccard_threshold:
+                    continue
+                shingles = np.fromiter(entry[2], dtype=np.uint64, count=len(entry[2]))
+                arbiter = min(mine.intersection(key_bytes(settings.rekey([shingles], [entry[1]])[0])), default=None)
+                order = members.get(arbiter, []) if arbiter is not None else []
+                if other in order and suffix in order and order.index(other) < order.index(suffix):
+                    wants_drop[index] = (other, Match(entry[1], similarity))
                     break
         return wants_drop
 
