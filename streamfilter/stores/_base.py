@@ -115,7 +115,7 @@ def encode_post(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint64]
     return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + shingles.astype("<u8").tobytes()
 
 
-def decode_post(value: bytes) -> tuple[float, str, memoryview]:
+def decode_post(value: bytes | memoryview) -> tuple[float, str, memoryview]:
     """(timestamp, post id, shingle hashes as a uint64 memoryview)."""
     timestamp, id_length = _POST_HEADER.unpack_from(value)
     start = _POST_HEADER.size
@@ -136,7 +136,7 @@ class IndexTxn(Protocol):
         """Serials recorded under any of the band keys: per key the newest
         ``limit`` at most, each serial once."""
 
-    def get_post(self, serial: int) -> bytes | None: ...
+    def get_post(self, serial: int) -> bytes | memoryview | None: ...
 
     def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None: ...
 
@@ -149,6 +149,10 @@ class IndexTxn(Protocol):
 def key_bytes(band_keys: npt.NDArray[np.uint64]) -> list[bytes]:
     packed = band_keys.astype(">u8").tobytes()
     return [packed[start : start + 8] for start in range(0, len(packed), 8)]
+
+
+class _PostReader(Protocol):
+    def get_post(self, serial: int) -> bytes | memoryview | None: ...
 
 
 class PostCache:
@@ -167,7 +171,7 @@ class PostCache:
     def clear(self) -> None:
         self._entries.clear()
 
-    def get(self, txn: IndexTxn, serial: int) -> tuple[float, str, frozenset[int]] | None:
+    def get(self, txn: _PostReader, serial: int) -> tuple[float, str, frozenset[int]] | None:
         entry = self._entries.get(serial)
         if entry is None:
             record = txn.get_post(serial)

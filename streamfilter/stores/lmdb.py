@@ -2,16 +2,35 @@
 
 Named sub-databases:
 
-- ``bands``  (dupsort, dupfixed): 8-byte band key -> 8-byte post serial, many per key
-- ``posts``: serial -> timestamp, post id and the post's sorted shingle hashes (verification data)
-- ``expiry``: (timestamp in ms, serial) -> empty; purging walks it from the oldest end
-- ``meta``: the pinned signature settings, the clock and the next serial
+- ``posts``: serial -> timestamp, post id and the post's sorted 64-bit shingle
+  hashes (the verification data). Serials only grow, so posts are appended at
+  the end and purged from the front.
+- ``runs``: the band index, log-structured. A run is one value: its first and
+  last serial and its entry count, then that many sorted 32-bit band keys and
+  as many 32-bit serial offsets. Every batch appends one run for its novel
+  posts; runs of similar size are merged, which drops purged posts, so a
+  stream keeps a handful of runs, O(log n) of them.
+- ``meta``: the pinned signature settings, the clock and the next serial.
+
+A batch looks its band keys up in every run at once (numpy ``searchsorted``
+over the runs, read in place from the map), so the work per batch is a few
+vectorised searches and a few writes, instead of a B-tree look-up and insert
+per band per post. Band keys are cut to 32 bits: a key that matches by chance
+only proposes a candidate, and every candidate is verified by exact Jaccard
+over the stored 64-bit shingle hashes.
 
 Every batch is one write transaction: LMDB allows one writer at a time across
 all processes that open the directory, and lookups happen inside that
 transaction, so two processes can never both let copies of a text through.
 When the map fills, the transaction is aborted, the map doubled, and the batch
 run again; nothing of the failed attempt is kept.
+
+Expiry. A post is invisible as soon as its timestamp falls ``ttl`` behind the
+clock (the highest timestamp seen). Purging walks ``posts`` from the front
+(the oldest serial) and deletes while the post there has expired, at most
+``purge_limit`` a batch; a post that arrived with a newer timestamp than the
+ones recorded after it holds the walk until it expires too. Runs that hold
+only purged serials are deleted, and merges drop purged entries.
 """
 
 from __future__ import annotations
@@ -23,105 +42,299 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import lmdb
+import numpy as np
+import numpy.typing as npt
 
 from .._exceptions import StoreError, StoreFullError
-from ._base import IndexSettings, Match, PostCache, Sketch, check_fingerprint, run_batch
+from ._base import IndexSettings, Match, PostCache, Sketch, check_fingerprint, encode_post, jaccard
 
 __all__ = ["LMDBStore"]
 
 _U64 = struct.Struct(">Q")
-_EXPIRY = struct.Struct(">QQ")
 _CLOCK = struct.Struct("<d")
-_TIME_OFFSET_MS = 1 << 62  # keeps (rare) negative timestamps sortable as unsigned keys
+_TIMESTAMP = struct.Struct("<d")  # the first field of a post record
+_RUN_HEADER = struct.Struct("<QQQ")  # first serial, last serial, entries
 _CONFIG_KEY = b"config"
 _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
-_FORMAT = b"streamfilter-lmdb-1"
+_FORMAT = b"streamfilter-lmdb-2"
+# Merging stops at this many entries a run (64 MB): beyond it, runs are only
+# dropped whole when every post in them has been purged.
+_MAX_MERGED_ENTRIES = 1 << 23
+# A post sharing band keys with more earlier posts than this is verified
+# against the ones that share the most bands with it.
+_MAX_VERIFIED = 64
+_NO_KEYS = np.zeros(0, dtype=np.uint32)
 
 
-def _expiry_key(timestamp: float, serial: int) -> bytes:
-    return _EXPIRY.pack(int(math.floor(timestamp * 1000)) + _TIME_OFFSET_MS, serial)
+@dataclass(slots=True)
+class _Run:
+    db_key: bytes
+    first: int
+    last: int
+    keys: npt.NDArray[np.uint32]
+    offsets: npt.NDArray[np.uint32]
 
 
-class _LMDBTxn:
-    def __init__(
-        self, txn: lmdb.Transaction, bands: lmdb._Database, posts: lmdb._Database, expiry: lmdb._Database
-    ) -> None:
-        self._txn = txn
-        self._bands_db = bands
-        self._bands = txn.cursor(bands)
-        self._posts = posts
-        self._expiry = expiry
+def _short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint32]:
+    return (band_keys >> np.uint64(32)).astype(np.uint32)
 
-    def first_members(self, band_keys: Sequence[bytes]) -> list[int]:
-        serials: list[int] = []
-        for _, value in self._bands.getmulti(band_keys):
-            serial = _U64.unpack(value)[0]
-            if serial not in serials:
-                serials.append(serial)
-        return serials
 
-    def members(self, band_keys: Sequence[bytes], limit: int) -> list[int]:
-        cursor = self._bands
-        found = cursor.getmulti(band_keys)
-        if not found:
-            return []
-        serials: list[int] = []
-        seen: set[int] = set()
-        for key, first in found:
-            cursor.set_key(key)
-            if cursor.count() == 1:
-                newest = [first]
-            else:
-                cursor.last_dup()
-                newest = [cursor.value()]
-                while len(newest) < limit and cursor.prev_dup():
-                    newest.append(cursor.value())
-            for value in newest:
-                serial = _U64.unpack(value)[0]
-                if serial not in seen:
-                    seen.add(serial)
-                    serials.append(serial)
-        return serials
+def _earlier_sharers(inverse: npt.NDArray[np.int64], owner: npt.NDArray[np.int64]) -> dict[int, dict[int, int]]:
+    """For each sketch of a batch, the earlier sketches of the batch that share
+    band keys with it, and how many keys each shares."""
+    sharers: dict[int, dict[int, int]] = {}
+    count = int(owner[-1]) + 1 if len(owner) else 0
+    # (key, sketch) pairs, each once, sorted by key then sketch
+    pairs = np.unique(inverse * count + owner)
+    keys, owners = pairs // count, pairs % count
+    later: list[npt.NDArray[np.int64]] = []
+    first: list[npt.NDArray[np.int64]] = []
+    distance = 1
+    while distance < len(keys):
+        same = np.flatnonzero(keys[distance:] == keys[:-distance])
+        if len(same) == 0:
+            break
+        later.append(owners[same + distance])
+        first.append(owners[same])
+        distance += 1
+    if not later:
+        return sharers
+    codes, times = np.unique(np.concatenate(later) * count + np.concatenate(first), return_counts=True)
+    for code, shared in zip(codes.tolist(), times.tolist(), strict=True):
+        sharers.setdefault(code // count, {})[code % count] = shared
+    return sharers
 
-    def get_post(self, serial: int) -> bytes | None:
-        value: bytes | None = self._txn.get(_U64.pack(serial), db=self._posts)
-        return value
 
-    def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None:
-        serial_bytes = _U64.pack(serial)
-        self._txn.put(serial_bytes, record, db=self._posts)
-        self._txn.put(_expiry_key(timestamp, serial), b"", db=self._expiry)
-        self._bands.putmulti([(band_key, serial_bytes) for band_key in band_keys], dupdata=True)
+def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
+    assert value is not None
+    first, last, count = _RUN_HEADER.unpack_from(value)
+    start = _RUN_HEADER.size
+    keys = np.frombuffer(value, dtype="<u4", count=count, offset=start)
+    offsets = np.frombuffer(value, dtype="<u4", count=count, offset=start + 4 * count)
+    return _Run(bytes(db_key), first, last, keys, offsets)
 
-    def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
-        cutoff_key = _expiry_key(cutoff, (1 << 64) - 1)
-        found: list[tuple[int, bytes]] = []
-        cursor = self._txn.cursor(self._expiry)
-        if not cursor.first():
+
+def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -> tuple[bytes, bytes]:
+    """(db key, value) of a run over these entries; sorts them by key, stably."""
+    order = np.argsort(keys, kind="stable")
+    first = int(serials.min())
+    offsets = (serials[order] - np.uint64(first)).astype("<u4")
+    value = _RUN_HEADER.pack(first, int(serials.max()), len(keys)) + keys[order].astype("<u4").tobytes()
+    return _U64.pack(first), value + offsets.tobytes()
+
+
+class _Batch:
+    """One batch inside one write transaction (buffers on: runs are read in place)."""
+
+    def __init__(self, store: LMDBStore, txn: lmdb.Transaction, settings: IndexSettings) -> None:
+        self.store = store
+        self.txn = txn
+        self.settings = settings
+        self.cache = store._cache
+
+    # -- reading ---------------------------------------------------------------
+    def runs(self) -> list[_Run]:
+        """The runs, oldest first; their arrays are valid until the next write."""
+        cursor = self.txn.cursor(self.store._runs)
+        return [_decode_run(key, value) for key, value in cursor]
+
+    def first_live_serial(self, next_serial: int) -> int:
+        cursor = self.txn.cursor(self.store._posts)
+        return _U64.unpack(cursor.key())[0] if cursor.first() else next_serial
+
+    def members(self, queries: npt.NDArray[np.uint32], first_live: int) -> dict[int, list[int]]:
+        """For each query (by index) that has any: its newest live serials, at
+        most ``max_candidates_per_band``, newest first."""
+        limit = self.settings.max_candidates_per_band
+        found: dict[int, list[int]] = {}
+        if len(queries) == 0:
             return found
-        for key in cursor.iternext(keys=True, values=False):
-            if key > cutoff_key or len(found) >= limit:
-                break
-            serial = _EXPIRY.unpack(key)[1]
-            record = self._txn.get(_U64.pack(serial), db=self._posts)
-            if record is not None:
-                found.append((serial, record))
-            else:
-                self._txn.delete(key, db=self._expiry)
+        for run in reversed(self.runs()):  # newest run first
+            if run.last < first_live or len(run.keys) == 0:
+                continue
+            low = np.searchsorted(run.keys, queries, side="left")
+            high = np.searchsorted(run.keys, queries, side="right")
+            hits = np.flatnonzero(high > low)
+            if len(hits) == 0:
+                continue
+            offsets = run.offsets
+            for query, start, stop in zip(hits.tolist(), low[hits].tolist(), high[hits].tolist(), strict=True):
+                serials = found.setdefault(query, [])
+                room = limit - len(serials)
+                if room <= 0:
+                    continue
+                for offset in offsets[max(start, stop - room) : stop][::-1].tolist():
+                    serial = run.first + offset
+                    if serial < first_live:
+                        break  # equal keys sit in serial order: the rest are older still
+                    serials.append(serial)
         return found
 
-    def delete(self, serial: int, timestamp: float, band_keys: Sequence[bytes]) -> None:
-        serial_bytes = _U64.pack(serial)
-        for band_key in band_keys:
-            self._txn.delete(band_key, serial_bytes, db=self._bands_db)
-        self._txn.delete(serial_bytes, db=self._posts)
-        self._txn.delete(_expiry_key(timestamp, serial), db=self._expiry)
+    def post(self, serial: int) -> tuple[float, str, frozenset[int]] | None:
+        return self.cache.get(self, serial)
+
+    def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
+        return self.txn.get(_U64.pack(serial), db=self.store._posts)
+
+    # -- judging -----------------------------------------------------------------
+    def judge(
+        self, sketches: Sequence[Sketch], clock: float, next_serial: int
+    ) -> tuple[list[Match | None], float, int, list[int]]:
+        """Judge in order; returns (matches, clock, next serial, indexes of the recorded sketches).
+
+        Band keys are looked up for the whole batch at once: in the runs, and
+        among the batch's own earlier posts. Only the posts that share a key
+        with something are judged one by one.
+        """
+        settings = self.settings
+        ttl = settings.ttl_seconds
+        threshold = settings.jaccard_threshold
+        first_live = self.first_live_serial(next_serial)
+        count = len(sketches)
+        lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
+        every = _short_keys(np.concatenate([sketch.band_keys for sketch in sketches])) if count else _NO_KEYS
+        owner = np.repeat(np.arange(count), lengths)
+        queries, inverse = np.unique(every, return_inverse=True)
+        found = self.members(queries, first_live)
+        earlier = _earlier_sharers(inverse, owner)
+        # the sketches that share a key with a stored post or an earlier sketch of this batch
+        touched = np.zeros(len(queries), dtype=bool)
+        if found:
+            touched[np.fromiter(found, dtype=np.int64, count=len(found))] = True
+        flagged = np.zeros(count, dtype=bool)
+        flagged[owner[touched[inverse]]] = True
+        flagged[list(earlier)] = True
+        ends = np.cumsum(lengths).tolist()
+        query_of = inverse.tolist()
+        serial_of: dict[int, int] = {}  # recorded sketch -> its serial
+        results: list[Match | None] = []
+        recorded: list[int] = []
+        for index, (sketch, shares) in enumerate(zip(sketches, flagged.tolist(), strict=True)):
+            clock = max(clock, sketch.timestamp)
+            best: Match | None = None
+            if shares:
+                horizon = clock - ttl if ttl > 0 else float("-inf")
+                shared: dict[int, int] = {}
+                for query in query_of[ends[index] - len(sketch.band_keys) : ends[index]]:
+                    for serial in found.get(query, ()):
+                        shared[serial] = shared.get(serial, 0) + 1
+                for other, times in earlier.get(index, {}).items():
+                    if other in serial_of:
+                        shared[serial_of[other]] = shared.get(serial_of[other], 0) + times
+                if sketch.refers_to is not None:
+                    results.append(self._referenced(shared, sketch.refers_to, horizon))
+                    continue
+                if shared:
+                    best = self._best_match(shared, set(sketch.shingles.tolist()), horizon, threshold)
+            elif sketch.refers_to is not None:
+                results.append(None)
+                continue
+            if best is None:
+                serial_of[index] = next_serial
+                record = encode_post(sketch.timestamp, sketch.post_id, sketch.shingles)
+                self.txn.put(_U64.pack(next_serial), record, db=self.store._posts, append=True)
+                next_serial += 1
+                recorded.append(index)
+            results.append(best)
+        return results, clock, next_serial, recorded
+
+    def _best_match(self, shared: dict[int, int], query: set[int], horizon: float, threshold: float) -> Match | None:
+        # the posts that share the most bands first, then the newest
+        candidates = sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)[:_MAX_VERIFIED]
+        best: Match | None = None
+        for serial in candidates:
+            entry = self.post(serial)
+            if entry is None:
+                continue
+            timestamp, post_id, members = entry
+            if timestamp <= horizon:
+                continue
+            similarity = jaccard(query, members)
+            if similarity >= threshold and (best is None or similarity > best.similarity):
+                best = Match(post_id, similarity)
+                if similarity == 1.0:
+                    break
+        return best
+
+    def _referenced(self, shared: dict[int, int], post_id: str, horizon: float) -> Match | None:
+        """The live post ``post_id`` found under its id key, as a Match; None when it is not in the index."""
+        for serial in sorted(shared, reverse=True):
+            entry = self.post(serial)
+            if entry is not None and entry[1] == post_id and entry[0] > horizon:
+                return Match(post_id, 1.0)
+        return None
+
+    # -- writing -------------------------------------------------------------------
+    def append_run(self, sketches: Sequence[Sketch], recorded: list[int], first_serial: int) -> None:
+        if not recorded:
+            return
+        keys = [sketches[index].band_keys for index in recorded]
+        serials = np.repeat(
+            np.arange(first_serial, first_serial + len(recorded), dtype=np.uint64), [len(k) for k in keys]
+        )
+        db_key, value = _encode_run(_short_keys(np.concatenate(keys)), serials)
+        self.txn.put(db_key, value, db=self.store._runs)
+
+    def purge(self, cutoff: float, limit: int) -> None:
+        """Delete up to ``limit`` posts from the front while they have expired."""
+        cursor = self.txn.cursor(self.store._posts)
+        removed = 0
+        if not cursor.first():
+            return
+        while removed < limit:
+            if _TIMESTAMP.unpack_from(cursor.value())[0] > cutoff:
+                break
+            removed += 1
+            if not cursor.delete() or not cursor.key():
+                break
+
+    def compact(self, first_live: int) -> None:
+        """Delete runs whose posts are all purged; merge the newest runs while
+        they are of similar size."""
+        txn, db = self.txn, self.store._runs
+        sizes: list[tuple[bytes, int, int]] = []  # (db key, last serial, entries)
+        for run in self.runs():
+            if run.last < first_live:
+                txn.delete(run.db_key, db=db)
+            else:
+                sizes.append((run.db_key, run.last, len(run.keys)))
+        while len(sizes) >= 2:
+            (older, _, older_size), (newer, _, newer_size) = sizes[-2], sizes[-1]
+            if older_size > 2 * newer_size or older_size + newer_size > _MAX_MERGED_ENTRIES:
+                break
+            merged = self._merge(older, newer, first_live)
+            sizes[-2:] = [merged] if merged is not None else []
+
+    def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int, int] | None:
+        txn, db = self.txn, self.store._runs
+        keys: list[npt.NDArray[np.uint32]] = []
+        serials: list[npt.NDArray[np.uint64]] = []
+        for db_key in (older, newer):  # read (and copy) both before any write
+            run = _decode_run(db_key, txn.get(db_key, db=db))
+            run_serials = run.offsets.astype(np.uint64) + np.uint64(run.first)
+            live = run_serials >= np.uint64(first_live)
+            keys.append(run.keys[live].copy())
+            serials.append(run_serials[live])
+        txn.delete(older, db=db)
+        txn.delete(newer, db=db)
+        all_serials = np.concatenate(serials)
+        if len(all_serials) == 0:
+            return None
+        if int(all_serials.max()) - int(all_serials.min()) >= 1 << 32:  # offsets must fit 32 bits
+            for part_keys, part_serials in zip(keys, serials, strict=True):
+                if len(part_serials):
+                    txn.put(*_encode_run(part_keys, part_serials), db=db)
+            return None
+        db_key, value = _encode_run(np.concatenate(keys), all_serials)
+        txn.put(db_key, value, db=db)
+        return db_key, int(all_serials.max()), len(all_serials)
 
 
 class LMDBStore:
@@ -163,11 +376,10 @@ class LMDBStore:
         self._env = env
         self._page_size = int(env.stat()["psize"])
         try:
-            self._bands = env.open_db(b"bands", dupsort=True, dupfixed=True)
-            self._posts = env.open_db(b"posts")
-            self._expiry = env.open_db(b"expiry")
             self._meta = env.open_db(b"meta")
-            self._pin(settings)
+            self._pin(settings)  # before anything else is created in an index of another format
+            self._posts = env.open_db(b"posts")
+            self._runs = env.open_db(b"runs")
         except BaseException:
             self.close()
             raise
@@ -185,7 +397,7 @@ class LMDBStore:
                 txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
                 txn.put(_CONFIG_KEY, json.dumps(requested, sort_keys=True).encode(), db=self._meta)
             else:
-                check_fingerprint(str(self.path), json.loads(stored), requested)
+                check_fingerprint(str(self.path), json.loads(bytes(stored)), requested)
 
         self._write(pin)
 
@@ -224,23 +436,28 @@ class LMDBStore:
             clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
             clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
-            next_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
-            view = _LMDBTxn(txn, self._bands, self._posts, self._expiry)
-            results, clock, next_serial = run_batch(view, sketches, settings, clock, next_serial, self._cache)
+            first_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
+            batch = _Batch(self, txn, settings)
+            results, clock, next_serial, recorded = batch.judge(sketches, clock, first_serial)
+            batch.append_run(sketches, recorded, first_serial)
+            if settings.ttl_seconds > 0 and math.isfinite(clock):
+                batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
+            batch.compact(batch.first_live_serial(next_serial))
             txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=self._meta)
             txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=self._meta)
             if progress:
                 stored = txn.get(_PROGRESS_KEY, db=self._meta)
-                merged = dict(json.loads(stored)) if stored else {}
+                merged = dict(json.loads(bytes(stored))) if stored else {}
                 merged.update(progress)
                 txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
             if before_commit is not None:
                 before_commit(results)
             return results
 
-        return self._write(apply)
+        results: list[Match | None] = self._write(apply, buffers=True)
+        return results
 
-    def _write(self, body):  # type: ignore[no-untyped-def]
+    def _write(self, body, *, buffers: bool = False):  # type: ignore[no-untyped-def]
         env = self._require_env()
         with self._lock:
             # Grow ahead of need: a map that fills at commit time forces the
@@ -250,7 +467,7 @@ class LMDBStore:
                 self._grow(env, info["map_size"] * 2)
             while True:
                 try:
-                    with env.begin(write=True) as txn:
+                    with env.begin(None, None, True, buffers) as txn:  # type: ignore[call-overload]
                         return body(txn)
                 except BaseException as exc:
                     # Posts cached from an aborted transaction may never have

@@ -242,3 +242,79 @@ def test_batch_without_posts_on_a_new_index(make_store: Callable[..., BandStore]
     store = make_store(ttl=60)
     assert store.check_and_insert([], progress={"in.jsonl": 3}) == []
     assert store.progress() == {"in.jsonl": 3}
+
+
+def _run_count(path: Path) -> int:
+    import lmdb
+
+    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=4)
+    try:
+        runs = env.open_db(b"runs", create=False)
+        with env.begin() as txn:
+            return int(txn.stat(runs)["entries"])
+    finally:
+        env.close()
+
+
+def _mutated_stream(count: int, seed: int) -> list[Sketch]:
+    """Posts, near-duplicates and copies of posts from anywhere earlier, in order."""
+    rng = np.random.default_rng(seed)
+    vocabulary = [f"w{i}" for i in range(400)]
+    texts: list[list[str]] = []
+    sketches: list[Sketch] = []
+    for index in range(count):
+        if texts and rng.random() < 0.4:
+            words = list(texts[int(rng.integers(len(texts)))])
+            if rng.random() < 0.5:
+                words[int(rng.integers(len(words)))] = str(rng.choice(vocabulary))
+        else:
+            words = [str(w) for w in rng.choice(vocabulary, size=int(rng.integers(4, 16)))]
+            texts.append(words)
+        sketches.append(sketch(f"p{index}", 1000 + index, " ".join(words)))
+    return sketches
+
+
+def test_lmdb_runs_merge_and_the_oldest_post_still_matches(tmp_path: Path) -> None:
+    # every batch writes a run; merging keeps a few, and merged runs still hold the first post
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    store.check_and_insert([sketch("first", 1, TEXT)])
+    for batch in range(300):
+        store.check_and_insert(
+            [sketch(f"{batch}-{i}", 2 + batch, f"post {batch} {i} about {batch * 7 + i}") for i in range(5)]
+        )
+    (match,) = store.check_and_insert([sketch("copy", 400, TEXT)])
+    store.close()
+    assert match is not None and match.duplicate_of == "first"
+    assert _run_count(tmp_path / "index") <= 12  # 301 batches, log-structured
+
+
+def test_lmdb_runs_of_purged_posts_are_dropped(tmp_path: Path) -> None:
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings(ttl=10))
+    for batch in range(40):
+        store.check_and_insert(
+            [sketch(f"{batch}-{i}", batch, f"post {batch} {i} about {batch * 7 + i}") for i in range(5)]
+        )
+    assert store.post_count() == 5 * 10  # timestamps 30..39 are live at clock 39
+    store.check_and_insert([sketch("late", 10_000, "a much later post that expires every other")])
+    assert store.post_count() == 1
+    store.close()
+    assert _run_count(tmp_path / "index") == 1
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 256])
+def test_lmdb_judges_like_the_memory_store(tmp_path: Path, batch_size: int) -> None:
+    # same stream, same verdicts, whatever the batching: runs, merges and the
+    # batch's own earlier posts agree with a store that looks up one post at a time
+    stream = _mutated_stream(1500, seed=batch_size)
+    verdicts: dict[str, list[bool]] = {}
+    for name, store in (("memory", MemoryStore()), ("lmdb", LMDBStore(tmp_path / "index", durable=False))):
+        store.open(settings(ttl=300, purge_limit=50))
+        novel: list[bool] = []
+        for start in range(0, len(stream), batch_size):
+            novel.extend(match is None for match in store.check_and_insert(stream[start : start + batch_size]))
+        store.close()
+        verdicts[name] = novel
+    assert verdicts["lmdb"] == verdicts["memory"]
+    assert 300 < sum(verdicts["lmdb"]) < 1200  # the stream holds both kinds
