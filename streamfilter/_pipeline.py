@@ -72,6 +72,7 @@ async def _sketch(
     engine: Engine,
     receive: ObjectReceiveStream[list[tuple[int, Any]]],
     send: ObjectSendStream[PreparedBatch],
+    limiter: anyio.CapacityLimiter,
 ) -> None:
     batch_size = engine.config.batch_size
     max_delay = engine.config.max_delay
@@ -110,7 +111,7 @@ async def _sketch(
             if len(batch) > batch_size:  # a chunk from the reader overshot
                 carry = batch[batch_size:] + carry
                 batch = batch[:batch_size]
-            prepared = await anyio.to_thread.run_sync(engine.prepare, batch)
+            prepared = await anyio.to_thread.run_sync(engine.prepare, batch, limiter=limiter)
             await send.send(prepared)
 
 
@@ -119,6 +120,7 @@ async def _commit(
     receive: ObjectReceiveStream[PreparedBatch],
     send: ObjectSendStream[list[Verdict] | BaseException],
     hooks: CommitHooks | None,
+    limiter: anyio.CapacityLimiter,
 ) -> None:
     async with receive:
         async for prepared in receive:
@@ -127,7 +129,8 @@ async def _commit(
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
             verdicts = await anyio.to_thread.run_sync(
-                functools.partial(engine.commit, prepared, progress=progress, before_commit=before_commit)
+                functools.partial(engine.commit, prepared, progress=progress, before_commit=before_commit),
+                limiter=limiter,
             )
             try:
                 await send.send(verdicts)
@@ -167,8 +170,12 @@ async def run_pipeline(
             try:
                 async with anyio.create_task_group() as task_group:
                     task_group.start_soon(_read, source, records_send)
-                    task_group.start_soon(_sketch, engine, records_receive, prepared_send)
-                    await _commit(engine, prepared_receive, send, hooks)
+                    # One worker thread at a time for both stages: their work is
+                    # Python under the GIL, and overlapping them measured slower
+                    # (README, Benchmarks); the event loop stays free meanwhile.
+                    limiter = anyio.CapacityLimiter(1)
+                    task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter)
+                    await _commit(engine, prepared_receive, send, hooks, limiter)
                     task_group.cancel_scope.cancel()
             except Exception as exc:  # noqa: BLE001 - forwarded to the consumer
                 error: BaseException = exc

@@ -61,15 +61,27 @@ _MONTHS = {
 def _from_twitter(text: str) -> float | None:
     """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's cost."""
     parts = text.split(" ")
-    if len(parts) != 6 or parts[1] not in _MONTHS or len(parts[4]) != 5:
+    if len(parts) != 6 or len(parts[3]) != 8 or len(parts[4]) != 5:
         return None
+    clock = parts[3]
     try:
-        hour, minute, second = (int(p) for p in parts[3].split(":"))
-        offset = int(parts[4][1:3]) * 3600 + int(parts[4][3:5]) * 60
-        stamp = calendar.timegm((int(parts[5]), _MONTHS[parts[1]], int(parts[2]), hour, minute, second, 0, 0, 0))
+        day = _twitter_day(parts[5], parts[1], parts[2], parts[4])
+        seconds = int(clock[0:2]) * 3600 + int(clock[3:5]) * 60 + int(clock[6:8])
     except ValueError:
         return None
-    return float(stamp - offset if parts[4][0] == "+" else stamp + offset)
+    if day is None or clock[2] != ":" or clock[5] != ":":
+        return None
+    return float(day + seconds)
+
+
+@functools.lru_cache(maxsize=1024)
+def _twitter_day(year: str, month: str, day: str, offset: str) -> int | None:
+    """Epoch seconds of a day's midnight at a UTC offset (``+0100``); a stream has few distinct days."""
+    if month not in _MONTHS or offset[0] not in "+-":
+        return None
+    shift = int(offset[1:3]) * 3600 + int(offset[3:5]) * 60
+    midnight = calendar.timegm((int(year), _MONTHS[month], int(day), 0, 0, 0, 0, 0, 0))
+    return midnight - shift if offset[0] == "+" else midnight + shift
 
 
 @functools.lru_cache(maxsize=4096)
