@@ -1,5 +1,8 @@
-"""The store Protocol, the values that cross it, and the one algorithm every
-embedded store runs inside its transaction."""
+"""The store Protocol, the values that cross it, and ``run_batch``: judging
+one post at a time over primitive look-ups, which the memory store runs.
+
+The LMDB store judges a whole batch's look-ups at once (``stores/lmdb.py``);
+a conformance test checks that both give the same verdicts."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """An in-process store for tests, notebooks and short-lived filters.
 
-It runs the same algorithm as the LMDB store (``_base.run_batch``) over
-dicts, so verdicts are identical; it keeps nothing after the process ends
-and is shared by nothing but this process.
+It runs ``_base.run_batch`` over dicts, one post at a time; the conformance
+suite checks that its verdicts equal the LMDB store's. It keeps nothing
+after the process ends and is shared by nothing but this process.
 """
 
 from __future__ import annotations
