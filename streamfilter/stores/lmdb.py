@@ -156,25 +156,35 @@ class _Batch:
         found: dict[int, list[int]] = {}
         if len(queries) == 0:
             return found
-        for run in reversed(self.runs()):  # newest run first
+        hit_queries: list[npt.NDArray[np.int64]] = []
+        hit_serials: list[npt.NDArray[np.int64]] = []
+        for run in self.runs():
             if run.last < first_live or len(run.keys) == 0:
                 continue
             low = np.searchsorted(run.keys, queries, side="left")
             high = np.searchsorted(run.keys, queries, side="right")
-            hits = np.flatnonzero(high > low)
+            counts = np.minimum(high - low, limit)
+            hits = np.flatnonzero(counts)
             if len(hits) == 0:
                 continue
-            offsets = run.offsets
-            for query, start, stop in zip(hits.tolist(), low[hits].tolist(), high[hits].tolist(), strict=True):
-                serials = found.setdefault(query, [])
-                room = limit - len(serials)
-                if room <= 0:
-                    continue
-                for offset in offsets[max(start, stop - room) : stop][::-1].tolist():
-                    serial = run.first + offset
-                    if serial < first_live:
-                        break  # equal keys sit in serial order: the rest are older still
-                    serials.append(serial)
+            counts = counts[hits]
+            # the last ``counts`` entries of each key's range: its newest, since
+            # equal keys sit in serial order within a run
+            ends = np.cumsum(counts)
+            positions = np.repeat(high[hits] - ends, counts) + np.arange(int(ends[-1]))
+            serials = run.offsets[positions].astype(np.int64) + run.first
+            live = serials >= first_live
+            hit_queries.append(np.repeat(hits, counts)[live])
+            hit_serials.append(serials[live])
+        if not hit_queries:
+            return found
+        query_of = np.concatenate(hit_queries)
+        serial_of = np.concatenate(hit_serials)
+        order = np.lexsort((-serial_of, query_of))  # by query, newest first
+        for query, serial in zip(query_of[order].tolist(), serial_of[order].tolist(), strict=True):
+            serials = found.setdefault(query, [])
+            if len(serials) < limit:
+                serials.append(serial)
         return found
 
     def post(self, serial: int) -> tuple[float, str, frozenset[int]] | None:
