@@ -7,7 +7,8 @@ Generates posts on the fly (nothing is held in memory) and pipes them into
 ``streamfilter replay - --db DIR --ttl TTL``. Event time advances one second
 per 100 posts, so a 10-minute TTL keeps about 60,000 posts live. A third of
 the posts copy a recent one. Every --every posts it prints the replay
-process's RSS, the LMDB file size, the pages in use, and the posts in the
+process's resident memory (its own, and the index pages it has mapped), the
+LMDB file size, the pages the index uses, and the posts in the
 index: with purging keeping pace, all of them level off. It also prints the
 throughput of each interval, and at the end the last interval's over the
 first's.
@@ -32,11 +33,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import parse_duration  # noqa: E402
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(anonymous, file-backed) resident MB: the process's own memory, and the
+    pages of the mapped LMDB file it has touched (page cache the kernel can reclaim)."""
+    found = {"RssAnon:": 0.0, "RssFile:": 0.0}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        name = line.split(":")[0] + ":"
+        if name in found:
+            found[name] = int(line.split()[1]) / 1024
+    return found["RssAnon:"], found["RssFile:"]
+
+
+def index_bytes_in_use(env: lmdb.Environment, txn: lmdb.Transaction) -> int:
+    """Bytes of the pages the index's sub-databases use (the file also holds free pages)."""
+    pages = 0
+    for stat in [env.stat()] + [
+        txn.stat(env.open_db(name, txn=txn, create=False)) for name in (b"posts", b"runs", b"meta")
+    ]:
+        pages += stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+    return pages * env.stat()["psize"]
 
 
 def index_facts(db: Path) -> tuple[float, float, int]:
@@ -45,7 +60,7 @@ def index_facts(db: Path) -> tuple[float, float, int]:
         posts = env.open_db(b"posts", create=False)
         with env.begin() as txn:
             count = txn.stat(posts)["entries"]
-        used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+            used = index_bytes_in_use(env, txn)
     finally:
         env.close()
     return (db / "data.mdb").stat().st_size / 2**20, used / 2**20, count
@@ -100,7 +115,8 @@ def main() -> None:
         started = time.perf_counter()
         feeder.start()
         print(
-            f"{'posts sent':>11} {'seconds':>8} {'posts/s':>8} {'RSS MB':>7} {'file MB':>8} {'used MB':>8} {'indexed':>9}",
+            f"{'posts sent':>11} {'seconds':>8} {'posts/s':>8} {'anon MB':>8} {'mapped MB':>9} {'file MB':>8} "
+            f"{'used MB':>8} {'indexed':>9}",
             flush=True,
         )
         next_report = args.every
@@ -113,8 +129,9 @@ def main() -> None:
                 rates.append((sent - last[0]) / (now - last[1]))
                 last = (sent, now)
                 file_mb, used_mb, count = index_facts(db)
+                anon_mb, mapped_mb = rss_mb(process.pid)
                 print(
-                    f"{sent:>11,} {now - started:>8.0f} {rates[-1]:>8,.0f} {rss_mb(process.pid):>7.0f} "
+                    f"{sent:>11,} {now - started:>8.0f} {rates[-1]:>8,.0f} {anon_mb:>8.0f} {mapped_mb:>9.0f} "
                     f"{file_mb:>8.1f} {used_mb:>8.1f} {count:>9,}",
                     flush=True,
                 )
