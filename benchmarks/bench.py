@@ -7,9 +7,11 @@
 Each round runs every tool once, in alternating order, as its own process
 (interpreter start-up included), and times it from outside. Reported: the
 median wall time, posts/s, the ratio of streamfilter's throughput to each
-peer's, peak RSS (from wait4), index bytes per indexed post (streamfilter:
-LMDB pages in use; datasketch: its pickled index; rensa keeps its index in
-Rust memory, so only RSS speaks for it), and the quality scores.
+peer's, peak RSS (from wait4), index bytes per indexed post, and the quality
+scores. Index bytes: for streamfilter, the pages its sub-databases use, and
+in brackets the file up to its last page, which also holds pages that merges
+freed and later batches reuse; for datasketch, its pickled index; rensa keeps
+its index in Rust memory, so only RSS speaks for it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import lmdb
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from score import score  # noqa: E402
+from soak import index_bytes_in_use  # noqa: E402
 
 TOOLS = ["streamfilter", "rensa", "datasketch-tuned", "datasketch-seed"]
 
@@ -62,13 +65,15 @@ def run_once(tool: str, stream: str, workdir: Path) -> dict[str, object]:
     if process.returncode != 0:
         raise SystemExit(f"{tool} failed: {stderr}")
     index_bytes: float | None = None
+    file_bytes: float | None = None
     indexed = None
     if tool == "streamfilter":
         env = lmdb.open(str(db), readonly=True, lock=False, max_dbs=4)
         posts = env.open_db(b"posts", create=False)
         with env.begin() as txn:
             indexed = txn.stat(posts)["entries"]
-        index_bytes = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+            index_bytes = index_bytes_in_use(env, txn)
+        file_bytes = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
         env.close()
     else:
         for line in stderr.splitlines():
@@ -80,6 +85,7 @@ def run_once(tool: str, stream: str, workdir: Path) -> dict[str, object]:
         "seconds": seconds,
         "rss_mb": usage.ru_maxrss / 1024,
         "bytes_per_post": None if index_bytes is None or not indexed else index_bytes / indexed,
+        "file_bytes_per_post": None if file_bytes is None or not indexed else file_bytes / indexed,
         "verdicts": verdicts,
     }
 
@@ -122,6 +128,9 @@ def main() -> None:
         ratio = f"{ours / rate:.2f}×" if ours else "-"
         bytes_per_post = runs[tool][-1]["bytes_per_post"]
         size = f"{bytes_per_post:.0f}" if isinstance(bytes_per_post, float) else "n/a"
+        file_size = runs[tool][-1].get("file_bytes_per_post")
+        if isinstance(file_size, float):
+            size += f" (file {file_size:.0f})"
         rss = statistics.median(float(r["rss_mb"]) for r in runs[tool])
         print(
             f"| {tool} | {q['precision']:.4f} | {q['recall']:.4f} | {q['f1']:.4f} | {worst} {per_kind[worst]:.3f} "
