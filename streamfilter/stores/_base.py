@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -194,9 +194,10 @@ def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) 
     return shared / (len(query) + len(other) - shared)
 
 
-def _best_match(
-    txn: IndexTxn, cache: PostCache, serials: list[int], query: set[int], horizon: float, threshold: float
+def best_match(
+    txn: _PostReader, cache: PostCache, serials: Iterable[int], query: set[int], horizon: float, threshold: float
 ) -> Match | None:
+    """The most similar live post among ``serials`` at or above the threshold (exact Jaccard)."""
     best: Match | None = None
     for serial in serials:
         entry = cache.get(txn, serial)
@@ -213,11 +214,11 @@ def _best_match(
     return best
 
 
-def _referenced(
-    txn: IndexTxn, cache: PostCache, band_keys: list[bytes], post_id: str, horizon: float, per_band: int
+def referenced(
+    txn: _PostReader, cache: PostCache, serials: Iterable[int], post_id: str, horizon: float
 ) -> Match | None:
-    """The live post ``post_id`` found under its id key, as a Match; None when it is not in the index."""
-    for serial in txn.members(band_keys, per_band):
+    """The live post ``post_id`` among ``serials`` (found under its id key), as a Match; None when it is not there."""
+    for serial in serials:
         entry = cache.get(txn, serial)
         if entry is not None and entry[1] == post_id and entry[0] > horizon:
             return Match(post_id, 1.0)
@@ -248,7 +249,7 @@ def run_batch(
         horizon = clock - ttl if ttl > 0 else float("-inf")
         band_keys = key_bytes(sketch.band_keys)
         if sketch.refers_to is not None:
-            results.append(_referenced(txn, cache, band_keys, sketch.refers_to, horizon, per_band))
+            results.append(referenced(txn, cache, txn.members(band_keys, per_band), sketch.refers_to, horizon))
             continue
         best: Match | None = None
         # Most band keys hold one post, so the first member of each key is
@@ -256,12 +257,12 @@ def run_batch(
         candidates = txn.first_members(band_keys)
         if candidates:
             query = set(sketch.shingles.tolist())
-            best = _best_match(txn, cache, candidates, query, horizon, threshold)
+            best = best_match(txn, cache, candidates, query, horizon, threshold)
             if best is None:
                 checked = set(candidates)
                 deeper = [serial for serial in txn.members(band_keys, per_band) if serial not in checked]
                 if deeper:
-                    best = _best_match(txn, cache, deeper, query, horizon, threshold)
+                    best = best_match(txn, cache, deeper, query, horizon, threshold)
         if best is None:
             record = encode_post(sketch.timestamp, sketch.post_id, sketch.shingles)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)

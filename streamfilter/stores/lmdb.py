@@ -50,7 +50,16 @@ import numpy as np
 import numpy.typing as npt
 
 from .._exceptions import StoreError, StoreFullError
-from ._base import IndexSettings, Match, PostCache, Sketch, check_fingerprint, encode_post, jaccard
+from ._base import (
+    IndexSettings,
+    Match,
+    PostCache,
+    Sketch,
+    best_match,
+    check_fingerprint,
+    encode_post,
+    referenced,
+)
 
 __all__ = ["LMDBStore"]
 
@@ -182,13 +191,10 @@ class _Batch:
         serial_of = np.concatenate(hit_serials)
         order = np.lexsort((-serial_of, query_of))  # by query, newest first
         for query, serial in zip(query_of[order].tolist(), serial_of[order].tolist(), strict=True):
-            serials = found.setdefault(query, [])
-            if len(serials) < limit:
-                serials.append(serial)
+            newest = found.setdefault(query, [])
+            if len(newest) < limit:
+                newest.append(serial)
         return found
-
-    def post(self, serial: int) -> tuple[float, str, frozenset[int]] | None:
-        return self.cache.get(self, serial)
 
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
         return self.txn.get(_U64.pack(serial), db=self.store._posts)
@@ -239,7 +245,9 @@ class _Batch:
                     if other in serial_of:
                         shared[serial_of[other]] = shared.get(serial_of[other], 0) + times
                 if sketch.refers_to is not None:
-                    results.append(self._referenced(shared, sketch.refers_to, horizon))
+                    results.append(
+                        referenced(self, self.cache, sorted(shared, reverse=True), sketch.refers_to, horizon)
+                    )
                     continue
                 if shared:
                     best = self._best_match(shared, set(sketch.shingles.tolist()), horizon, threshold)
@@ -258,28 +266,7 @@ class _Batch:
     def _best_match(self, shared: dict[int, int], query: set[int], horizon: float, threshold: float) -> Match | None:
         # the posts that share the most bands first, then the newest
         candidates = sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)[:_MAX_VERIFIED]
-        best: Match | None = None
-        for serial in candidates:
-            entry = self.post(serial)
-            if entry is None:
-                continue
-            timestamp, post_id, members = entry
-            if timestamp <= horizon:
-                continue
-            similarity = jaccard(query, members)
-            if similarity >= threshold and (best is None or similarity > best.similarity):
-                best = Match(post_id, similarity)
-                if similarity == 1.0:
-                    break
-        return best
-
-    def _referenced(self, shared: dict[int, int], post_id: str, horizon: float) -> Match | None:
-        """The live post ``post_id`` found under its id key, as a Match; None when it is not in the index."""
-        for serial in sorted(shared, reverse=True):
-            entry = self.post(serial)
-            if entry is not None and entry[1] == post_id and entry[0] > horizon:
-                return Match(post_id, 1.0)
-        return None
+        return best_match(self, self.cache, candidates, query, horizon, threshold)
 
     # -- writing -------------------------------------------------------------------
     def append_run(self, sketches: Sequence[Sketch], recorded: list[int], first_serial: int) -> None:
