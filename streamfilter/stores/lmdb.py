@@ -388,7 +388,11 @@ class LMDBStore:
         def pin(txn: lmdb.Transaction) -> None:
             stored_format = txn.get(_FORMAT_KEY, db=self._meta)
             if stored_format is not None and stored_format != _FORMAT:
-                raise StoreError(f"{self.path} holds an index of format {stored_format!r}, expected {_FORMAT!r}")
+                raise StoreError(
+                    f"{self.path} holds an index of format {bytes(stored_format).decode(errors='replace')}, "
+                    f"this streamfilter reads {_FORMAT.decode()}: it cannot be converted in place; "
+                    "replay into a new --db directory"
+                )
             stored = txn.get(_CONFIG_KEY, db=self._meta)
             if stored is None:
                 txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)

@@ -318,3 +318,15 @@ def test_lmdb_judges_like_the_memory_store(tmp_path: Path, batch_size: int) -> N
         verdicts[name] = novel
     assert verdicts["lmdb"] == verdicts["memory"]
     assert 300 < sum(verdicts["lmdb"]) < 1200  # the stream holds both kinds
+
+
+def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None:
+    import lmdb
+
+    env = lmdb.open(str(tmp_path / "index"), max_dbs=4)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"format", b"streamfilter-lmdb-1", db=meta)
+    env.close()
+    with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-2"):
+        LMDBStore(tmp_path / "index").open(settings())
