@@ -1,0 +1,39 @@
+"""The LMDB store's runs: a look-up through the fence finds what a plain binary search finds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamfilter.stores.lmdb import _decode_run, _encode_run
+
+
+@pytest.mark.parametrize("size", [1, 5, 31, 32, 33, 1000, 70_000])
+def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None:
+    rng = np.random.default_rng(size)
+    # keys drawn from a small pool too, so equal keys (several posts under one band) occur
+    keys = np.concatenate(
+        [rng.integers(0, 2**32, size=size - size // 3, dtype=np.uint32), rng.choice([0, 7, 2**32 - 1], size // 3)]
+    ).astype(np.uint32)
+    serials = np.arange(1000, 1000 + size, dtype=np.uint64)
+    db_key, value = _encode_run(keys, serials)
+    run = _decode_run(db_key, value)
+    assert np.all(np.diff(run.keys.astype(np.int64)) >= 0)
+    queries = np.unique(
+        np.concatenate(
+            [
+                keys[: size // 2],
+                rng.integers(0, 2**32, size=500, dtype=np.uint32),
+                np.array([0, 1, 2**31, 2**32 - 1], dtype=np.uint32),
+            ]
+        )
+    )
+    found, first = run.find(queries)
+    expected_first = np.searchsorted(run.keys, queries, side="left")
+    present = (expected_first < len(run.keys)) & (run.keys[np.minimum(expected_first, len(run.keys) - 1)] == queries)
+    assert found.tolist() == np.flatnonzero(present).tolist()
+    assert first.tolist() == expected_first[present].tolist()
+    # equal keys keep serial order, oldest first
+    for query in queries[found][:50]:
+        positions = np.flatnonzero(run.keys == query)
+        assert np.all(np.diff(run.offsets[positions].astype(np.int64)) > 0)
