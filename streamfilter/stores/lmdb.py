@@ -81,8 +81,8 @@ _MAX_MERGED_ENTRIES = 1 << 23
 _MAX_VERIFIED = 64
 _NO_KEYS = np.zeros(0, dtype=np.uint32)
 # A run's fence splits its key space into 2**bits buckets of about this many
-# entries, so a look-up searches one bucket, not the whole run.
-_ENTRIES_PER_BUCKET = 32
+# entries (half a byte of fence an entry), so a look-up searches one bucket, not the whole run.
+_ENTRIES_PER_BUCKET = 8
 
 
 @dataclass(slots=True)
