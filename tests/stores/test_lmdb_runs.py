@@ -8,7 +8,7 @@ import pytest
 from streamfilter.stores.lmdb import _decode_run, _encode_run
 
 
-@pytest.mark.parametrize("size", [1, 5, 31, 32, 33, 1000, 70_000])
+@pytest.mark.parametrize("size", [1, 5, 31, 32, 33, 1000, 70_000, (1 << 22) + 5000])
 def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None:
     rng = np.random.default_rng(size)
     # keys drawn from a small pool too, so equal keys (several posts under one band) occur
