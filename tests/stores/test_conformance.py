@@ -330,3 +330,35 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
     env.close()
     with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-2"):
         LMDBStore(tmp_path / "index").open(settings())
+
+
+def test_lmdb_runs_of_another_process_are_found(tmp_path: Path) -> None:
+    # each process keeps its own filter of the keys in the runs; runs written
+    # (and merged) by another process must still be found
+    import subprocess
+    import sys
+
+    texts = [f"post number {i} about the subject {i * 31} and more words {i % 7}" for i in range(240)]
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    writer = (
+        "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch\n"
+        "store = LMDBStore(sys.argv[1], durable=False); store.open(settings())\n"
+        "start = int(sys.argv[2])\n"
+        "for i in range(start, start + 40, 10):\n"
+        "    texts = [f'post number {j} about the subject {j * 31} and more words {j % 7}' for j in range(i, i + 10)]\n"
+        "    assert store.check_and_insert([sketch(f'a{j}', j, t) for j, t in zip(range(i, i + 10), texts)]) == [None] * 10\n"
+    )
+    for start in range(0, 240, 40):  # alternate with another process, so merges combine runs of both
+        if (start // 40) % 2:
+            subprocess.run([sys.executable, "-c", writer, str(tmp_path / "index"), str(start)], check=True)
+        else:
+            for i in range(start, start + 40, 10):
+                batch = [sketch(f"a{j}", j, texts[j]) for j in range(i, i + 10)]
+                assert store.check_and_insert(batch) == [None] * 10
+        # this process's view, after every round
+        (match,) = store.check_and_insert([sketch(f"copy{start}", 1000 + start, texts[start + 39])])
+        assert match is not None and match.duplicate_of == f"a{start + 39}"
+    matches = store.check_and_insert([sketch(f"copy-{i}", 2000 + i, texts[i]) for i in range(240)])
+    store.close()
+    assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(240)]
