@@ -188,7 +188,8 @@ class _KeyFilter:
     for a key that has gone costs one search, never a verdict). Runs written by
     other processes are added when first seen. A run is known by (first
     serial, last serial, entries), which fixes its contents. It is rebuilt from
-    the live runs when they outgrow it or when keys of dropped runs dominate.
+    the live runs when they outgrow it, and after as many keys were added as
+    it has bits (so bits of purged posts do not pile up).
     Without it, every key of a novel post is searched for in every run; with
     ~8 bits per entry, about 88% of those searches are skipped.
     """
@@ -203,7 +204,9 @@ class _KeyFilter:
         live = sum(len(run.keys) for run in runs)
         capacity = len(self._bits) * 8
         outgrown = live * 8 > capacity and capacity < 1 << _MAX_FILTER_BITS
-        if capacity == 0 or outgrown or self._added > 4 * max(live, 1 << 20):
+        # Bits of purged posts stay set. Once as many keys were added as there
+        # are bits (merged runs are added again, so this overcounts), rebuild.
+        if capacity == 0 or outgrown or self._added > capacity:
             self._rebuild(runs, live)
             return
         for run in runs:
