@@ -216,13 +216,13 @@ class _KeyFilter:
                 self._seen.add(identity)
 
     def _rebuild(self, runs: list[_Run], live: int) -> None:
-        bits = min(_MAX_FILTER_BITS, max(20, (live * 8 - 1).bit_length()))
+        bits = min(_MAX_FILTER_BITS, max(min(20, _MAX_FILTER_BITS), (live * 8 - 1).bit_length()))
         self._bits = np.zeros(1 << (bits - 3), dtype=np.uint8)
         self._shift = 32 - bits
         self._seen = {(run.first, run.last, len(run.keys)) for run in runs}
-        self._added = 0
         for run in runs:
             self._add(run.keys)
+        self._added = 0  # counts the keys added since: at the size cap, the live ones can exceed the bits
 
     def _add(self, keys: npt.NDArray[np.uint32]) -> None:
         slots = keys >> np.uint32(self._shift)

@@ -362,3 +362,30 @@ def test_lmdb_runs_of_another_process_are_found(tmp_path: Path) -> None:
     matches = store.check_and_insert([sketch(f"copy-{i}", 2000 + i, texts[i]) for i in range(240)])
     store.close()
     assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(240)]
+
+
+def test_lmdb_key_filter_at_its_size_cap_is_not_rebuilt_every_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # once the live keys outnumber the filter's capped bits, a rebuild must not repeat every batch
+    from streamfilter.stores import lmdb as lmdb_store
+
+    monkeypatch.setattr(lmdb_store, "_MAX_FILTER_BITS", 12)  # 4096 bits, outgrown by ~30 posts
+    rebuilds: list[int] = []
+    original = lmdb_store._KeyFilter._rebuild
+
+    def counting(self: object, runs: list, live: int) -> None:
+        rebuilds.append(live)
+        original(self, runs, live)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lmdb_store._KeyFilter, "_rebuild", counting)
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    for batch in range(60):
+        store.check_and_insert(
+            [sketch(f"{batch}-{i}", batch, f"post {batch} {i} about {batch * 7 + i}") for i in range(20)]
+        )
+    (match,) = store.check_and_insert([sketch("copy", 100, "post 3 4 about 25")])
+    store.close()
+    assert match is not None and match.duplicate_of == "3-4"
+    assert len(rebuilds) < 20
