@@ -398,20 +398,20 @@ class _Batch:
         """Delete runs whose posts are all purged; merge the newest runs while
         they are of similar size."""
         txn, db = self.txn, self.store._runs
-        sizes: list[tuple[bytes, int, int]] = []  # (db key, last serial, entries)
+        sizes: list[tuple[bytes, int]] = []  # (db key, entries)
         for run in self.runs():
             if run.last < first_live:
                 txn.delete(run.db_key, db=db)
             else:
-                sizes.append((run.db_key, run.last, len(run.keys)))
+                sizes.append((run.db_key, len(run.keys)))
         while len(sizes) >= 2:
-            (older, _, older_size), (newer, _, newer_size) = sizes[-2], sizes[-1]
+            (older, older_size), (newer, newer_size) = sizes[-2], sizes[-1]
             if older_size > 2 * newer_size or older_size + newer_size > _MAX_MERGED_ENTRIES:
                 break
             merged = self._merge(older, newer, first_live)
             sizes[-2:] = [merged] if merged is not None else []
 
-    def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int, int] | None:
+    def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
         txn, db = self.txn, self.store._runs
         keys: list[npt.NDArray[np.uint32]] = []
         serials: list[npt.NDArray[np.uint64]] = []
@@ -433,7 +433,7 @@ class _Batch:
             return None
         db_key, value = _encode_run(np.concatenate(keys), all_serials)
         txn.put(db_key, value, db=db)
-        return db_key, int(all_serials.max()), len(all_serials)
+        return db_key, len(all_serials)
 
 
 class LMDBStore:
