@@ -126,7 +126,13 @@ def decode_post(value: bytes | memoryview) -> tuple[float, str, memoryview]:
     return timestamp, post_id, memoryview(value)[start + id_length :].cast("Q")
 
 
-class IndexTxn(Protocol):
+class _PostReader(Protocol):
+    """What verification reads: a stored post's record by serial."""
+
+    def get_post(self, serial: int) -> bytes | memoryview | None: ...
+
+
+class IndexTxn(_PostReader, Protocol):
     """The primitive reads and writes of one store transaction.
 
     Band keys cross this interface as 8-byte big-endian strings.
@@ -139,8 +145,6 @@ class IndexTxn(Protocol):
         """Serials recorded under any of the band keys: per key the newest
         ``limit`` at most, each serial once."""
 
-    def get_post(self, serial: int) -> bytes | memoryview | None: ...
-
     def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None: ...
 
     def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
@@ -152,10 +156,6 @@ class IndexTxn(Protocol):
 def key_bytes(band_keys: npt.NDArray[np.uint64]) -> list[bytes]:
     packed = band_keys.astype(">u8").tobytes()
     return [packed[start : start + 8] for start in range(0, len(packed), 8)]
-
-
-class _PostReader(Protocol):
-    def get_post(self, serial: int) -> bytes | memoryview | None: ...
 
 
 class PostCache:
