@@ -84,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
         help="continue each input from the last batch committed to --db or --store; outputs are appended",
     )
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
+    replay.add_argument(
+        "--sketch-processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes that sketch input lines beside the store stage; 0 sketches in this process "
+        "(default: one per spare core, at most 2)",
+    )
 
     follow = commands.add_parser(
         "follow",
@@ -204,6 +212,8 @@ def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterCo
         settings["retweet_policy"] = RetweetPolicy(args.retweets)
     if getattr(args, "batch_size", None) is not None:
         settings["batch_size"] = args.batch_size
+    if getattr(args, "sketch_processes", None) is not None:
+        settings["sketch_processes"] = args.sketch_processes
     if getattr(args, "max_miss_rate", None) is not None:
         settings["max_miss_rate"] = args.max_miss_rate
     if stored:
@@ -323,6 +333,8 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     if len(novel) == len(verdicts) and isinstance(raw, bytes):
         return raw.rstrip(b"\r")
     post_record = novel[0].post.raw if novel[0].post is not None else None
+    if isinstance(post_record, bytes | str) and post_record.lstrip()[:1] in (b"{", "{"):
+        post_record = json.loads(post_record)  # a page, decoded again to cut it
     if isinstance(post_record, dict):
         keep = {v.post.id for v in novel if v.post is not None}
         page = dict(post_record)

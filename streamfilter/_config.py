@@ -52,6 +52,9 @@ class FilterConfig:
       full or ``max_delay`` seconds after its first post arrived.
     - ``max_candidates_per_band``: newest posts checked per band key, which
       bounds the work of very common band keys.
+    - ``sketch_processes``: worker processes that sketch a replayed file's
+      lines beside the store stage (0 = sketch in this process); None picks
+      one per spare core, at most two. Verdicts are the same either way.
     """
 
     jaccard_threshold: float = 0.5
@@ -67,6 +70,7 @@ class FilterConfig:
     max_candidates_per_band: int = 8
     purge_limit: int = 1024
     max_miss_rate: float = 0.02
+    sketch_processes: int | None = None
     plan: BandPlan = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +109,11 @@ class FilterConfig:
         _check(self.max_candidates_per_band >= 1, "max_candidates_per_band must be >= 1")
         _check(self.purge_limit >= 1, "purge_limit must be >= 1")
         _check(0.0 < self.max_miss_rate < 1.0, "max_miss_rate must be in (0, 1)")
+        _check(
+            self.sketch_processes is None
+            or (isinstance(self.sketch_processes, int) and 0 <= self.sketch_processes <= 64),
+            f"sketch_processes must be None or an integer from 0 to 64, got {self.sketch_processes!r}",
+        )
         if self.bands is None and self.rows is None:
             plan = choose_bands(self.jaccard_threshold, self.num_perm, self.max_miss_rate)
         else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +47,8 @@ class _Entry:
     line: int
     raw: object
     post: Post | None
-    verdict: Verdict | None  # decided without the store
+    kind: VerdictKind | None = None  # set when decided without the store
+    reason: str | None = None
     sketch_index: int = -1
     reference: bool = False  # a repost without text, judged by the post it reposts
 
@@ -59,6 +61,60 @@ class PreparedBatch:
     @property
     def last_line(self) -> int:
         return self.entries[-1].line if self.entries else 0
+
+    def to_wire(self) -> tuple[Any, ...]:
+        """The batch as rows of plain values and two flat arrays, for a worker
+        process to send back: pickling these costs a fraction of pickling the
+        objects. Raw records are left out; the receiver has them."""
+        entry_rows = [
+            (
+                entry.line,
+                entry.kind,
+                entry.reason,
+                entry.sketch_index,
+                entry.reference,
+                None if (post := entry.post) is None else _post_fields(post),
+            )
+            for entry in self.entries
+        ]
+        sketches = self.sketches
+        sketch_rows = [(s.post_id, s.timestamp, s.made_up_id, s.refers_to) for s in sketches]
+        key_counts = [len(s.band_keys) for s in sketches]
+        shingle_counts = [len(s.shingles) for s in sketches]
+        keys = np.concatenate([s.band_keys for s in sketches]) if sketches else _NO_SHINGLES
+        shingles = np.concatenate([s.shingles for s in sketches]) if sketches else _NO_SHINGLES
+        return entry_rows, sketch_rows, key_counts, shingle_counts, keys, shingles
+
+    @classmethod
+    def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
+        """The batch ``to_wire`` sent, its raw records put back from ``records``."""
+        entry_rows, sketch_rows, key_counts, shingle_counts, keys, shingles = wire
+        raw_of = dict(records)
+        entries = []
+        for line, kind, reason, sketch_index, reference, fields in entry_rows:
+            raw = raw_of[line]
+            post = None if fields is None else Post(*fields, raw=raw)
+            entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
+        key_ends = np.cumsum(key_counts).tolist()
+        shingle_ends = np.cumsum(shingle_counts).tolist()
+        sketches = [
+            Sketch(
+                post_id=post_id,
+                timestamp=timestamp,
+                band_keys=keys[key_end - key_count : key_end],
+                shingles=shingles[shingle_end - shingle_count : shingle_end],
+                made_up_id=made_up_id,
+                refers_to=refers_to,
+            )
+            for (post_id, timestamp, made_up_id, refers_to), key_count, key_end, shingle_count, shingle_end in zip(
+                sketch_rows, key_counts, key_ends, shingle_counts, shingle_ends, strict=True
+            )
+        ]
+        return cls(entries, sketches)
+
+
+def _post_fields(post: Post) -> tuple[Any, ...]:
+    return (post.id, post.text, post.timestamp, post.retweet_of, post.is_retweet, post.platform)
 
 
 class Sketcher:
@@ -109,39 +165,22 @@ class Sketcher:
             try:
                 posts = self.adapter.adapt(record)
             except NotAPost as exc:
-                entries.append(
-                    _Entry(line, record, None, Verdict(VerdictKind.SKIPPED, line, None, reason=exc.reason, raw=record))
-                )
+                entries.append(_Entry(line, record, None, VerdictKind.SKIPPED, exc.reason))
                 continue
             except InvalidRecordError as exc:
-                entries.append(
-                    _Entry(
-                        line,
-                        record,
-                        None,
-                        Verdict(VerdictKind.INVALID, line, None, reason=exc.reason, raw=record),
-                    )
-                )
+                entries.append(_Entry(line, record, None, VerdictKind.INVALID, exc.reason))
                 continue
             if not posts:
-                reason = "record carries no posts"
-                entries.append(
-                    _Entry(
-                        line,
-                        record,
-                        None,
-                        Verdict(VerdictKind.INVALID, line, None, reason=reason, raw=record),
-                    )
-                )
+                entries.append(_Entry(line, record, None, VerdictKind.INVALID, "record carries no posts"))
                 continue
             for post in posts:
-                entry = _Entry(line, record, post, None)
+                entry = _Entry(line, record, post)
                 entries.append(entry)
                 if post.is_retweet and policy is RetweetPolicy.DROP:
-                    entry.verdict = Verdict(VerdictKind.RETWEET, line, post, raw=record)
+                    entry.kind = VerdictKind.RETWEET
                     continue
                 if post.is_retweet and policy is RetweetPolicy.KEEP:
-                    entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=REASON_KEPT_RETWEET, raw=record)
+                    entry.kind, entry.reason = VerdictKind.NOVEL, REASON_KEPT_RETWEET
                     continue
                 words = self.words(post.text)
                 if not words:
@@ -149,8 +188,8 @@ class Sketcher:
                         entry.reference = True  # judged by the post it reposts, in the store
                         to_sketch.append(entry)
                         continue
-                    reason = REASON_TEXTLESS_REPOST if post.is_retweet else REASON_EMPTY
-                    entry.verdict = Verdict(VerdictKind.NOVEL, line, post, reason=reason, raw=record)
+                    entry.kind = VerdictKind.NOVEL
+                    entry.reason = REASON_TEXTLESS_REPOST if post.is_retweet else REASON_EMPTY
                     continue
                 to_sketch.append(entry)
                 word_lists.append(words)
@@ -248,8 +287,8 @@ class Engine:
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         verdicts: list[Verdict] = []
         for entry in batch.entries:
-            if entry.verdict is not None:
-                verdicts.append(entry.verdict)
+            if entry.kind is not None:
+                verdicts.append(Verdict(entry.kind, entry.line, entry.post, reason=entry.reason, raw=entry.raw))
                 continue
             match = matches[entry.sketch_index]
             if match is None:

@@ -8,12 +8,19 @@ arrival order and equal to one-at-a-time processing.
 The sketch stage flushes a batch when it holds ``batch_size`` records, or
 ``max_delay`` seconds after the batch's first record arrived, whichever
 comes first, so a trickle of posts is not held back waiting for a full batch.
+
+For a replayed file (``Chunks`` of raw lines) the sketch stage also starts
+``sketch_processes`` worker processes (``_workers``) and hands each batch to
+a free one; until the first is ready, and whenever all are lost, batches are
+sketched here. Several batches may then be in preparation at once; they
+reach the store stage in arrival order all the same.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Mapping
+import logging
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +28,14 @@ from typing import Any
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
 from ._post import Verdict
+from ._workers import SketchProcess, WorkerLost, default_sketch_processes
 
 __all__ = ["Chunks", "CommitHooks", "run_pipeline"]
+
+logger = logging.getLogger("streamfilter")
 
 
 class Chunks:
@@ -68,51 +79,162 @@ async def _read(source: object, send: ObjectSendStream[list[tuple[int, Any]]]) -
             raise TypeError(f"source must be an iterable or async iterable of records, not {type(source).__name__}")
 
 
+class _Local:
+    """Prepares a batch in a worker thread of this process."""
+
+    def __init__(self, engine: Engine, limiter: anyio.CapacityLimiter) -> None:
+        self.engine = engine
+        self.limiter = limiter
+
+    async def prepare(self, records: list[tuple[int, Any]]) -> PreparedBatch:
+        return await anyio.to_thread.run_sync(self.engine.prepare, records, limiter=self.limiter)
+
+
+class _Pending:
+    """One dispatched batch: its verdict-ready form once prepared, or the error."""
+
+    __slots__ = ("batch", "done", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.batch: PreparedBatch | None = None
+        self.error: BaseException | None = None
+
+
 async def _sketch(
     engine: Engine,
     receive: ObjectReceiveStream[list[tuple[int, Any]]],
     send: ObjectSendStream[PreparedBatch],
     limiter: anyio.CapacityLimiter,
+    processes: int,
 ) -> None:
-    batch_size = engine.config.batch_size
-    max_delay = engine.config.max_delay
-    async with receive, send:
-        ended = False
-        carry: list[tuple[int, Any]] = []
-        while carry or not ended:
-            if carry:
-                batch, carry = carry[:batch_size], carry[batch_size:]
-            else:
+    """Gather batches and prepare each in a free slot: this process, or one of
+    ``processes`` worker processes once they have started. Batches leave in
+    arrival order whichever slot finishes first."""
+    local = _Local(engine, limiter)
+    free_send, free_receive = anyio.create_memory_object_stream[_Local | SketchProcess](processes + 1)
+    order_send, order_receive = anyio.create_memory_object_stream[_Pending](processes + 1)
+    free_send.send_nowait(local)
+    workers: list[SketchProcess] = []
+    live: set[SketchProcess] = set()  # started and not lost
+    local_retired = False
+    starting = anyio.CancelScope()
+
+    async def start_workers() -> None:
+        with starting:
+            for _ in range(processes):
                 try:
-                    batch = list(await receive.receive())
-                except anyio.EndOfStream:
+                    worker = await SketchProcess.start(engine.sketcher)
+                except WorkerLost as exc:
+                    logger.warning("streamfilter: sketching in this process only: %s", exc)
                     return
-            deadline = anyio.current_time() + max_delay
-            while len(batch) < batch_size and not ended:
+                workers.append(worker)
+                live.add(worker)
+                free_send.send_nowait(worker)
+
+    async def run(slot: _Local | SketchProcess, records: list[tuple[int, Any]], pending: _Pending) -> None:
+        nonlocal local_retired
+        try:
+            try:
+                pending.batch = await slot.prepare(records)
+            except WorkerLost as exc:
+                logger.warning("streamfilter: a sketch worker process was lost (%s); sketching here instead", exc)
+                live.discard(slot)  # type: ignore[arg-type]
+                if not live and local_retired:
+                    local_retired = False
+                    free_send.send_nowait(local)
+                pending.batch = await local.prepare(records)
+                return
+            free_send.send_nowait(slot)
+        except Exception as exc:  # noqa: BLE001 - raised in order by _in_order
+            pending.error = exc
+        finally:
+            pending.done.set()
+
+    async def take_slot() -> _Local | SketchProcess:
+        nonlocal local_retired
+        while True:
+            slot = await free_receive.receive()
+            if slot is local and live:
+                # Measured: once a worker process runs, batches sketched here
+                # as well slow the store stage more than they help (README).
+                local_retired = True
+                continue
+            return slot
+
+    try:
+        async with receive, free_receive, free_send, anyio.create_task_group() as task_group:
+            task_group.start_soon(_in_order, order_receive, send)
+            if processes:
+                task_group.start_soon(start_workers)
+            async with order_send, aclosing(_batches(receive, take_slot, engine.config)) as batches:
+                async for slot, records in batches:
+                    pending = _Pending()
+                    await order_send.send(pending)
+                    task_group.start_soon(run, slot, records, pending)
+            starting.cancel()
+    finally:
+        for worker in workers:
+            await worker.aclose()
+
+
+async def _batches(
+    receive: ObjectReceiveStream[list[tuple[int, Any]]],
+    take_slot: Callable[[], Awaitable[_Local | SketchProcess]],
+    config: FilterConfig,
+) -> AsyncGenerator[tuple[_Local | SketchProcess, list[tuple[int, Any]]], None]:
+    """A free slot, then the batch for it: up to ``batch_size`` records, or
+    what arrived within ``max_delay`` of the first. Taking the slot first
+    lets records pile up while every slot is busy, so a loaded pipeline
+    runs full batches."""
+    batch_size = config.batch_size
+    max_delay = config.max_delay
+    ended = False
+    carry: list[tuple[int, Any]] = []
+    while carry or not ended:
+        slot = await take_slot()
+        if carry:
+            batch, carry = carry[:batch_size], carry[batch_size:]
+        else:
+            try:
+                batch = list(await receive.receive())
+            except anyio.EndOfStream:
+                return
+        deadline = anyio.current_time() + max_delay
+        while len(batch) < batch_size and not ended:
+            try:
+                batch.extend(receive.receive_nowait())
+                continue
+            except anyio.WouldBlock:
+                pass
+            except anyio.EndOfStream:
+                ended = True
+                break
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                break
+            with anyio.move_on_after(remaining):
                 try:
-                    batch.extend(receive.receive_nowait())
-                    continue
-                except anyio.WouldBlock:
-                    pass
+                    batch.extend(await receive.receive())
                 except anyio.EndOfStream:
                     ended = True
                     break
-                remaining = deadline - anyio.current_time()
-                if remaining <= 0:
-                    break
-                with anyio.move_on_after(remaining):
-                    try:
-                        batch.extend(await receive.receive())
-                    except anyio.EndOfStream:
-                        ended = True
-                        break
-                    continue
-                break
-            if len(batch) > batch_size:  # a chunk from the reader overshot
-                carry = batch[batch_size:] + carry
-                batch = batch[:batch_size]
-            prepared = await anyio.to_thread.run_sync(engine.prepare, batch, limiter=limiter)
-            await send.send(prepared)
+                continue
+            break
+        if len(batch) > batch_size:  # a chunk from the reader overshot
+            carry = batch[batch_size:] + carry
+            batch = batch[:batch_size]
+        yield slot, batch
+
+
+async def _in_order(order_receive: ObjectReceiveStream[_Pending], send: ObjectSendStream[PreparedBatch]) -> None:
+    async with order_receive, send:
+        async for pending in order_receive:
+            await pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            assert pending.batch is not None
+            await send.send(pending.batch)
 
 
 async def _commit(
@@ -163,6 +285,13 @@ async def run_pipeline(
     # Room for a whole batch to gather while the previous one is in the
     # store; chunked sources send big lists, so a few of them are enough.
     buffer = 4 if isinstance(source, Chunks) else 2 * engine.config.batch_size
+    # Worker processes pay off for files (raw lines, sent cheaply, in bulk),
+    # not for a live source's trickle of parsed records.
+    processes = 0
+    if isinstance(source, Chunks):
+        processes = engine.config.sketch_processes
+        if processes is None:
+            processes = default_sketch_processes()
     with scope:
         async with send:
             records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](buffer)
@@ -174,7 +303,7 @@ async def run_pipeline(
                     # Python under the GIL, and overlapping them measured slower
                     # (README, Benchmarks); the event loop stays free meanwhile.
                     limiter = anyio.CapacityLimiter(1)
-                    task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter)
+                    task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
                     await _commit(engine, prepared_receive, send, hooks, limiter)
                     task_group.cancel_scope.cancel()
             except Exception as exc:  # noqa: BLE001 - forwarded to the consumer

@@ -64,6 +64,24 @@ def test_out_passes_novel_lines_byte_for_byte(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == expected
 
 
+def test_out_cuts_a_page_to_its_novel_posts(tmp_path: Path) -> None:
+    first = {"data": {"id": "1", "text": "the gate agent rebooked everyone on the evening flight to Denver"}}
+    page = {
+        "data": [
+            {"id": "2", "text": "The gate agent rebooked everyone on the evening flight to Denver!"},
+            {"id": "3", "text": "lost luggage again and nobody at the counter knows where it went"},
+        ],
+        "meta": {"result_count": 2},
+    }
+    stream = tmp_path / "pages.jsonl"
+    stream.write_text(json.dumps(first) + "\n" + json.dumps(page) + "\n")
+    result = replay(str(stream), "--verdicts", str(tmp_path / "v.jsonl"))
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.splitlines()
+    assert out[0] == json.dumps(first).encode()
+    assert json.loads(out[1]) == {"data": [page["data"][1]], "meta": {"result_count": 2}}
+
+
 def test_invalid_lines_are_reported_rejected_and_the_stream_goes_on(tmp_path: Path) -> None:
     source = FIXTURES / "mixed.jsonl"
     result = replay(str(source), "--rejects", str(tmp_path / "rejects"), "--out", str(tmp_path / "out"))

@@ -107,20 +107,21 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> N
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_sigint_and_sigterm_finish_the_batch_and_resume(tmp_path: Path, signum: int, code: int) -> None:
     stream = tmp_path / "stream.jsonl"
-    make_stream(stream, distinct=20000, copies=1)
+    make_stream(stream, distinct=50000, copies=1)
     db = tmp_path / "db"
     out = tmp_path / "out.jsonl"
     process = subprocess.Popen(
         replay(str(stream), "--db", str(db), "--out", str(out), "--batch-size", "256"), stderr=subprocess.PIPE
     )
-    time.sleep(1.5)
+    while process.poll() is None and not (out.exists() and out.stat().st_size):
+        time.sleep(0.01)  # the first batch is out: the replay is mid-stream
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == code, stderr.decode()
     message = stderr.decode()
     assert "finishing the current batch" in message and " posts, " in message
     first = out.read_text().splitlines()
-    assert 0 < len(first) < 20000
+    assert 0 < len(first) < 50000
     resumed = subprocess.run(
         replay(str(stream), "--db", str(db), "--out", str(out), "--resume"), capture_output=True, timeout=300
     )

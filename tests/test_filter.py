@@ -155,6 +155,16 @@ def test_sync_api_wraps_the_same_core(tmp_path: Path) -> None:
     assert anyio.run(reopen) == ["duplicate"]
 
 
+def test_a_post_keeps_its_record_as_it_arrived() -> None:
+    line = b'{"id": "7", "text": "seat 14C has no power outlet and the screen is dead"}'
+    parsed = {"id": "8", "text": "the lounge in terminal B closes before the last departure"}
+    with StreamFilter() as sf:
+        from_line, from_dict, from_text = sf.check_many([line, parsed, "a plain text post about delays"])
+    assert from_line.post is not None and from_line.post.raw == line
+    assert from_dict.post is not None and from_dict.post.raw is parsed
+    assert from_text.post is not None and from_text.post.raw == "a plain text post about delays"
+
+
 def test_filter_not_opened_is_a_clear_error() -> None:
     sf = StreamFilter()
     with pytest.raises(StreamFilterError, match="not open"):

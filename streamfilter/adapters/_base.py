@@ -163,6 +163,10 @@ class RecordAdapter:
                     raise InvalidRecordError(f"line is not a JSON object (format is {self.format})")
                 return self._text.posts({"text": decoded, "_raw": record})
             posts = self._from_mapping(decoded)
+            # A post's raw is the record as it arrived: here the line, not the
+            # dict decoded from it (set in place: the posts are new, not shared).
+            for post in posts:
+                object.__setattr__(post, "raw", record)
         elif isinstance(record, Mapping):
             posts = self._from_mapping(record)
         elif isinstance(record, Post):

@@ -1,0 +1,190 @@
+"""Sketching in worker processes, so a replay uses a second core.
+
+Half of a replay's CPU is the pure stage (decode, adapt, normalise, shingle,
+MinHash), and under the GIL no thread can run it beside the store stage.
+A ``SketchProcess`` is a child Python that runs ``Sketcher.prepare`` on the
+raw lines it is sent and returns the batch as plain rows and flat arrays
+(``PreparedBatch.to_wire``); the raw lines never travel back.
+
+Why not ``anyio.to_process``: it pickles the function with every call,
+re-runs the parent's ``__main__`` in each worker, and leaves workers in the
+terminal's process group, where Ctrl-C would land in a worker mid-batch as a
+KeyboardInterrupt returned to the caller. Here the child runs in its own
+session and ignores SIGINT (the parent decides how to stop), gets its
+Sketcher once, and exits when its stdin closes, so a killed parent leaves no
+child behind.
+
+The protocol: frames of an 8-byte little-endian length and a pickle. The
+first frame to the child is the Sketcher; the child answers ``ready``. Each
+later frame is a list of (line number, raw line) and the answer is
+``("ok", wire)`` or ``("error", exception)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from ._engine import PreparedBatch, Sketcher
+
+__all__ = ["SketchProcess", "WorkerLost", "default_sketch_processes"]
+
+logger = logging.getLogger("streamfilter")
+
+_LENGTH = struct.Struct("<Q")
+_START_TIMEOUT = 60.0
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def default_sketch_processes() -> int:
+    """Worker processes for a replay when the config leaves it open: one per
+    core beyond the one the store stage uses, at most two (past that the store
+    stage is the bottleneck)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(2, cores - 1))
+
+
+class WorkerLost(Exception):
+    """A worker process died or broke the protocol; its batch is prepared again locally."""
+
+
+class SketchProcess:
+    """One child process that prepares batches of raw lines."""
+
+    def __init__(self, process: Process) -> None:
+        self._process = process
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin = process.stdin
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+        self._broken = False
+
+    @classmethod
+    async def start(cls, sketcher: Sketcher) -> SketchProcess:
+        """Start a child and hand it ``sketcher``; WorkerLost if it cannot start."""
+        try:
+            init = pickle.dumps(sketcher, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise WorkerLost(f"the adapter or config cannot be sent to a worker process: {exc}") from exc
+        environment = dict(os.environ)
+        # The child must import this very package, wherever it was imported from.
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
+        try:
+            process = await anyio.open_process(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=environment,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise WorkerLost(f"cannot start a worker process: {exc}") from exc
+        worker = cls(process)
+        try:
+            with anyio.fail_after(_START_TIMEOUT):
+                await worker._send(init)
+                status, _ = await worker._receive()
+            if status != "ready":
+                raise WorkerLost(f"worker process answered {status!r} to its start")
+        except BaseException:
+            await worker.aclose()
+            raise
+        return worker
+
+    async def prepare(self, records: Sequence[tuple[int, Any]]) -> PreparedBatch:
+        """The child's ``Sketcher.prepare(records)``; records must be raw lines."""
+        if self._broken:
+            raise WorkerLost("worker process already lost")
+        try:
+            await self._send(pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL))
+            status, value = await self._receive()
+        except BaseException:
+            # Cancelled or failed mid-exchange: the frames are out of step now.
+            self._broken = True
+            raise
+        if status == "error":
+            raise value
+        return PreparedBatch.from_wire(value, records)
+
+    async def _send(self, payload: bytes) -> None:
+        try:
+            await self._stdin.send(_LENGTH.pack(len(payload)) + payload)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise WorkerLost(f"worker process is gone: {exc}") from exc
+
+    async def _receive(self) -> tuple[str, Any]:
+        try:
+            (length,) = _LENGTH.unpack(await self._stdout.receive_exactly(_LENGTH.size))
+            status, value = pickle.loads(await self._stdout.receive_exactly(length))
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError) as exc:
+            code = self._process.returncode
+            raise WorkerLost(f"worker process ended (exit status {code})") from exc
+        return status, value
+
+    async def aclose(self) -> None:
+        """Close the child's stdin so it exits; kill it if it has not within two seconds."""
+        self._broken = True
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._stdin.aclose()
+            except (anyio.BrokenResourceError, OSError):
+                pass
+            with anyio.move_on_after(2):
+                await self._process.wait()
+            if self._process.returncode is None:
+                self._process.kill()
+                await self._process.wait()
+            await self._process.aclose()
+
+
+# -- the child ---------------------------------------------------------------------
+def _read_frame(stream: IO[bytes]) -> bytes | None:
+    header = stream.read(_LENGTH.size)
+    if len(header) < _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack(header)
+    payload = stream.read(length)
+    return payload if len(payload) == length else None
+
+
+def _write_frame(stream: IO[bytes], value: object) -> None:
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    frame = _read_frame(requests)
+    if frame is None:
+        return
+    sketcher: Sketcher = pickle.loads(frame)
+    _write_frame(answers, ("ready", None))
+    while (frame := _read_frame(requests)) is not None:
+        records = pickle.loads(frame)
+        try:
+            answer: tuple[str, Any] = ("ok", sketcher.prepare(records).to_wire())
+        except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
+            answer = ("error", exc)
+        _write_frame(answers, answer)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    # Nothing else may write to the answer pipe.
+    sys.stdout = sys.stderr
+    _serve(requests, answers)

@@ -1,0 +1,207 @@
+"""Sketch worker processes: same verdicts as sketching in-process, and no child left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamfilter import FilterConfig
+from streamfilter._engine import Sketcher
+from streamfilter._workers import SketchProcess
+from streamfilter.adapters import record_adapter
+from tests.conftest import FIXTURES
+from tests.conftest import replay_command as replay
+from tests.test_crash import make_stream
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX process tests")
+
+
+def mixed_lines() -> list[tuple[int, bytes]]:
+    """Every fixture's lines, then lines no adapter accepts: all the kinds of entry a batch holds."""
+    lines: list[bytes] = []
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        if not path.name.endswith(".expected.jsonl"):
+            lines += path.read_bytes().splitlines()
+    lines += [b'{"id": 1, "text": ', b"\xff\xfe not utf-8", b"[1, 2]", b"plain text line", b'{"likes": 3}']
+    return list(enumerate(lines, 1))
+
+
+def entry_view(batch):  # type: ignore[no-untyped-def]
+    return [(e.line, e.raw, e.post, e.kind, e.reason, e.sketch_index, e.reference) for e in batch.entries]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("retweets", ["content", "drop", "keep"])
+async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> None:
+    sketcher = Sketcher(FilterConfig(retweet_policy=retweets), record_adapter("auto"))
+    records = mixed_lines()
+    here = sketcher.prepare(records)
+    worker = await SketchProcess.start(sketcher)
+    try:
+        before = time.time()
+        there = await worker.prepare(records)
+        after = time.time()
+        again = await worker.prepare(records[:7])  # the same child serves batch after batch
+    finally:
+        await worker.aclose()
+    assert entry_view(there) == entry_view(here)
+    assert {e.kind for e in here.entries} >= {None, "invalid"}  # the lines cover decided and sketched entries
+    assert len(there.sketches) == len(here.sketches) > 100
+    for a, b in zip(here.sketches, there.sketches, strict=True):
+        assert (a.post_id, a.made_up_id, a.refers_to) == (b.post_id, b.made_up_id, b.refers_to)
+        # a post without a time of its own is stamped with the clock when it is sketched
+        assert a.timestamp == b.timestamp or before <= b.timestamp <= after
+        assert np.array_equal(a.band_keys, b.band_keys) and np.array_equal(a.shingles, b.shingles)
+    assert entry_view(again) == entry_view(sketcher.prepare(records[:7]))
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()] if path.exists() else []
+
+
+def wait_for_child(process: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and process.poll() is None:
+        found = children(process.pid)
+        if found:
+            return found[0]
+        time.sleep(0.01)
+    pytest.fail("the replay started no worker process")
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads children from /proc")
+
+
+def verdict_lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@needs_proc
+def test_replay_with_workers_gives_the_verdicts_of_one_process(tmp_path: Path) -> None:
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=12000, copies=2)
+    results = {}
+    for processes in ("0", "2"):
+        verdicts = tmp_path / f"v{processes}.jsonl"
+        process = subprocess.Popen(
+            replay(
+                str(stream),
+                "--db",
+                str(tmp_path / f"db{processes}"),
+                "--verdicts",
+                str(verdicts),
+                "--out",
+                os.devnull,
+                "--batch-size",
+                "128",
+                "--sketch-processes",
+                processes,
+            ),  # fmt: skip
+            stderr=subprocess.PIPE,
+        )
+        if processes != "0":
+            wait_for_child(process)
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr.decode()
+        results[processes] = verdict_lines(verdicts)
+    assert len(results["0"]) == 24000
+    assert results["2"] == results["0"]  # same verdicts, in input order
+
+
+@needs_proc
+def test_a_killed_worker_costs_no_verdict(tmp_path: Path) -> None:
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=25000, copies=2)
+    clean = tmp_path / "clean.jsonl"
+    subprocess.run(
+        replay(
+            str(stream),
+            "--db",
+            str(tmp_path / "clean"),
+            "--verdicts",
+            str(clean),
+            "--out",
+            os.devnull,
+            "--sketch-processes",
+            "0",
+        ),  # fmt: skip
+        check=True,
+        timeout=300,
+    )
+    verdicts = tmp_path / "v.jsonl"
+    process = subprocess.Popen(
+        replay(
+            str(stream),
+            "--db",
+            str(tmp_path / "db"),
+            "--verdicts",
+            str(verdicts),
+            "--out",
+            os.devnull,
+            "--batch-size",
+            "256",
+            "--sketch-processes",
+            "1",
+        ),  # fmt: skip
+        stderr=subprocess.PIPE,
+    )
+    worker = wait_for_child(process)
+    time.sleep(1.0)  # let it take batches
+    os.kill(worker, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr.decode()
+    assert "sketch worker process was lost" in stderr.decode()
+    assert verdict_lines(verdicts) == verdict_lines(clean)
+
+
+@needs_proc
+def test_a_killed_replay_leaves_no_worker_behind(tmp_path: Path) -> None:
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=40000, copies=1)
+    process = subprocess.Popen(
+        replay(str(stream), "--db", str(tmp_path / "db"), "--out", os.devnull, "--sketch-processes", "2"),
+        stderr=subprocess.DEVNULL,
+    )
+    worker = wait_for_child(process)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        state = Path(f"/proc/{worker}/stat").read_text().split(")")[-1].split()[0]
+        if state == "Z":  # exited; only its (re-parented) entry remains to be reaped
+            break
+        time.sleep(0.05)
+    else:
+        assert not Path(f"/proc/{worker}").exists(), "the worker outlived its killed replay by 10 s"
+
+
+@needs_proc
+def test_ctrl_c_to_the_process_group_stops_cleanly_with_workers(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches every process in its group; workers run in
+    their own session, so only the replay sees it, finishes its batch and exits 130."""
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=50000, copies=1)
+    out = tmp_path / "out.jsonl"
+    db = tmp_path / "db"
+    process = subprocess.Popen(
+        replay(str(stream), "--db", str(db), "--out", str(out), "--batch-size", "256", "--sketch-processes", "2"),
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own group, as a shell job would be
+    )
+    wait_for_child(process)
+    while process.poll() is None and not (out.exists() and out.stat().st_size):
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    subprocess.run(replay(str(stream), "--db", str(db), "--out", str(out), "--resume"), check=True, timeout=300)
+    assert sorted(out.read_text().splitlines()) == sorted(stream.read_text().splitlines())
