@@ -39,7 +39,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
 
-__all__ = ["SketchProcess", "WorkerLost", "default_sketch_processes"]
+__all__ = ["SketchProcess", "WorkerLost", "default_sketch_processes", "serve_stdio"]
 
 logger = logging.getLogger("streamfilter")
 
@@ -85,9 +85,12 @@ class SketchProcess:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
         try:
             process = await anyio.open_process(
-                [sys.executable, "-m", __name__],
+                # -c, not -m: the package imports this module, and running it as
+                # __main__ as well would execute it twice (runpy warns of that)
+                [sys.executable, "-c", f"from {__name__} import serve_stdio; serve_stdio()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=None,  # a child's traceback reaches the user, and never fills an unread pipe
                 env=environment,
                 start_new_session=True,
             )
@@ -182,9 +185,16 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
         _write_frame(answers, answer)
 
 
-if __name__ == "__main__":
+def serve_stdio() -> None:
+    """The child's entry point: answer frames on stdin/stdout until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    requests, answers = sys.stdin.buffer, sys.stdout.buffer
-    # Nothing else may write to the answer pipe.
-    sys.stdout = sys.stderr
+    # The frames get private descriptors, buffered whatever PYTHONUNBUFFERED
+    # says: a raw pipe may read or write short (a signal, a full pipe), where
+    # a buffered file loops. fd 0 and 1 then point elsewhere, so nothing else
+    # in this process can read a request or write into the answers.
+    requests = open(os.dup(0), "rb")  # noqa: SIM115 - open for the process's life
+    answers = open(os.dup(1), "wb")  # noqa: SIM115
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
     _serve(requests, answers)

@@ -205,3 +205,66 @@ def test_ctrl_c_to_the_process_group_stops_cleanly_with_workers(tmp_path: Path) 
     assert "Traceback" not in stderr.decode()
     subprocess.run(replay(str(stream), "--db", str(db), "--out", str(out), "--resume"), check=True, timeout=300)
     assert sorted(out.read_text().splitlines()) == sorted(stream.read_text().splitlines())
+
+
+@needs_proc
+def test_a_worker_stopped_and_continued_mid_answer_loses_nothing(tmp_path: Path) -> None:
+    """SIGSTOP/SIGCONT (a debugger, a frozen container) can cut a pipe write
+    short; with PYTHONUNBUFFERED set, as in many containers, an unchecked raw
+    write then lost the rest of an answer and the replay hung for good."""
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=12000, copies=2)
+    clean = tmp_path / "clean.jsonl"
+    subprocess.run(
+        replay(
+            str(stream),
+            "--db",
+            str(tmp_path / "clean"),
+            "--verdicts",
+            str(clean),
+            "--out",
+            os.devnull,
+            "--sketch-processes",
+            "0",
+        ),  # fmt: skip
+        check=True,
+        timeout=300,
+    )
+    verdicts = tmp_path / "v.jsonl"
+    process = subprocess.Popen(
+        replay(
+            str(stream),
+            "--db",
+            str(tmp_path / "db"),
+            "--verdicts",
+            str(verdicts),
+            "--out",
+            os.devnull,
+            "--batch-size",
+            "1024",
+            "--sketch-processes",
+            "1",
+        ),  # fmt: skip
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stderr=subprocess.PIPE,
+    )
+    worker = wait_for_child(process)
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            os.kill(worker, signal.SIGSTOP)
+            time.sleep(0.002)
+            os.kill(worker, signal.SIGCONT)
+        except ProcessLookupError:
+            break
+        time.sleep(0.003)
+    try:
+        process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        hung = False
+    except subprocess.TimeoutExpired:
+        hung = True
+        process.kill()
+    _, stderr = process.communicate(timeout=60)
+    assert not hung, "the replay hung with its worker stopped and continued"
+    assert process.returncode == 0, stderr.decode()
+    assert verdict_lines(verdicts) == verdict_lines(clean)
