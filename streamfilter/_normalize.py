@@ -25,6 +25,7 @@ probably cut by a client, so it is dropped.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -164,7 +165,14 @@ def _fold(text: str) -> str:
 
 
 def _fold_run(match: re.Match[str]) -> str:
-    return _fold(match.group().translate(_EMOJI_TO_SPACE))
+    return _fold_run_text(match.group())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fold_run_text(run: str) -> str:
+    # Runs repeat across posts (’, …, “”, the same emoji), and folding one
+    # costs several microseconds; the cache holds at most a few MB.
+    return _fold(run.translate(_EMOJI_TO_SPACE))
 
 
 def _strip_urls(text: str) -> str:
