@@ -6,7 +6,8 @@
 
 Each round runs every tool once, in alternating order, as its own process
 (interpreter start-up included), and times it from outside. Reported: the
-median wall time, posts/s, the ratio of streamfilter's throughput to each
+median wall time, CPU time (streamfilter's includes its sketch worker
+processes), posts/s, the ratio of streamfilter's throughput to each
 peer's, peak RSS (from wait4), index bytes per indexed post, and the quality
 scores. Index bytes: for streamfilter, the pages its sub-databases use, and
 in brackets the file up to its last page, which also holds pages that merges
@@ -83,6 +84,9 @@ def run_once(tool: str, stream: str, workdir: Path) -> dict[str, object]:
                 index_bytes = None if parts[3] == "n/a" else float(parts[3])
     return {
         "seconds": seconds,
+        # wait4 counts the process and the children it waited for (streamfilter's
+        # sketch workers): CPU is their sum, peak RSS the largest one of them
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
         "rss_mb": usage.ru_maxrss / 1024,
         "bytes_per_post": None if index_bytes is None or not indexed else index_bytes / indexed,
         "file_bytes_per_post": None if file_bytes is None or not indexed else file_bytes / indexed,
@@ -117,9 +121,10 @@ def main() -> None:
     ours = posts / median["streamfilter"] if "streamfilter" in median else None
     print(f"{posts} posts, {args.rounds} alternating rounds, medians; CPU: {os.cpu_count()} cores")
     print(
-        "| tool | precision | recall | F1 | worst kind | wall s | posts/s | streamfilter ÷ tool | peak RSS MB | index B/post |"
+        "| tool | precision | recall | F1 | worst kind | wall s | CPU s | posts/s | streamfilter ÷ tool "
+        "| peak RSS MB | index B/post |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for tool in tools:
         q = quality[tool]
         per_kind: dict[str, float] = q["per_kind"]  # type: ignore[assignment]
@@ -132,9 +137,10 @@ def main() -> None:
         if isinstance(file_size, float):
             size += f" (file {file_size:.0f})"
         rss = statistics.median(float(r["rss_mb"]) for r in runs[tool])
+        cpu = statistics.median(float(r["cpu_seconds"]) for r in runs[tool])
         print(
             f"| {tool} | {q['precision']:.4f} | {q['recall']:.4f} | {q['f1']:.4f} | {worst} {per_kind[worst]:.3f} "
-            f"| {median[tool]:.2f} | {rate:,.0f} | {ratio} | {rss:.0f} | {size} |"
+            f"| {median[tool]:.2f} | {cpu:.2f} | {rate:,.0f} | {ratio} | {rss:.0f} | {size} |"
         )
 
 
