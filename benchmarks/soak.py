@@ -7,7 +7,8 @@ Generates posts on the fly (nothing is held in memory) and pipes them into
 ``streamfilter replay - --db DIR --ttl TTL``. Event time advances one second
 per 100 posts, so a 10-minute TTL keeps about 60,000 posts live. A third of
 the posts copy a recent one. Every --every posts it prints the replay
-process's resident memory (its own, and the index pages it has mapped), the
+process's resident memory (its own, its sketch workers', and the index pages
+it has mapped), the
 LMDB file size, the pages the index uses, and the posts in the
 index: with purging keeping pace, all of them level off. It also prints the
 throughput of each interval, and at the end the last interval's over the
@@ -42,6 +43,18 @@ def rss_mb(pid: int) -> tuple[float, float]:
         if name in found:
             found[name] = int(line.split()[1]) / 1024
     return found["RssAnon:"], found["RssFile:"]
+
+
+def workers_anon_mb(pid: int) -> float:
+    """Anonymous resident MB of the replay's sketch worker processes (its children)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    total = 0.0
+    for child in children.read_text().split() if children.exists() else []:
+        try:
+            total += rss_mb(int(child))[0]
+        except FileNotFoundError:
+            pass  # a worker that just exited
+    return total
 
 
 def index_bytes_in_use(env: lmdb.Environment, txn: lmdb.Transaction) -> int:
@@ -115,7 +128,8 @@ def main() -> None:
         started = time.perf_counter()
         feeder.start()
         print(
-            f"{'posts sent':>11} {'seconds':>8} {'posts/s':>8} {'anon MB':>8} {'mapped MB':>9} {'file MB':>8} "
+            f"{'posts sent':>11} {'seconds':>8} {'posts/s':>8} {'anon MB':>8} {'workers MB':>10} {'mapped MB':>9} "
+            f"{'file MB':>8} "
             f"{'used MB':>8} {'indexed':>9}",
             flush=True,
         )
@@ -130,8 +144,10 @@ def main() -> None:
                 last = (sent, now)
                 file_mb, used_mb, count = index_facts(db)
                 anon_mb, mapped_mb = rss_mb(process.pid)
+                workers_mb = workers_anon_mb(process.pid)
                 print(
-                    f"{sent:>11,} {now - started:>8.0f} {rates[-1]:>8,.0f} {anon_mb:>8.0f} {mapped_mb:>9.0f} "
+                    f"{sent:>11,} {now - started:>8.0f} {rates[-1]:>8,.0f} {anon_mb:>8.0f} {workers_mb:>10.0f} "
+                    f"{mapped_mb:>9.0f} "
                     f"{file_mb:>8.1f} {used_mb:>8.1f} {count:>9,}",
                     flush=True,
                 )
