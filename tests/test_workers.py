@@ -84,95 +84,60 @@ def verdict_lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def start_replay(
+    stream: Path, db: Path, verdicts: Path, processes: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    command = replay(str(stream), "--db", str(db), "--verdicts", str(verdicts), "--out", os.devnull,
+                     "--sketch-processes", processes, *args)  # fmt: skip
+    return subprocess.Popen(command, stderr=subprocess.PIPE, env=env)
+
+
+def finish(process: subprocess.Popen[bytes]) -> str:
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr.decode()
+    return stderr.decode()
+
+
+def in_process_verdicts(stream: Path, tmp_path: Path) -> list[dict[str, object]]:
+    verdicts = tmp_path / "in-process.jsonl"
+    finish(start_replay(stream, tmp_path / "in-process", verdicts, "0"))
+    return verdict_lines(verdicts)
+
+
 @needs_proc
 def test_replay_with_workers_gives_the_verdicts_of_one_process(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=12000, copies=2)
-    results = {}
-    for processes in ("0", "2"):
-        verdicts = tmp_path / f"v{processes}.jsonl"
-        process = subprocess.Popen(
-            replay(
-                str(stream),
-                "--db",
-                str(tmp_path / f"db{processes}"),
-                "--verdicts",
-                str(verdicts),
-                "--out",
-                os.devnull,
-                "--batch-size",
-                "128",
-                "--sketch-processes",
-                processes,
-            ),  # fmt: skip
-            stderr=subprocess.PIPE,
-        )
-        if processes != "0":
-            wait_for_child(process)
-        _, stderr = process.communicate(timeout=300)
-        assert process.returncode == 0, stderr.decode()
-        results[processes] = verdict_lines(verdicts)
-    assert len(results["0"]) == 24000
-    assert results["2"] == results["0"]  # same verdicts, in input order
+    verdicts = tmp_path / "v.jsonl"
+    process = start_replay(stream, tmp_path / "db", verdicts, "2", "--batch-size", "128")
+    wait_for_child(process)
+    finish(process)
+    expected = in_process_verdicts(stream, tmp_path)
+    assert len(expected) == 24000
+    assert verdict_lines(verdicts) == expected  # same verdicts, in input order
 
 
 @needs_proc
 def test_a_killed_worker_costs_no_verdict(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=25000, copies=2)
-    clean = tmp_path / "clean.jsonl"
-    subprocess.run(
-        replay(
-            str(stream),
-            "--db",
-            str(tmp_path / "clean"),
-            "--verdicts",
-            str(clean),
-            "--out",
-            os.devnull,
-            "--sketch-processes",
-            "0",
-        ),  # fmt: skip
-        check=True,
-        timeout=300,
-    )
     verdicts = tmp_path / "v.jsonl"
-    process = subprocess.Popen(
-        replay(
-            str(stream),
-            "--db",
-            str(tmp_path / "db"),
-            "--verdicts",
-            str(verdicts),
-            "--out",
-            os.devnull,
-            "--batch-size",
-            "256",
-            "--sketch-processes",
-            "1",
-        ),  # fmt: skip
-        stderr=subprocess.PIPE,
-    )
+    process = start_replay(stream, tmp_path / "db", verdicts, "1", "--batch-size", "256")
     worker = wait_for_child(process)
     time.sleep(1.0)  # let it take batches
     os.kill(worker, signal.SIGKILL)
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr.decode()
-    assert "sketch worker process was lost" in stderr.decode()
-    assert verdict_lines(verdicts) == verdict_lines(clean)
+    assert "sketch worker process was lost" in finish(process)
+    assert verdict_lines(verdicts) == in_process_verdicts(stream, tmp_path)
 
 
 @needs_proc
 def test_a_killed_replay_leaves_no_worker_behind(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=40000, copies=1)
-    process = subprocess.Popen(
-        replay(str(stream), "--db", str(tmp_path / "db"), "--out", os.devnull, "--sketch-processes", "2"),
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_replay(stream, tmp_path / "db", tmp_path / "v.jsonl", "2")
     worker = wait_for_child(process)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
+    process.kill()
+    process.communicate(timeout=30)
     deadline = time.monotonic() + 10
     while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
         state = Path(f"/proc/{worker}/stat").read_text().split(")")[-1].split()[0]
@@ -214,40 +179,9 @@ def test_a_worker_stopped_and_continued_mid_answer_loses_nothing(tmp_path: Path)
     write then lost the rest of an answer and the replay hung for good."""
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=12000, copies=2)
-    clean = tmp_path / "clean.jsonl"
-    subprocess.run(
-        replay(
-            str(stream),
-            "--db",
-            str(tmp_path / "clean"),
-            "--verdicts",
-            str(clean),
-            "--out",
-            os.devnull,
-            "--sketch-processes",
-            "0",
-        ),  # fmt: skip
-        check=True,
-        timeout=300,
-    )
     verdicts = tmp_path / "v.jsonl"
-    process = subprocess.Popen(
-        replay(
-            str(stream),
-            "--db",
-            str(tmp_path / "db"),
-            "--verdicts",
-            str(verdicts),
-            "--out",
-            os.devnull,
-            "--batch-size",
-            "1024",
-            "--sketch-processes",
-            "1",
-        ),  # fmt: skip
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        stderr=subprocess.PIPE,
-    )
+    unbuffered = dict(os.environ, PYTHONUNBUFFERED="1")
+    process = start_replay(stream, tmp_path / "db", verdicts, "1", "--batch-size", "1024", env=unbuffered)
     worker = wait_for_child(process)
     deadline = time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline:
@@ -256,15 +190,13 @@ def test_a_worker_stopped_and_continued_mid_answer_loses_nothing(tmp_path: Path)
             time.sleep(0.002)
             os.kill(worker, signal.SIGCONT)
         except ProcessLookupError:
-            break
+            break  # the worker is done; the replay is finishing
         time.sleep(0.003)
     try:
         process.wait(timeout=max(1.0, deadline - time.monotonic()))
-        hung = False
     except subprocess.TimeoutExpired:
-        hung = True
         process.kill()
-    _, stderr = process.communicate(timeout=60)
-    assert not hung, "the replay hung with its worker stopped and continued"
-    assert process.returncode == 0, stderr.decode()
-    assert verdict_lines(verdicts) == verdict_lines(clean)
+        process.communicate()
+        pytest.fail("the replay hung with its worker stopped and continued")
+    finish(process)
+    assert verdict_lines(verdicts) == in_process_verdicts(stream, tmp_path)
