@@ -93,7 +93,10 @@ class PreparedBatch:
         entries = []
         for line, kind, reason, sketch_index, reference, fields in entry_rows:
             raw = raw_of[line]
-            post = None if fields is None else Post(*fields, raw=raw)
+            post = None
+            if fields is not None:
+                post_id, text, timestamp, retweet_of, is_retweet, platform = fields
+                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw)
             entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
         key_ends = np.cumsum(key_counts).tolist()
         shingle_ends = np.cumsum(shingle_counts).tolist()

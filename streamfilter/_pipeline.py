@@ -139,7 +139,7 @@ async def _sketch(
                 pending.batch = await slot.prepare(records)
             except WorkerLost as exc:
                 logger.warning("streamfilter: a sketch worker process was lost (%s); sketching here instead", exc)
-                live.discard(slot)  # type: ignore[arg-type]
+                live.discard(slot)
                 if not live and local_retired:
                     local_retired = False
                     free_send.send_nowait(local)
@@ -289,9 +289,8 @@ async def run_pipeline(
     # not for a live source's trickle of parsed records.
     processes = 0
     if isinstance(source, Chunks):
-        processes = engine.config.sketch_processes
-        if processes is None:
-            processes = default_sketch_processes()
+        configured = engine.config.sketch_processes
+        processes = default_sketch_processes() if configured is None else configured
     with scope:
         async with send:
             records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](buffer)
