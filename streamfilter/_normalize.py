@@ -165,14 +165,20 @@ def _fold(text: str) -> str:
 
 
 def _fold_run(match: re.Match[str]) -> str:
-    return _fold_run_text(match.group())
+    run = match.group()
+    # Short runs repeat across posts (’, …, “”, the same emoji), and folding
+    # one costs several microseconds, so they are folded once. Long runs (a
+    # whole post in Japanese) rarely repeat and would fill the cache.
+    return _fold_short_run(run) if len(run) <= _CACHED_RUN_CHARS else _fold_any_run(run)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _fold_run_text(run: str) -> str:
-    # Runs repeat across posts (’, …, “”, the same emoji), and folding one
-    # costs several microseconds; the cache holds at most a few MB.
+def _fold_any_run(run: str) -> str:
     return _fold(run.translate(_EMOJI_TO_SPACE))
+
+
+_CACHED_RUN_CHARS = 16
+# at most 65,536 runs of up to 16 characters: about 10 MB
+_fold_short_run = functools.lru_cache(maxsize=1 << 16)(_fold_any_run)
 
 
 def _strip_urls(text: str) -> str:
