@@ -399,11 +399,14 @@ class _Batch:
         they are of similar size."""
         txn, db = self.txn, self.store._runs
         sizes: list[tuple[bytes, int]] = []  # (db key, entries)
-        for run in self.runs():
-            if run.last < first_live:
-                txn.delete(run.db_key, db=db)
+        # Only the headers: decoding every run again, arrays and all, was the
+        # second decode of each batch (judging did the first).
+        headers = [(bytes(db_key), *_RUN_HEADER.unpack_from(value)[1:3]) for db_key, value in txn.cursor(db)]
+        for db_key, last, count in headers:  # read all before the first delete moves anything
+            if last < first_live:
+                txn.delete(db_key, db=db)
             else:
-                sizes.append((run.db_key, len(run.keys)))
+                sizes.append((db_key, count))
         while len(sizes) >= 2:
             (older, older_size), (newer, newer_size) = sizes[-2], sizes[-1]
             if older_size > 2 * newer_size or older_size + newer_size > _MAX_MERGED_ENTRIES:
