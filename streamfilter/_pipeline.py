@@ -36,6 +36,7 @@ from ._workers import SketchProcess, WorkerLost, default_sketch_processes
 __all__ = ["Chunks", "CommitHooks", "run_pipeline"]
 
 logger = logging.getLogger("streamfilter")
+_BATCHES_PER_WORKER = 2
 
 
 class Chunks:
@@ -112,8 +113,10 @@ async def _sketch(
     ``processes`` worker processes once they have started. Batches leave in
     arrival order whichever slot finishes first."""
     local = _Local(engine, limiter)
-    free_send, free_receive = anyio.create_memory_object_stream[_Local | SketchProcess](processes + 1)
-    order_send, order_receive = anyio.create_memory_object_stream[_Pending](processes + 1)
+    # Each worker takes two batches at a time, so it never waits for its next one.
+    slots = 1 + _BATCHES_PER_WORKER * processes
+    free_send, free_receive = anyio.create_memory_object_stream[_Local | SketchProcess](slots)
+    order_send, order_receive = anyio.create_memory_object_stream[_Pending](slots)
     free_send.send_nowait(local)
     workers: list[SketchProcess] = []
     live: set[SketchProcess] = set()  # started and not lost
@@ -130,7 +133,8 @@ async def _sketch(
                     return
                 workers.append(worker)
                 live.add(worker)
-                free_send.send_nowait(worker)
+                for _ in range(_BATCHES_PER_WORKER):
+                    free_send.send_nowait(worker)
 
     async def run(slot: _Local | SketchProcess, records: list[tuple[int, Any]], pending: _Pending) -> None:
         nonlocal local_retired

@@ -22,6 +22,7 @@ later frame is a list of (line number, raw line) and the answer is
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import pickle
@@ -29,6 +30,7 @@ import signal
 import struct
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +47,7 @@ logger = logging.getLogger("streamfilter")
 
 _LENGTH = struct.Struct("<Q")
 _START_TIMEOUT = 60.0
+_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -63,6 +66,18 @@ class WorkerLost(Exception):
     """A worker process died or broke the protocol; its batch is prepared again locally."""
 
 
+class _Answer:
+    __slots__ = ("done", "status", "value")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.status = ""
+        self.value: Any = None
+
+    def set(self, status: str, value: Any) -> None:
+        self.status, self.value, self.done = status, value, True
+
+
 class SketchProcess:
     """One child process that prepares batches of raw lines."""
 
@@ -72,6 +87,9 @@ class SketchProcess:
         self._stdin = process.stdin
         self._stdout = BufferedByteReceiveStream(process.stdout)
         self._broken = False
+        self._sending = anyio.Lock()
+        self._receiving = anyio.Lock()
+        self._asked: deque[_Answer] = deque()  # sent and not yet answered, oldest first
 
     @classmethod
     async def start(cls, sketcher: Sketcher) -> SketchProcess:
@@ -109,19 +127,30 @@ class SketchProcess:
         return worker
 
     async def prepare(self, records: Sequence[tuple[int, Any]]) -> PreparedBatch:
-        """The child's ``Sketcher.prepare(records)``; records must be raw lines."""
+        """The child's ``Sketcher.prepare(records)``; records must be raw lines.
+
+        Calls may overlap: the child answers in the order it was asked, so a
+        second batch waits in its pipe while the first is sketched, and the
+        child never idles between batches."""
         if self._broken:
             raise WorkerLost("worker process already lost")
+        answer = _Answer()
         try:
-            await self._send(pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL))
-            status, value = await self._receive()
+            async with self._sending:
+                await self._send(pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL))
+                self._asked.append(answer)
+            async with self._receiving:
+                while not answer.done:
+                    if self._broken:
+                        raise WorkerLost("worker process lost while a batch waited")
+                    self._asked.popleft().set(*await self._receive())
         except BaseException:
             # Cancelled or failed mid-exchange: the frames are out of step now.
             self._broken = True
             raise
-        if status == "error":
-            raise value
-        return PreparedBatch.from_wire(value, records)
+        if answer.status == "error":
+            raise answer.value
+        return PreparedBatch.from_wire(answer.value, records)
 
     async def _send(self, payload: bytes) -> None:
         try:
@@ -194,6 +223,13 @@ def serve_stdio() -> None:
     # in this process can read a request or write into the answers.
     requests = open(os.dup(0), "rb")  # noqa: SIM115 - open for the process's life
     answers = open(os.dup(1), "wb")  # noqa: SIM115
+    # A batch's frames are a few hundred kB: pipes that hold a whole frame let
+    # each side write it in one go, without waiting for the other to read.
+    for stream in (requests, answers):
+        try:
+            fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except OSError:  # over the user's pipe allowance: the default size works, slower
+            pass
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import numpy as np
 import pytest
 
@@ -60,6 +61,28 @@ async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> No
         assert a.timestamp == b.timestamp or before <= b.timestamp <= after
         assert np.array_equal(a.band_keys, b.band_keys) and np.array_equal(a.shingles, b.shingles)
     assert entry_view(again) == entry_view(sketcher.prepare(records[:7]))
+
+
+@pytest.mark.anyio
+async def test_batches_sent_before_the_first_answer_come_back_to_their_callers() -> None:
+    # A replay keeps two batches in each worker; five at once exercise the queue.
+    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    records = mixed_lines()
+    batches = [records[start : start + 40] for start in range(0, 200, 40)]
+    results: dict[int, object] = {}
+    worker = await SketchProcess.start(sketcher)
+    try:
+
+        async def prepare(index: int) -> None:
+            results[index] = await worker.prepare(batches[index])
+
+        async with anyio.create_task_group() as task_group:
+            for index in range(len(batches)):
+                task_group.start_soon(prepare, index)
+    finally:
+        await worker.aclose()
+    for index, batch in enumerate(batches):
+        assert entry_view(results[index]) == entry_view(sketcher.prepare(batch))
 
 
 def children(pid: int) -> list[int]:
