@@ -25,7 +25,7 @@ from ._config import FilterConfig
 from ._exceptions import InvalidRecordError
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
-from ._normalize import normalize, normalize_fallback
+from ._normalize import normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, shingle_batch
 from .adapters import NotAPost, RecordAdapter
@@ -134,9 +134,9 @@ class Sketcher:
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> list[str]:
         """The words a post is shingled from (see the module docstring for the empty rule)."""
-        normalized = normalize(text)
-        if normalized:
-            return normalized.split(" ")
+        words = normalize_words(text)
+        if words:
+            return words
         fallback = normalize_fallback(text)
         return [_EXACT_TEXT_MARK + fallback] if fallback else []
 

@@ -22,7 +22,8 @@ def record_adapter(
     """The adapter for a format, with the platforms that auto-detection tries, in order."""
     return RecordAdapter(
         format,
-        platforms=[TwitterV2Adapter(), TwitterV1Adapter(), MastodonAdapter(), BlueskyAdapter()],
+        # v1.1 first: the common archive format, and cheap to rule out for the others
+        platforms=[TwitterV1Adapter(), TwitterV2Adapter(), MastodonAdapter(), BlueskyAdapter()],
         generic=GenericAdapter(id_field, text_field, time_field),
         text=TextAdapter(),
     )
