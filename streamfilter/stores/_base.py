@@ -167,7 +167,12 @@ class PostCache:
     over, and decoding them once saves most of the verification cost.
     """
 
-    def __init__(self, capacity: int = 8192) -> None:
+    def __init__(
+        self,
+        decode: Callable[[bytes | memoryview], tuple[float, str, Iterable[int]]] = decode_post,
+        capacity: int = 8192,
+    ) -> None:
+        self.decode = decode
         self.capacity = capacity
         self._entries: dict[int, tuple[float, str, frozenset[int]]] = {}
 
@@ -180,7 +185,7 @@ class PostCache:
             record = txn.get_post(serial)
             if record is None:
                 return None
-            timestamp, post_id, shingles = decode_post(record)
+            timestamp, post_id, shingles = self.decode(record)
             entry = (timestamp, post_id, frozenset(shingles))
             if len(self._entries) >= self.capacity:
                 self._entries.clear()

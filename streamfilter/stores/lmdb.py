@@ -2,9 +2,10 @@
 
 Named sub-databases:
 
-- ``posts``: serial -> timestamp, post id and the post's sorted 64-bit shingle
-  hashes (the verification data). Serials only grow, so posts are appended at
-  the end and purged from the front.
+- ``posts``: serial -> timestamp, post id and the top 32 bits of the post's
+  64-bit shingle hashes (the verification data). Serials only grow, so posts
+  are appended at the end and purged from the front. A decimal id (Twitter,
+  Mastodon) is stored as 8 bytes, any other id as its UTF-8 text.
 - ``runs``: the band index, log-structured. A run is one value: its first and
   last serial and its entry count, then that many sorted 32-bit band keys and
   as many 32-bit serial offsets. Every batch appends one run for its novel
@@ -17,7 +18,18 @@ over the runs, read in place from the map), so the work per batch is a few
 vectorised searches and a few writes, instead of a B-tree look-up and insert
 per band per post. Band keys are cut to 32 bits: a key that matches by chance
 only proposes a candidate, and every candidate is verified by exact Jaccard
-over the stored 64-bit shingle hashes.
+over the stored shingle hashes.
+
+Why 32 bits of each shingle hash suffice for verification. MinHash sees each
+64-bit hash folded to 32 bits (high half XOR low half), so two distinct
+shingles whose folds collide look alike to it, and their posts become
+candidates. Verification keeps the high half instead: two distinct hashes
+with equal folds and equal high halves would have equal low halves too, so
+such a pair can never pass verification as well. What remains is chance: a
+verified pair of posts with 17 shingles each compares 289 pairs of distinct
+shingles, each equal with odds of 2**-32, so about one verification in 15
+million sees one extra shared shingle, and only a pair just below the
+threshold can be tipped over it. Half the bytes of the record, for that.
 
 Every batch is one write transaction: LMDB allows one writer at a time across
 all processes that open the directory, and lookups happen inside that
@@ -57,7 +69,6 @@ from ._base import (
     Sketch,
     best_match,
     check_fingerprint,
-    encode_post,
     referenced,
 )
 
@@ -72,7 +83,7 @@ _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
-_FORMAT = b"streamfilter-lmdb-2"
+_FORMAT = b"streamfilter-lmdb-3"
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
@@ -88,6 +99,45 @@ _ENTRIES_PER_BUCKET = 8
 _FENCED_RUN = 1 << 22
 # The key filter's size at most: 2**30 bits, 128 MB, enough for ~130 M entries.
 _MAX_FILTER_BITS = 30
+
+
+_RECORD_HEADER = struct.Struct("<dB")  # timestamp, then the id's length, or one of:
+_NUMERIC_ID = 255  # a decimal id of up to 19 digits follows as 8 bytes
+_LONG_ID = 254  # a 2-byte length and the id's UTF-8 follow
+_ID_NUMBER = struct.Struct("<Q")
+_ID_LENGTH = struct.Struct("<H")
+
+
+def _encode_record(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint64]) -> bytes:
+    hashes = (shingles >> np.uint64(32)).astype("<u4").tobytes()
+    if post_id.isdigit() and post_id.isascii() and len(post_id) <= 19 and (post_id[0] != "0" or len(post_id) == 1):
+        return _RECORD_HEADER.pack(timestamp, _NUMERIC_ID) + _ID_NUMBER.pack(int(post_id)) + hashes
+    encoded = post_id.encode("utf-8")[:0xFFFF]
+    if len(encoded) < _LONG_ID:
+        return _RECORD_HEADER.pack(timestamp, len(encoded)) + encoded + hashes
+    return _RECORD_HEADER.pack(timestamp, _LONG_ID) + _ID_LENGTH.pack(len(encoded)) + encoded + hashes
+
+
+def _decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
+    """(timestamp, post id, the shingle hashes' top halves as a uint32 memoryview)."""
+    timestamp, marker = _RECORD_HEADER.unpack_from(value)
+    start = _RECORD_HEADER.size
+    if marker == _NUMERIC_ID:
+        post_id = str(_ID_NUMBER.unpack_from(value, start)[0])
+        start += _ID_NUMBER.size
+    else:
+        length = marker
+        if marker == _LONG_ID:
+            length = _ID_LENGTH.unpack_from(value, start)[0]
+            start += _ID_LENGTH.size
+        post_id = bytes(value[start : start + length]).decode("utf-8", "replace")
+        start += length
+    return timestamp, post_id, memoryview(value)[start:].cast("I")
+
+
+def _verified_part(shingles: npt.NDArray[np.uint64]) -> set[int]:
+    """A query's shingle hashes as the records keep them (see the module docstring)."""
+    return set((shingles >> np.uint64(32)).tolist())
 
 
 @dataclass(slots=True)
@@ -173,7 +223,8 @@ def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -
     first = int(serials.min())
     offsets = (serials[order] - np.uint64(first)).astype("<u4")
     sorted_keys = keys[order]
-    bits = min(24, (len(keys) // _ENTRIES_PER_BUCKET).bit_length())
+    # only runs searched through their fence carry one (it is half a byte an entry)
+    bits = min(24, (len(keys) // _ENTRIES_PER_BUCKET).bit_length()) if len(keys) > _FENCED_RUN else 0
     bounds = np.arange((1 << bits) + 1, dtype=np.uint64) << np.uint64(32 - bits)
     fence = np.searchsorted(sorted_keys, bounds, side="left").astype("<u4")
     header = _RUN_HEADER.pack(first, int(serials.max()), len(keys), bits)
@@ -352,13 +403,13 @@ class _Batch:
                     )
                     continue
                 if shared:
-                    best = self._best_match(shared, set(sketch.shingles.tolist()), horizon, threshold)
+                    best = self._best_match(shared, _verified_part(sketch.shingles), horizon, threshold)
             elif sketch.refers_to is not None:
                 results.append(None)
                 continue
             if best is None:
                 serial_of[index] = next_serial
-                record = encode_post(sketch.timestamp, sketch.post_id, sketch.shingles)
+                record = _encode_record(sketch.timestamp, sketch.post_id, sketch.shingles)
                 self.txn.put(_U64.pack(next_serial), record, db=self.store._posts, append=True)
                 next_serial += 1
                 recorded.append(index)
@@ -454,7 +505,7 @@ class LMDBStore:
         self._env: lmdb.Environment | None = None
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
-        self._cache = PostCache()
+        self._cache = PostCache(_decode_record)
         self._key_filter = _KeyFilter()
 
     # -- opening -------------------------------------------------------------

@@ -121,6 +121,43 @@ def test_near_duplicate_reports_measured_similarity(make_store: Callable[..., Ba
     assert match is not None and 0.5 <= match.similarity < 1.0
 
 
+@pytest.mark.parametrize(
+    "post_id",
+    [
+        "570306133677760513",  # Twitter and Mastodon: decimal, stored as a number by LMDB
+        "18446744073709551615",  # 20 digits: past 64 bits, stored as text
+        "9999999999999999999",  # the largest 19-digit number
+        "0",
+        "007",  # a leading zero a number would lose
+        "line:12",
+        "at://did:plc:z72i7hdynmk6r22z27h6tvur/app.bsky.feed.post/3l3qo2vutsw2b",
+        "ид-" + "я" * 300,  # longer than 255 bytes
+        "",
+    ],
+)
+def test_duplicate_names_the_id_it_was_given(make_store: Callable[..., BandStore], post_id: str) -> None:
+    store = make_store()
+    store.check_and_insert([sketch(post_id, 1, TEXT)])
+    (match,) = store.check_and_insert([sketch("copy", 2, TEXT)])
+    assert match is not None and match.duplicate_of == post_id
+
+
+def test_shingles_alike_to_minhash_are_not_alike_to_verification(make_store: Callable[..., BandStore]) -> None:
+    # MinHash sees each shingle hash folded to 32 bits (high XOR low). Two
+    # posts of one shingle each, whose hashes differ but fold alike, get the
+    # same signature; the stored verification data must still tell them apart.
+    store = make_store()
+    first = sketch("a", 1, "hello")
+    low = int(first.shingles[0]) & 0xFFFFFFFF
+    high = int(first.shingles[0]) >> 32
+    other_high = high ^ 0x5A5A5A5A
+    twin = sketch("b", 2, "hello")
+    twin.shingles = np.array([(other_high << 32) | (low ^ high ^ other_high)], dtype=np.uint64)
+    folded = [(int(s) >> 32) ^ (int(s) & 0xFFFFFFFF) for s in (first.shingles[0], twin.shingles[0])]
+    assert folded[0] == folded[1] and twin.shingles[0] != first.shingles[0]
+    assert store.check_and_insert([first, twin]) == [None, None]
+
+
 def test_band_collision_alone_is_not_a_duplicate(make_store: Callable[..., BandStore]) -> None:
     store = make_store()
     first = sketch("a", 1, TEXT)
@@ -328,7 +365,7 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
     with env.begin(write=True) as txn:
         txn.put(b"format", b"streamfilter-lmdb-1", db=meta)
     env.close()
-    with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-2"):
+    with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-3"):
         LMDBStore(tmp_path / "index").open(settings())
 
 
