@@ -42,7 +42,20 @@ EMOJI = ["😂", "🔥", "👍🏽", "❤️", "🇺🇸", "✈️", "😡", "�
 HASHTAGS = ["#travel", "#fail", "#customerservice", "#win", "#giveaway", "#ad", "#avgeek", "#delay"]
 FILLER = ["really", "just", "so", "very", "totally", "again", "today", "now", "please", "seriously"]
 HOMOGLYPHS = {"a": "а", "e": "е", "o": "о", "p": "р", "c": "с", "x": "х", "i": "і", "y": "у"}
+# Greek and Cyrillic capitals that look like Latin ones
+CAPITAL_HOMOGLYPHS = {
+    "A": "ΑА", "B": "ΒВ", "C": "С", "E": "ΕЕ", "H": "ΗН", "I": "ΙІ", "K": "ΚК", "M": "ΜМ",
+    "N": "Ν", "O": "ΟО", "P": "ΡР", "T": "ΤТ", "X": "ΧХ", "Y": "ΥУ",
+}  # fmt: skip
 FULLWIDTH = {chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)}
+# invisible characters spammers put inside words: zero-width space, non-joiner,
+# joiner, word joiner, soft hyphen, variation selector 16
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\u00ad", "\ufe0f"]
+# blanks that are not ASCII spaces: no-break, ideographic, em, Hangul filler
+BLANKS = ["\u00a0", "\u3000", "\u2003", "\u3164"]
+COMBINING = ["\u0336", "\u0332", "\u0301", "\u0308"]  # strike-through, underline, accents
+# letters dressed as symbols: circled, negative circled, negative squared, parenthesized
+DRESSED = [(0x24B6, 0x24D0), (0x1F150, 0x1F150), (0x1F170, 0x1F170), (0x249C, 0x249C)]
 
 
 def _bold(char: str) -> str:
@@ -50,6 +63,14 @@ def _bold(char: str) -> str:
         return chr(0x1D41A + ord(char) - ord("a"))
     if "A" <= char <= "Z":
         return chr(0x1D400 + ord(char) - ord("A"))
+    return char
+
+
+def _dressed(char: str, upper: int, lower: int) -> str:
+    if "a" <= char <= "z":
+        return chr(lower + ord(char) - ord("a"))
+    if "A" <= char <= "Z":
+        return chr(upper + ord(char) - ord("A"))
     return char
 
 
@@ -105,13 +126,26 @@ def mutate(kind: str, text: str, rng: random.Random) -> str:
     if kind == "retweet_manual":
         return f"RT {_user(rng)}: {text}"
     if kind == "unicode":
-        trick = rng.choice(("homoglyph", "fullwidth", "zero_width", "bold"))
+        trick = rng.choice(
+            ("homoglyph", "capitals", "fullwidth", "invisible", "bold", "blanks", "combining", "dressed")
+        )
         if trick == "homoglyph":
             return "".join(HOMOGLYPHS.get(c, c) if rng.random() < 0.5 else c for c in text)
+        if trick == "capitals":
+            shouted = text.upper() if rng.random() < 0.5 else text
+            return "".join(rng.choice(CAPITAL_HOMOGLYPHS.get(c, c)) for c in shouted)
         if trick == "fullwidth":
             return "".join(FULLWIDTH.get(c, c) for c in text)
-        if trick == "zero_width":
-            return "".join(c + ("\u200b" if c.isalpha() and rng.random() < 0.3 else "") for c in text)
+        if trick == "invisible":
+            return "".join(c + (rng.choice(INVISIBLE) if c.isalpha() and rng.random() < 0.3 else "") for c in text)
+        if trick == "blanks":
+            return "".join(rng.choice(BLANKS) if c == " " else c for c in text)
+        if trick == "combining":
+            mark = rng.choice(COMBINING)
+            return "".join(c + mark if c.isalpha() else c for c in text)
+        if trick == "dressed":
+            upper, lower = rng.choice(DRESSED)
+            return "".join(_dressed(c, upper, lower) for c in text)
         return "".join(_bold(c) for c in text)
     if kind == "combo":
         steps = rng.sample(["mention_link", "hashtag_emoji", "case_punct", "unicode", "word_edit"], 2)

@@ -16,8 +16,12 @@ What is removed, and why:
 
 What is folded: HTML entities (``&amp;``), Unicode compatibility forms (NFKC:
 fullwidth, mathematical bold/italic/script letters, circled letters,
-ligatures), case (casefold), Latin small capitals, and Cyrillic/Greek letters
-that look like Latin ones (``Неllо`` spelled with Cyrillic Н and о).
+ligatures), case (casefold), Latin small capitals, letters dressed as symbols
+that NFKC leaves alone (negative circled and squared, parenthesized), and
+Cyrillic/Greek letters that look like Latin ones (``Неllо`` spelled with
+Cyrillic Н and о; Greek capitals count as the Latin letter they look like).
+Joiners, variation selectors and skin tones inside a word are deleted, and
+blank letters (the Hangul filler) are spaces.
 
 Truncation: when the text ends in ``…`` glued to a word, that last word was
 probably cut by a client, so it is dropped.
@@ -37,7 +41,7 @@ __all__ = ["NORMALIZER_VERSION", "has_retweet_prefix", "normalize", "normalize_f
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 2
+NORMALIZER_VERSION = 3
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -51,12 +55,30 @@ def _emoji_code_points() -> frozenset[int]:
     for block_start, block_end in ((0x2000, 0x3300), (0x1F000, 0x1FB00)):
         code_points.update(cp for cp in range(block_start, block_end) if pictographic.match(chr(cp)))
     code_points.update(range(0x1F1E6, 0x1F200))  # regional indicators (flags)
-    code_points.update(range(0xE0020, 0xE0080))  # tag characters (subdivision flags)
-    code_points.update((0x200D, 0xFE0E, 0xFE0F, 0x20E3))
-    return frozenset(code_points)
+    return frozenset(code_points - _INVISIBLE_IN_EMOJI)
 
 
-_EMOJI_TO_SPACE = {cp: " " for cp in _emoji_code_points()}
+# Joiners, variation selectors, skin tones, tag characters and the keycap mark
+# only modify the emoji they follow: deleted, not spaced, so one inside a word
+# ("wo\u200drld", "o\ufe0f") does not split it.
+_INVISIBLE_IN_EMOJI = frozenset([0x200D, 0xFE0E, 0xFE0F, 0x20E3, *range(0x1F3FB, 0x1F400), *range(0xE0020, 0xE0080)])
+# Letters dressed as symbols that NFKC leaves alone (or turns into "(a)"):
+# negative circled and negative squared capitals, parenthesized small letters.
+_DRESSED_LETTERS = {
+    start + offset: chr(ord("a") + offset) for start in (0x1F150, 0x1F170, 0x249C) for offset in range(26)
+}
+# Letters that render as nothing, used as blanks between words.
+_BLANKS = (0x115F, 0x1160, 0x3164, 0xFFA0)
+
+# One translation of a non-ASCII run: dressed letters become letters, emoji a
+# space, what only modifies an emoji nothing.
+_RUN_TABLE = (
+    {cp: " " for cp in _emoji_code_points() if cp not in _DRESSED_LETTERS}
+    | dict.fromkeys(_INVISIBLE_IN_EMOJI)
+    | dict.fromkeys(_BLANKS, " ")
+    | _DRESSED_LETTERS
+)
+
 
 _LOOKALIKES = str.maketrans(
     {
@@ -83,19 +105,21 @@ _LOOKALIKES = str.maketrans(
         "ԛ": "q",
         "ԝ": "w",
         "ӏ": "l",
-        # Greek
+        # Greek. Both cases map alike (casefold comes first), so where the
+        # capital and the small letter look like different Latin letters (Η/η,
+        # Μ/μ, Ν/ν, Υ/υ), the capital's look wins: spoofs are mostly capitals.
         "α": "a",
         "β": "b",
         "ε": "e",
-        "η": "n",
+        "η": "h",
         "ι": "i",
         "κ": "k",
-        "μ": "u",
-        "ν": "v",
+        "μ": "m",
+        "ν": "n",
         "ο": "o",
         "ρ": "p",
         "τ": "t",
-        "υ": "u",
+        "υ": "y",
         "χ": "x",
         "ζ": "z",
         "γ": "y",
@@ -172,7 +196,7 @@ def _fold_run(match: re.Match[str]) -> str:
 
 
 def _fold_any_run(run: str) -> str:
-    return _fold(run.translate(_EMOJI_TO_SPACE))
+    return _fold(run.translate(_RUN_TABLE))
 
 
 _CACHED_RUN_CHARS = 16

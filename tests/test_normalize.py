@@ -35,6 +35,11 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         ("he\u200bllo wo\u00adrld\u200d!", "hello world"),  # zero-width space, soft hyphen, ZWJ
         ("h̶e̶l̶l̶o̶ café", "hello cafe"),  # combining strike-through, accents
         ("ʜᴇʟʟᴏ Ⓦⓞⓡⓛⓓ", "hello world"),  # small capitals, circled letters
+        ("🅷🅴🅻🅻🅾 🆆🅾🆁🅻🅳", "hello world"),  # negative squared capitals (🅾 is an emoji too)
+        ("🅗🅔🅛🅛🅞 ⒲⒪⒭⒧⒟", "hello world"),  # negative circled, parenthesized
+        ("ΗΕLLO ΜΥ ΝΑΜΕ", "hello my name"),  # Greek capitals Eta, Mu, Upsilon, Nu
+        ("wo\u200drld he\ufe0fllo th\U0001f3fdis", "world hello this"),  # joiner, selector, skin tone inside words
+        ("hello\u3164world\u00a0again\u3000now", "hello world again now"),  # Hangul filler, no-break, ideographic
         ("don't stop", "dont stop"),
         ("I love flying with you guys, the serv…", "i love flying with you guys the"),
         ("東京タワー 最高", "東京タワー 最高"),
