@@ -349,6 +349,10 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     return raw if isinstance(raw, bytes) else str(raw).encode()
 
 
+# one encoder for every line: json.dumps builds a new one per call when given options
+_VERDICT_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 class _Writer:
     def __init__(self, args: argparse.Namespace, inputs: _Inputs | _Live) -> None:
         self.inputs = inputs
@@ -378,7 +382,7 @@ class _Writer:
             self.counts["posts"] += 1
             self.counts[verdict.kind.value] += 1
             if self.verdicts is not None:
-                self.verdicts.write(json.dumps(verdict.to_json(), ensure_ascii=False).encode() + b"\n")
+                self.verdicts.write(_VERDICT_JSON(verdict.to_json()).encode() + b"\n")
         first = group[0]
         if first.kind is VerdictKind.INVALID:
             print(f"streamfilter: {self.inputs.where(first.line)}: invalid: {first.reason}", file=sys.stderr)
