@@ -22,7 +22,6 @@ later frame is a list of (line number, raw line) and the answer is
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import pickle
@@ -216,6 +215,8 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 def serve_stdio() -> None:
     """The child's entry point: answer frames on stdin/stdout until stdin closes."""
+    import fcntl  # POSIX only, like the worker processes themselves
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The frames get private descriptors, buffered whatever PYTHONUNBUFFERED
     # says: a raw pipe may read or write short (a signal, a full pipe), where
@@ -225,9 +226,11 @@ def serve_stdio() -> None:
     answers = open(os.dup(1), "wb")  # noqa: SIM115
     # A batch's frames are a few hundred kB: pipes that hold a whole frame let
     # each side write it in one go, without waiting for the other to read.
+    set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
     for stream in (requests, answers):
         try:
-            fcntl.fcntl(stream.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+            if set_pipe_size is not None:
+                fcntl.fcntl(stream.fileno(), set_pipe_size, _PIPE_BYTES)
         except OSError:  # over the user's pipe allowance: the default size works, slower
             pass
     null = os.open(os.devnull, os.O_RDONLY)

@@ -165,6 +165,8 @@ class PostCache:
     true; a purged post can linger here but is unreachable, since its band
     entries are gone. Templated streams check the same few posts over and
     over, and decoding them once saves most of the verification cost.
+    ``decode`` reads a record as (timestamp, post id, shingle hashes) in the
+    store's own record format.
     """
 
     def __init__(
