@@ -19,7 +19,9 @@ batch runs in steps, each one script per node over the keys that node holds:
 1. read the band keys and the candidates' records, and verify;
 2. *claim* each novel post's record key (set only when no live record of
    another post holds it). Copies of one normalised text all claim the same
-   key, so exactly one of them passes, whichever workers they reach;
+   key, so exactly one of them passes, whichever workers they reach. A post
+   that loses its claim becomes a duplicate of the holder, and a later post
+   of its batch that was judged a duplicate of it is judged again;
 3. append the novel posts to their band keys;
 4. *recheck*: read those band keys again. A near-duplicate that another
    worker recorded meanwhile is concurrent; of the two, the one that came
@@ -65,7 +67,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -340,6 +342,9 @@ class _Judged:
     clock: float
     lives: list[int]  # per post: Redis TTL in ms, 0 for none, -1 when past the horizon
     recorded: list[int]  # posts whose record key this batch claimed
+    # duplicates of a post of this batch that lost its claim (another worker
+    # holds its text): they name a post that will not pass, so are judged again
+    stale: list[int] = field(default_factory=list)
 
 
 def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
@@ -553,13 +558,18 @@ class RedisStore:
             for index, pinned_by_others in zip(droppable, kept, strict=True):
                 if not pinned_by_others:
                     results[index] = wants_drop[index][1]
-        again = [index for index, target in judged.matched.items() if not there.get(target)]
+        again = [index for index, target in judged.matched.items() if not there.get(target)] + judged.stale
         if again and depth < 3:
             retried = self._cluster_batch(
                 [sketches[i] for i in again], [records[i] for i in again], settings, depth + 1
             )
             for index, result in zip(again, retried, strict=True):
                 results[index] = result
+        elif again:
+            # Their matches kept vanishing: pass them (unindexed) rather than
+            # name a post that did not pass. A repeat, never a loss.
+            for index in again:
+                results[index] = None
         return results
 
     def _read_on_cluster(
@@ -597,6 +607,7 @@ class RedisStore:
         )
         results: list[Match | None] = []
         matched: dict[int, bytes] = {}
+        stale: list[int] = []
         local: dict[bytes, list[bytes]] = {}  # band key -> suffixes of this batch's novel posts
         novel: list[int] = []
         horizons: list[float] = []
@@ -644,6 +655,7 @@ class RedisStore:
                     "1" if sketches[claims[n]].made_up_id else "0",
                 ],
             )
+            lost: dict[bytes, str] = {}  # record key -> the id of this batch's post that lost it
             for index, holder in zip(claims, holders, strict=True):
                 if holder is None:
                     recorded.append(index)
@@ -653,7 +665,15 @@ class RedisStore:
                 similarity = jaccard(set(sketches[index].shingles.tolist()), frozenset(shingles))
                 if similarity >= threshold:
                     results[index], matched[index] = Match(post_id, similarity), records[index][2]
-        return _Judged(results, matched, clock, lives, recorded)
+                    lost[records[index][2]] = sketches[index].post_id
+            # A later post of this batch may have matched the loser here, by
+            # the same record key: its verdict would name a post that never passes.
+            for index, target in list(matched.items()):
+                result = results[index]
+                if target in lost and result is not None and result.duplicate_of == lost[target]:
+                    del matched[index]
+                    stale.append(index)
+        return _Judged(results, matched, clock, lives, recorded, stale)
 
     def _record_on_cluster(
         self, records: list[tuple[bytes, list[bytes], bytes]], judged: _Judged, settings: IndexSettings

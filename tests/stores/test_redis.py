@@ -313,3 +313,31 @@ def test_two_workers_racing_near_duplicates_pass_exactly_one_of_each(url: str) -
     assert sorted(passed[0] + passed[1]) == list(range(150))  # each message once: never both, never neither
     for store in stores:
         store.close()
+
+
+def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Worker A reads, finds nothing, and judges its two posts: a text, then a
+    # near-copy of it, a duplicate of the first. Before A claims the first
+    # post's record, worker B records the same text. A's first post then loses
+    # its claim and never passes, so no verdict may name it.
+    near_copy = TEXT.replace("lazy", "sleepy")
+    first, second = sketch("a-first", 1, TEXT), sketch("a-second", 2, near_copy)
+    worker_a, worker_b = opened(url), opened(url)
+    reads = {"count": 0}
+    original_read = worker_a._read_on_cluster
+
+    def read_then_let_b_record(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = original_read(*args, **kwargs)
+        reads["count"] += 1
+        if reads["count"] == 1:
+            assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
+        return result
+
+    monkeypatch.setattr(worker_a, "_read_on_cluster", read_then_let_b_record)
+    if not worker_a.cluster:
+        # one script judges a batch on a single Redis: B records first or after, never between
+        assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
+    results = worker_a.check_and_insert([first, second])
+    assert [result.duplicate_of if result else None for result in results] == ["b-copy", "b-copy"]
+    worker_a.close()
+    worker_b.close()
