@@ -406,9 +406,42 @@ def _open_output(path: str, mode: str) -> IO[bytes]:
     if path == "-":
         return sys.stdout.buffer
     try:
+        if mode == "ab":
+            _drop_torn_line(path)
         return open(path, mode)  # noqa: SIM115
     except OSError as exc:
         raise _UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _drop_torn_line(path: str) -> None:
+    """Cut an output file back to its last complete line before appending.
+
+    A run killed while writing a batch can leave half a line at the end. That
+    batch was never committed (its output is written before its commit), so
+    ``--resume`` writes it again; appending to the torn line would glue the
+    two into one broken line.
+    """
+    try:
+        handle = open(path, "r+b")  # noqa: SIM115
+    except FileNotFoundError:
+        return
+    with handle:
+        end = position = handle.seek(0, os.SEEK_END)
+        while position > 0:
+            start = max(0, position - 65536)
+            handle.seek(start)
+            newline = handle.read(position - start).rfind(b"\n")
+            if newline >= 0:
+                position = start + newline + 1
+                break
+            position = start
+        if position < end:
+            handle.truncate(position)
+            print(
+                f"streamfilter: {path} ended in a partial line ({end - position} bytes) "
+                "left by a run that was killed; cut it off before resuming",
+                file=sys.stderr,
+            )
 
 
 class _Progress:

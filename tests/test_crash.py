@@ -128,3 +128,39 @@ def test_sigint_and_sigterm_finish_the_batch_and_resume(tmp_path: Path, signum: 
     assert resumed.returncode == 0
     everything = out.read_text().splitlines()
     assert sorted(everything) == sorted(stream.read_text().splitlines())  # all novel, each exactly once
+
+
+def test_resume_cuts_the_half_line_a_killed_run_left(tmp_path: Path) -> None:
+    # A run killed in the middle of writing a batch leaves half a line in its
+    # outputs; the batch was not committed, so the resumed run writes it again
+    # and must not glue it to the torn line.
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=300)
+    lines = stream.read_text().splitlines(keepends=True)
+    clean_out, clean_verdicts = tmp_path / "clean.jsonl", tmp_path / "clean-verdicts.jsonl"
+    common = ["--ttl", "0", "--batch-size", str(BATCH)]
+    run = subprocess.run(
+        replay(str(stream), "--db", str(tmp_path / "clean-db"), "--out", str(clean_out), "--verdicts",
+               str(clean_verdicts), *common),
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0
+    # the first run saw only the first 400 lines, as if the rest had not arrived
+    growing = tmp_path / "growing.jsonl"
+    growing.write_text("".join(lines[:400]))
+    out, verdicts = tmp_path / "out.jsonl", tmp_path / "verdicts.jsonl"
+    args = [str(growing), "--db", str(tmp_path / "db"), "--out", str(out), "--verdicts", str(verdicts), *common]
+    assert subprocess.run(replay(*args), capture_output=True, timeout=300).returncode == 0
+    # then it was killed halfway through writing the next line of each output
+    with out.open("ab") as handle:
+        handle.write(clean_out.read_bytes().splitlines(keepends=True)[len(out.read_bytes().splitlines())][:25])
+    with verdicts.open("ab") as handle:
+        handle.write(b'{"id": "12-1", "verd')
+    growing.write_text("".join(lines))
+    resumed = subprocess.run(replay(*args, "--resume"), capture_output=True, timeout=300)
+    assert resumed.returncode == 0
+    assert b"partial line" in resumed.stderr
+    assert out.read_text() == clean_out.read_text()
+    assert [json.loads(line) for line in verdicts.read_text().splitlines()] == [
+        json.loads(line) for line in clean_verdicts.read_text().splitlines()
+    ]
