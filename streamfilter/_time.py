@@ -32,7 +32,9 @@ def parse_timestamp(value: object) -> float:
         seconds = _from_string(value.strip())  # cached: a busy stream repeats each second's stamp
     else:
         raise InvalidRecordError(f"timestamp is a {type(value).__name__}, not a string or number")
-    if not math.isfinite(seconds) or seconds < _EARLIEST:
+    if not math.isfinite(seconds):
+        raise InvalidRecordError(f"timestamp {value!r} is not a finite number")
+    if seconds < _EARLIEST:
         raise InvalidRecordError(f"timestamp {value!r} is in the far past (before 1990)")
     if seconds > time.time() + _FUTURE_SLACK:
         raise InvalidRecordError(f"timestamp {value!r} is in the far future")

@@ -37,6 +37,8 @@ def test_plain_text_lines() -> None:
         (b"{" * 200 + b"}" * 200, "nested deeper"),
         (b'{"text": "x", "created_at": "Wed Feb 24 11:35:00 +0000 2999"}', "far future"),
         (b'{"text": "x", "created_at": 5}', "far past"),
+        (b'{"text": "x", "created_at": 1e400}', "not a finite number"),
+        (b'{"text": "x", "created_at": "NaN"}', "not a finite number"),
         (b'{"text": "x", "created_at": "yesterday-ish"}', "cannot read timestamp"),
         (b"   ", "empty line"),
     ],
