@@ -227,10 +227,9 @@ def serve_stdio() -> None:
     # A batch's frames are a few hundred kB: pipes that hold a whole frame let
     # each side write it in one go, without waiting for the other to read.
     set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
-    for stream in (requests, answers):
+    for stream in (requests, answers) if set_pipe_size is not None else ():
         try:
-            if set_pipe_size is not None:
-                fcntl.fcntl(stream.fileno(), set_pipe_size, _PIPE_BYTES)
+            fcntl.fcntl(stream.fileno(), set_pipe_size, _PIPE_BYTES)
         except OSError:  # over the user's pipe allowance: the default size works, slower
             pass
     null = os.open(os.devnull, os.O_RDONLY)
