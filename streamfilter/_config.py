@@ -16,7 +16,7 @@ from ._shingle import MAX_SHINGLE_SIZE
 __all__ = ["FilterConfig", "parse_duration"]
 
 # Bump when shingle hashing, MinHash permutations or band keys change.
-SKETCH_VERSION = 3  # 3: every post is also filed under an id key
+SKETCH_VERSION = 4  # 3: every post is also filed under an id key; 4: 32-bit word hashes, runs of 1 to k words verified
 
 _DURATION = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", regex.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -40,9 +40,11 @@ class FilterConfig:
     The defaults were measured on real airline tweets with injected variants
     (see README, "How the defaults were chosen").
 
-    - ``jaccard_threshold``: a post is a duplicate when its word-shingle set has
-      at least this Jaccard similarity to a live earlier post.
-    - ``shingle_size``: words per shingle.
+    - ``jaccard_threshold``: a post is a duplicate when the set of its runs of
+      1 to ``shingle_size`` words (its words and word pairs, by default) has at
+      least this Jaccard similarity to that of a live earlier post.
+    - ``shingle_size``: words per shingle for MinHash and the band keys (the
+      candidates), and the longest run of words verification compares.
     - ``num_perm``: MinHash permutations; ``bands * rows`` always equals it.
     - ``bands``/``rows``: leave both None to derive them from the threshold.
     - ``seed``: seeds word hashing and the permutations.

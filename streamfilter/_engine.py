@@ -27,7 +27,7 @@ from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
-from ._shingle import ShingleSets, shingle_batch
+from ._shingle import ShingleSets, hash_words, shingles_of_words, verification_hashes
 from .adapters import NotAPost, RecordAdapter
 from .stores import BandStore, IndexSettings, Match, Sketch
 
@@ -40,6 +40,7 @@ REASON_TEXTLESS_REPOST = "repost without text (reposted post not in the payload)
 REASON_REPOST_UNSEEN = "repost of a post not in the index (never seen, or expired): passed and not indexed"
 REASON_REPOST_SEEN = "repost of a post already seen"
 _NO_SHINGLES = np.zeros(0, dtype=np.uint64)
+_NO_WORDS = np.zeros(0, dtype=np.uint32)
 
 
 @dataclass(slots=True)
@@ -81,14 +82,16 @@ class PreparedBatch:
         sketch_rows = [(s.post_id, s.timestamp, s.made_up_id, s.refers_to) for s in sketches]
         key_counts = [len(s.band_keys) for s in sketches]
         shingle_counts = [len(s.shingles) for s in sketches]
+        word_counts = [len(s.words) for s in sketches]
         keys = np.concatenate([s.band_keys for s in sketches]) if sketches else _NO_SHINGLES
         shingles = np.concatenate([s.shingles for s in sketches]) if sketches else _NO_SHINGLES
-        return entry_rows, sketch_rows, key_counts, shingle_counts, keys, shingles
+        words = np.concatenate([s.words for s in sketches]) if sketches else _NO_WORDS
+        return entry_rows, sketch_rows, key_counts, shingle_counts, word_counts, keys, shingles, words
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """The batch ``to_wire`` sent, its raw records put back from ``records``."""
-        entry_rows, sketch_rows, key_counts, shingle_counts, keys, shingles = wire
+        entry_rows, sketch_rows, key_counts, shingle_counts, word_counts, keys, shingles, words = wire
         raw_of = dict(records)
         entries = []
         for line, kind, reason, sketch_index, reference, fields in entry_rows:
@@ -100,17 +103,27 @@ class PreparedBatch:
             entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
         key_ends = np.cumsum(key_counts).tolist()
         shingle_ends = np.cumsum(shingle_counts).tolist()
+        word_ends = np.cumsum(word_counts).tolist()
         sketches = [
             Sketch(
                 post_id=post_id,
                 timestamp=timestamp,
                 band_keys=keys[key_end - key_count : key_end],
                 shingles=shingles[shingle_end - shingle_count : shingle_end],
+                words=words[word_end - word_count : word_end],
                 made_up_id=made_up_id,
                 refers_to=refers_to,
             )
-            for (post_id, timestamp, made_up_id, refers_to), key_count, key_end, shingle_count, shingle_end in zip(
-                sketch_rows, key_counts, key_ends, shingle_counts, shingle_ends, strict=True
+            for (
+                (post_id, timestamp, made_up_id, refers_to),
+                key_count,
+                key_end,
+                shingle_count,
+                shingle_end,
+                word_count,
+                word_end,
+            ) in zip(
+                sketch_rows, key_counts, key_ends, shingle_counts, shingle_ends, word_counts, word_ends, strict=True
             )
         ]
         return cls(entries, sketches)
@@ -141,20 +154,23 @@ class Sketcher:
         return [_EXACT_TEXT_MARK + fallback] if fallback else []
 
     def _sketch_words(self, word_lists: Sequence[Sequence[str]]) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
+        """(the verification sets, with the word hashes; the band keys) of a batch."""
         config = self.config
         assert config.bands is not None and config.rows is not None
-        shingles = shingle_batch(word_lists, config.shingle_size, config.seed)
-        signatures = self._minhasher.signatures(shingles)
-        return shingles, band_keys(signatures, config.bands, config.rows)
+        words, word_offsets = hash_words(word_lists, config.seed)
+        signatures = self._minhasher.signatures(shingles_of_words(words, word_offsets, config.shingle_size))
+        verified = verification_hashes(words, word_offsets, config.shingle_size)
+        return verified, band_keys(signatures, config.bands, config.rows)
 
-    def rekey(self, shingle_sets: Sequence[npt.NDArray[np.uint64]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
-        """The band keys a stored post was filed under, its id key included."""
+    def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+        """The band keys a stored post was filed under, its id key included,
+        from its word hashes as stored."""
         config = self.config
         assert config.bands is not None and config.rows is not None
-        offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
-        np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
-        hashes = np.concatenate(shingle_sets) if shingle_sets else np.zeros(0, dtype=np.uint64)
-        signatures = self._minhasher.signatures(ShingleSets(hashes.astype(np.uint64), offsets))
+        offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
+        np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
+        words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else _NO_WORDS
+        signatures = self._minhasher.signatures(shingles_of_words(words, offsets, config.shingle_size))
         return np.column_stack([band_keys(signatures, config.bands, config.rows), id_keys(post_ids, config.seed)])
 
     # -- the two stages ----------------------------------------------------------
@@ -225,6 +241,7 @@ class Sketcher:
                         timestamp=timestamp,
                         band_keys=reference_keys[reference_index : reference_index + 1],
                         shingles=_NO_SHINGLES,
+                        words=_NO_WORDS,
                         refers_to=post.retweet_of,
                     )
                     reference_index += 1
@@ -235,6 +252,7 @@ class Sketcher:
                         timestamp=timestamp,
                         band_keys=keys[text_index],
                         shingles=shingles[text_index],
+                        words=shingles.words_of(text_index),
                     )
                     text_index += 1
                 sketches.append(sketch)

@@ -1,16 +1,27 @@
-"""Word k-shingles, hashed to 64 bits.
+"""Word hashes, their k-shingles for MinHash, and the sets verification compares.
 
-Each word is hashed once with mmh3 (64-bit); a shingle's hash combines the hashes of
-its k words with position-dependent odd multipliers and a 64-bit finaliser,
-all in numpy over a whole batch. A post with fewer than k words gets one
-shingle made of all its words, so short posts can still match.
+Each word is hashed once with mmh3 (32 bits, ``words``). A k-shingle's
+64-bit hash combines the hashes of its k words with position-dependent odd
+multipliers and a 64-bit finaliser, all in numpy over a whole batch; MinHash
+and the band keys are computed from those. A post with fewer than k words
+gets one shingle made of all its words, so short posts can still match.
+
+Verification compares another set: every run of 1 to k words
+(``verification_set``; for the default k = 2, the words and the word
+pairs). Tweets are short: two word edits of an eight-word tweet leave it
+sharing about a third of its word pairs, below any useful threshold, while
+its words alone cannot tell word order or a reworded template apart. Words
+and pairs together measured best (README, "How the defaults were chosen").
+Both sets come from the same word hashes, so a store keeps only a post's
+word hashes, in order, and rebuilds what it needs: the verification set,
+and the shingles again to re-derive band keys (``shingles_of_words``).
 
 Shingle sets come out as CSR arrays: ``hashes[offsets[i]:offsets[i+1]]`` is
-the sorted, de-duplicated uint64 set of post ``i``. 64 bits, because the
-stored sets are what verification compares: with 32-bit hashes a stream of
-a few hundred thousand templated posts ("post number N") already has
-colliding shingles that make distinct short posts look identical. A post with no words has
-an empty set; what that means is decided by the filter (see ``_engine``).
+the sorted, de-duplicated uint64 set of post ``i``, and
+``words[word_offsets[i]:word_offsets[i+1]]`` its word hashes in order. A
+post with no words has empty sets; what that means is decided by the filter
+(see ``_engine``). Two distinct words share a 32-bit hash with odds of
+2**-32; posts that differ only in such a pair of words look alike.
 """
 
 from __future__ import annotations
@@ -21,7 +32,15 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ShingleSets", "shingle_batch", "shingle_words"]
+__all__ = [
+    "ShingleSets",
+    "hash_words",
+    "shingle_batch",
+    "shingle_words",
+    "shingles_of_words",
+    "verification_hashes",
+    "verification_set",
+]
 
 U64 = npt.NDArray[np.uint64]
 
@@ -52,11 +71,19 @@ def _finalize(values: U64) -> U64:
 class ShingleSets:
     """Shingle-hash sets of a batch of posts, in CSR form."""
 
-    __slots__ = ("hashes", "offsets")
+    __slots__ = ("hashes", "offsets", "word_offsets", "words")
 
-    def __init__(self, hashes: U64, offsets: npt.NDArray[np.int64]) -> None:
+    def __init__(
+        self,
+        hashes: U64,
+        offsets: npt.NDArray[np.int64],
+        words: npt.NDArray[np.uint32],
+        word_offsets: npt.NDArray[np.int64],
+    ) -> None:
         self.hashes = hashes
         self.offsets = offsets
+        self.words = words
+        self.word_offsets = word_offsets
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -67,34 +94,79 @@ class ShingleSets:
     def sizes(self) -> npt.NDArray[np.int64]:
         return np.diff(self.offsets)
 
+    def words_of(self, index: int) -> npt.NDArray[np.uint32]:
+        """Post ``index``'s word hashes, in order."""
+        return self.words[self.word_offsets[index] : self.word_offsets[index + 1]]
+
 
 def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: int) -> ShingleSets:
-    """Hash the word k-shingles of every post in one numpy pass."""
-    counts = np.fromiter((len(words) for words in word_lists), dtype=np.int64, count=len(word_lists))
-    total_words = int(counts.sum())
-    hash64 = mmh3.hash64
-    word_hashes = np.fromiter(
-        (hash64(word, seed, signed=False)[0] for words in word_lists for word in words),
-        dtype=np.uint64,
-        count=total_words,
-    )
-    word_ends = np.cumsum(counts)
-    word_starts = word_ends - counts
-    # Shingles start at every word up to the k-th last one, and a short post
-    # (fewer than k words) still starts one shingle at its first word.
-    shingle_counts = np.where(counts == 0, 0, np.maximum(counts - shingle_size + 1, 1))
-    owner = np.repeat(np.arange(len(word_lists)), shingle_counts)
-    first = np.cumsum(shingle_counts) - shingle_counts
-    starts = word_starts[owner] + (np.arange(int(shingle_counts.sum())) - first[owner])
-    ends = word_ends[owner]
+    """Hash the words and the word k-shingles of every post in one numpy pass."""
+    words, word_offsets = hash_words(word_lists, seed)
+    return shingles_of_words(words, word_offsets, shingle_size)
 
-    padded = np.concatenate([word_hashes, np.zeros(shingle_size, dtype=np.uint64)])
-    combined = np.zeros(len(starts), dtype=np.uint64)
-    for position in range(shingle_size):
-        index = starts + position
-        contribution = padded[index] * _POSITION_MULTIPLIERS[position]
-        combined += np.where(index < ends, contribution, np.uint64(0))
-    hashes = _finalize(combined)
+
+def hash_words(word_lists: Sequence[Sequence[str]], seed: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+    """Every post's word hashes, in order, as CSR arrays (hashes, offsets)."""
+    counts = np.fromiter((len(words) for words in word_lists), dtype=np.int64, count=len(word_lists))
+    hash32 = mmh3.hash
+    words = np.fromiter(
+        (hash32(word, seed, signed=False) for words in word_lists for word in words),
+        dtype=np.uint32,
+        count=int(counts.sum()),
+    )
+    word_offsets = np.zeros(len(word_lists) + 1, dtype=np.int64)
+    np.cumsum(counts, out=word_offsets[1:])
+    return words, word_offsets
+
+
+def shingles_of_words(
+    words: npt.NDArray[np.uint32], word_offsets: npt.NDArray[np.int64], shingle_size: int
+) -> ShingleSets:
+    """The k-shingle sets (for MinHash) of posts given by their word hashes.
+
+    A post with fewer than k words still gets one shingle, of all its words.
+    """
+    counts = np.diff(word_offsets)
+    starts = np.where(counts == 0, 0, np.maximum(counts - shingle_size + 1, 1))
+    return _runs(words, word_offsets, [(shingle_size, starts)])
+
+
+def verification_hashes(
+    words: npt.NDArray[np.uint32], word_offsets: npt.NDArray[np.int64], shingle_size: int
+) -> ShingleSets:
+    """The 64-bit hashes of every run of 1 to k words (the set verification
+    compares, as stores that keep hashes keep it: see ``verification_set``)."""
+    counts = np.diff(word_offsets)
+    return _runs(words, word_offsets, [(size, np.maximum(counts - size + 1, 0)) for size in range(1, shingle_size + 1)])
+
+
+def _runs(
+    words: npt.NDArray[np.uint32],
+    word_offsets: npt.NDArray[np.int64],
+    sizes: Sequence[tuple[int, npt.NDArray[np.int64]]],
+) -> ShingleSets:
+    """Hash runs of words: for each (size, starts per post), that many runs of
+    up to ``size`` words (cut at the post's end) from each post's first word."""
+    posts = len(word_offsets) - 1
+    word_starts, word_ends = word_offsets[:-1], word_offsets[1:]
+    longest = max(size for size, _ in sizes)
+    padded = np.concatenate([words.astype(np.uint64), np.zeros(longest, dtype=np.uint64)])
+    parts: list[U64] = []
+    owners: list[npt.NDArray[np.int64]] = []
+    for size, run_counts in sizes:
+        owner = np.repeat(np.arange(posts), run_counts)
+        first = np.cumsum(run_counts) - run_counts
+        starts = word_starts[owner] + (np.arange(int(run_counts.sum())) - first[owner])
+        ends = word_ends[owner]
+        combined = np.zeros(len(starts), dtype=np.uint64)
+        for position in range(size):
+            index = starts + position
+            contribution = padded[index] * _POSITION_MULTIPLIERS[position]
+            combined += np.where(index < ends, contribution, np.uint64(0))
+        parts.append(_finalize(combined))
+        owners.append(owner)
+    hashes = np.concatenate(parts)
+    owner = np.concatenate(owners)
 
     # Sort each post's hashes and drop repeats, for all posts at once.
     order = np.lexsort((hashes, owner))
@@ -102,11 +174,28 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
     keep = np.ones(len(hashes), dtype=bool)
     keep[1:] = (hashes[1:] != hashes[:-1]) | (owner[1:] != owner[:-1])
     hashes, owner = hashes[keep], owner[keep]
-    offsets = np.zeros(len(word_lists) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=len(word_lists)), out=offsets[1:])
-    return ShingleSets(hashes, offsets)
+    offsets = np.zeros(posts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=posts), out=offsets[1:])
+    return ShingleSets(hashes, offsets, words, word_offsets)
 
 
 def shingle_words(words: Sequence[str], shingle_size: int, seed: int) -> U64:
     """The sorted shingle-hash set of one post."""
     return shingle_batch([words], shingle_size, seed)[0]
+
+
+def verification_set(words: Sequence[int], shingle_size: int) -> set[int]:
+    """Every run of 1 to ``shingle_size`` words of a post, from its word
+    hashes in order; each run is one int that also records its length."""
+    shingles = set(words)  # one word: below 2**32
+    if shingle_size >= 2:
+        pairs = 1 << 64  # a pair: in [2**64, 2**65)
+        shingles.update([pairs | first << 32 | second for first, second in zip(words, words[1:], strict=False)])
+    for size in range(3, shingle_size + 1):
+        mark = 1 << (32 * size)  # a run of ``size`` words: in [2**(32 size), 2**(32 size + 1))
+        for start in range(len(words) - size + 1):
+            value = mark
+            for position in range(size):
+                value |= words[start + position] << (32 * (size - 1 - position))
+            shingles.add(value)
+    return shingles

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -56,3 +57,15 @@ _prefixes = iter(range(1, 1 << 30))
 def unique_prefix(url: str) -> str:
     """The URL with a key prefix no other test uses, so tests share servers without flushing."""
     return f"{url}?prefix=t{next(_prefixes)}"
+
+
+_VOCABULARY = [
+    f"{stem}{n}" for stem in ("ka", "lo", "mi", "ne", "po", "ru", "si", "ta", "ve", "zo") for n in range(200)
+]
+
+
+def distinct_text(seed: int, words: int = 7) -> str:
+    """A text of made-up words that shares little with the text of any other
+    seed: a template that changes only a number or two is a near-duplicate
+    (words and word pairs are compared), so tests that need distinct texts use these."""
+    return " ".join(random.Random(seed).sample(_VOCABULARY, words))

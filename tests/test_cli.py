@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 
+from .conftest import distinct_text
+
 FIXTURE_STREAMS = [
     "campaign",
     "twitter_v1_search",
@@ -201,16 +203,8 @@ def test_resume_across_several_inputs(tmp_path: Path) -> None:
     # first file's tail that shared a batch with the second file's head
     first = tmp_path / "a.jsonl"
     second = tmp_path / "b.jsonl"
-    first.write_text(
-        "".join(
-            json.dumps({"id": f"a{i}", "text": f"first file post {i} about topic {i * 3}"}) + "\n" for i in range(50)
-        )
-    )
-    second.write_text(
-        "".join(
-            json.dumps({"id": f"b{i}", "text": f"second file post {i} on subject {i * 5}"}) + "\n" for i in range(50)
-        )
-    )
+    first.write_text("".join(json.dumps({"id": f"a{i}", "text": distinct_text(i)}) + "\n" for i in range(50)))
+    second.write_text("".join(json.dumps({"id": f"b{i}", "text": distinct_text(1000 + i)}) + "\n" for i in range(50)))
     db = str(tmp_path / "db")
     out = tmp_path / "out"
     done = replay(str(first), str(second), "--db", db, "--out", str(out), "--ttl", "0", "--batch-size", "30")

@@ -19,6 +19,8 @@ from streamfilter import (
 )
 from tests.conftest import FIXTURES
 
+from .conftest import distinct_text
+
 pytestmark = pytest.mark.anyio
 
 CAMPAIGN = [json.loads(line) for line in (FIXTURES / "campaign.jsonl").read_text().splitlines()]
@@ -231,7 +233,7 @@ async def test_endless_source_is_held_back_by_a_slow_consumer() -> None:
 
 
 async def test_eight_tasks_share_one_filter(tmp_path: Path) -> None:
-    texts = [f"limited offer number {i}: buy {i} get {i + 1} free at the corner shop" for i in range(60)]
+    texts = [distinct_text(i) for i in range(60)]
     passed: list[str] = []
 
     async def worker(n: int, sf: StreamFilter) -> None:

@@ -34,5 +34,10 @@ def test_batch_signatures_equal_single_ones_and_empty_posts_are_marked() -> None
 
 
 def test_no_shingles_at_all() -> None:
-    empty = ShingleSets(np.zeros(0, dtype=np.uint64), np.zeros(3, dtype=np.int64))
+    empty = ShingleSets(
+        np.zeros(0, dtype=np.uint64),
+        np.zeros(3, dtype=np.int64),
+        np.zeros(0, dtype=np.uint32),
+        np.zeros(3, dtype=np.int64),
+    )
     assert MinHasher(8, 1).signatures(empty).shape == (2, 8)

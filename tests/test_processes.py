@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import distinct_text
+
 
 @pytest.mark.parametrize("workers", [2, 4])
 def test_processes_never_both_pass_copies_of_a_text(tmp_path: Path, workers: int) -> None:
     rng = random.Random(5)
-    texts = [
-        f"campaign message number {i} about {rng.choice(['shoes', 'phones', 'cruises', 'loans'])} deal {i * 7919}"
-        for i in range(300)
-    ]
+    texts = [f"{distinct_text(i)} about {rng.choice(['shoes', 'phones', 'cruises', 'loans'])}" for i in range(300)]
     inputs = []
     for worker in range(workers):
         lines = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import replay_command, unique_prefix
+from .conftest import distinct_text, replay_command, unique_prefix
 
 WORKERS = 4
 
@@ -25,7 +25,7 @@ def campaign(tmp_path: Path, texts: int = 250) -> tuple[list[str], dict[str, str
     lines: list[str] = []
     base_of: dict[str, str] = {}
     for i in range(texts):
-        text = f"campaign message number {i} about {rng.choice(['shoes', 'phones', 'cruises', 'loans'])} deal {i * 7919} now"
+        text = f"{distinct_text(i)} about {rng.choice(['shoes', 'phones', 'cruises', 'loans'])} now"
         variants = [text] * 3 + ([text.replace("now", "today")] if i % 5 == 0 else [])
         for copy, variant in enumerate(variants):
             post_id = f"{i}-{copy}"

@@ -16,18 +16,25 @@ import numpy as np
 import numpy.typing as npt
 
 from .._exceptions import ConfigMismatchError
+from .._shingle import verification_set
 
 __all__ = ["BandStore", "IndexSettings", "IndexTxn", "Match", "PostCache", "Sketch", "run_batch"]
 
 
 @dataclass(slots=True)
 class Sketch:
-    """What a store needs of one post: who it is, when, its bands and its shingles."""
+    """What a store needs of one post: who it is, when, its bands and its shingles.
+
+    ``words`` holds the post's word hashes in order, cut to 32 bits, from which
+    a store may rebuild the shingle set instead of storing it (see
+    ``_shingle.verification_set``).
+    """
 
     post_id: str
     timestamp: float
     band_keys: npt.NDArray[np.uint64]
     shingles: npt.NDArray[np.uint64]
+    words: npt.NDArray[np.uint32]
     # True when the post had no id and ``post_id`` was made up ("line:N"):
     # such ids can repeat across inputs, so they do not identify a post alone.
     made_up_id: bool = False
@@ -51,17 +58,22 @@ class IndexSettings:
 
     ``fingerprint`` holds the settings that shape signatures and band keys; a
     store pins it on first use and refuses to open with a different one.
-    ``rekey`` turns stored shingle sets and post ids back into band keys (the
+    ``rekey`` turns stored word hashes and post ids back into band keys (the
     id key included), so a store can delete an expired post's bands without
-    storing them.
+    storing them. ``shingle_size`` is the longest run of words verification
+    compares (``_shingle.verification_set``).
     """
 
     fingerprint: Mapping[str, int | str]
     jaccard_threshold: float
     ttl_seconds: float
-    rekey: Callable[[Sequence[npt.NDArray[np.uint64]], Sequence[str]], npt.NDArray[np.uint64]] = field(repr=False)
+    rekey: Callable[[Sequence[npt.NDArray[np.uint32]], Sequence[str]], npt.NDArray[np.uint64]] = field(repr=False)
     max_candidates_per_band: int = 64
     purge_limit: int = 1024
+
+    @property
+    def shingle_size(self) -> int:
+        return int(self.fingerprint["shingle_size"])
 
 
 @runtime_checkable
@@ -113,17 +125,17 @@ def check_fingerprint(location: str, stored: Mapping[str, object], requested: Ma
 _POST_HEADER = struct.Struct("<dH")
 
 
-def encode_post(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint64]) -> bytes:
+def encode_post(timestamp: float, post_id: str, words: npt.NDArray[np.uint32]) -> bytes:
     encoded_id = post_id.encode("utf-8")[:0xFFFF]
-    return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + shingles.astype("<u8").tobytes()
+    return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + words.astype("<u4", copy=False).tobytes()
 
 
 def decode_post(value: bytes | memoryview) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, shingle hashes as a uint64 memoryview)."""
+    """(timestamp, post id, word hashes as a uint32 memoryview)."""
     timestamp, id_length = _POST_HEADER.unpack_from(value)
     start = _POST_HEADER.size
     post_id = bytes(value[start : start + id_length]).decode("utf-8", "replace")
-    return timestamp, post_id, memoryview(value)[start + id_length :].cast("Q")
+    return timestamp, post_id, memoryview(value)[start + id_length :].cast("I")
 
 
 class _PostReader(Protocol):
@@ -165,17 +177,19 @@ class PostCache:
     true; a purged post can linger here but is unreachable, since its band
     entries are gone. Templated streams check the same few posts over and
     over, and decoding them once saves most of the verification cost.
-    ``decode`` reads a record as (timestamp, post id, shingle hashes) in the
-    store's own record format.
+    ``decode`` reads a record as (timestamp, post id, word hashes) in the
+    store's own record format; the cache keeps the set verification compares,
+    of runs of up to ``shingle_size`` words (set by the store when it opens).
     """
 
     def __init__(
         self,
-        decode: Callable[[bytes | memoryview], tuple[float, str, Iterable[int]]] = decode_post,
+        decode: Callable[[bytes | memoryview], tuple[float, str, memoryview]] = decode_post,
         capacity: int = 8192,
     ) -> None:
         self.decode = decode
         self.capacity = capacity
+        self.shingle_size = 2
         self._entries: dict[int, tuple[float, str, frozenset[int]]] = {}
 
     def clear(self) -> None:
@@ -187,8 +201,8 @@ class PostCache:
             record = txn.get_post(serial)
             if record is None:
                 return None
-            timestamp, post_id, shingles = self.decode(record)
-            entry = (timestamp, post_id, frozenset(shingles))
+            timestamp, post_id, words = self.decode(record)
+            entry = (timestamp, post_id, frozenset(verification_set(words.tolist(), self.shingle_size)))
             if len(self._entries) >= self.capacity:
                 self._entries.clear()
             self._entries[serial] = entry
@@ -196,7 +210,7 @@ class PostCache:
 
 
 def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
-    """Exact Jaccard similarity of two shingle-hash sets."""
+    """Exact Jaccard similarity of two verification sets."""
     shared = len(other & query) if len(other) < len(query) else len(query & other)
     return shared / (len(query) + len(other) - shared)
 
@@ -263,7 +277,7 @@ def run_batch(
         # checked first; deeper lists are only read when that finds nothing.
         candidates = txn.first_members(band_keys)
         if candidates:
-            query = set(sketch.shingles.tolist())
+            query = verification_set(sketch.words.tolist(), settings.shingle_size)
             best = best_match(txn, cache, candidates, query, horizon, threshold)
             if best is None:
                 checked = set(candidates)
@@ -271,7 +285,7 @@ def run_batch(
                 if deeper:
                     best = best_match(txn, cache, deeper, query, horizon, threshold)
         if best is None:
-            record = encode_post(sketch.timestamp, sketch.post_id, sketch.shingles)
+            record = encode_post(sketch.timestamp, sketch.post_id, sketch.words)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
             next_serial += 1
         results.append(best)
@@ -279,8 +293,8 @@ def run_batch(
         expired = txn.expired(clock - ttl, settings.purge_limit)
         if expired:
             decoded = [decode_post(record) for _, record in expired]
-            shingle_sets = [np.frombuffer(shingles, dtype=np.uint64) for _, _, shingles in decoded]
-            all_keys = settings.rekey(shingle_sets, [post_id for _, post_id, _ in decoded])
+            word_seqs = [np.frombuffer(words, dtype=np.uint32) for _, _, words in decoded]
+            all_keys = settings.rekey(word_seqs, [post_id for _, post_id, _ in decoded])
             for (serial, _), (timestamp, _, _), keys in zip(expired, decoded, all_keys, strict=True):
                 txn.delete(serial, timestamp, key_bytes(keys))
     return results, clock, next_serial

@@ -2,8 +2,9 @@
 
 Named sub-databases:
 
-- ``posts``: serial -> timestamp, post id and the top 32 bits of the post's
-  64-bit shingle hashes (the verification data). Serials only grow, so posts
+- ``posts``: serial -> timestamp, post id and the post's word hashes in
+  order, 32 bits each (the verification data: the shingle set is rebuilt
+  from them, see below). Serials only grow, so posts
   are appended at the end and purged from the front. A decimal id (Twitter,
   Mastodon) is stored as 8 bytes, any other id as its UTF-8 text.
 - ``runs``: the band index, log-structured. A run is one value: its first and
@@ -20,16 +21,16 @@ per band per post. Band keys are cut to 32 bits: a key that matches by chance
 only proposes a candidate, and every candidate is verified by exact Jaccard
 over the stored shingle hashes.
 
-Why 32 bits of each shingle hash suffice for verification. MinHash sees each
-64-bit hash folded to 32 bits (high half XOR low half), so two distinct
-shingles whose folds collide look alike to it, and their posts become
-candidates. Verification keeps the high half instead: two distinct hashes
-with equal folds and equal high halves would have equal low halves too, so
-such a pair can never pass verification as well. What remains is chance: a
-verified pair of posts with 17 shingles each compares 289 pairs of distinct
-shingles, each equal with odds of 2**-32, so about one verification in 15
-million sees one extra shared shingle, and only a pair just below the
-threshold can be tipped over it. Half the bytes of the record, for that.
+Why a post's words, 32 bits each, suffice for verification. A shingle set
+of words and word pairs has about twice as many members as the post has
+words, so the record keeps the words instead, in order, and verification
+rebuilds the set from them (``verification_set``). Each word keeps the top
+half of its 64-bit hash. MinHash saw the whole hashes, so two distinct words
+whose top halves collide look alike only to verification, and only when
+MinHash proposed their posts as candidates anyway. A verified pair of posts
+with 15 words each compares about 225 pairs of words, each equal by chance
+with odds of 2**-32, so about one verification in 20 million sees one extra
+shared word, and only a pair just below the threshold can be tipped over it.
 
 Every batch is one write transaction: LMDB allows one writer at a time across
 all processes that open the directory, and lookups happen inside that
@@ -62,6 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._exceptions import StoreError, StoreFullError
+from .._shingle import verification_set
 from ._base import (
     IndexSettings,
     Match,
@@ -83,7 +85,7 @@ _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
-_FORMAT = b"streamfilter-lmdb-3"
+_FORMAT = b"streamfilter-lmdb-4"
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
@@ -108,8 +110,8 @@ _ID_NUMBER = struct.Struct("<Q")
 _ID_LENGTH = struct.Struct("<H")
 
 
-def _encode_record(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint64]) -> bytes:
-    hashes = (shingles >> np.uint64(32)).astype("<u4").tobytes()
+def _encode_record(timestamp: float, post_id: str, words: npt.NDArray[np.uint32]) -> bytes:
+    hashes = words.astype("<u4", copy=False).tobytes()
     if post_id.isdigit() and post_id.isascii() and len(post_id) <= 19 and (post_id[0] != "0" or len(post_id) == 1):
         return _RECORD_HEADER.pack(timestamp, _NUMERIC_ID) + _ID_NUMBER.pack(int(post_id)) + hashes
     encoded = post_id.encode("utf-8")[:0xFFFF]
@@ -119,7 +121,7 @@ def _encode_record(timestamp: float, post_id: str, shingles: npt.NDArray[np.uint
 
 
 def _decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, the shingle hashes' top halves as a uint32 memoryview)."""
+    """(timestamp, post id, the word hashes as a uint32 memoryview)."""
     timestamp, marker = _RECORD_HEADER.unpack_from(value)
     start = _RECORD_HEADER.size
     if marker == _NUMERIC_ID:
@@ -133,11 +135,6 @@ def _decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
         post_id = bytes(value[start : start + length]).decode("utf-8", "replace")
         start += length
     return timestamp, post_id, memoryview(value)[start:].cast("I")
-
-
-def _verified_part(shingles: npt.NDArray[np.uint64]) -> set[int]:
-    """A query's shingle hashes as the records keep them (see the module docstring)."""
-    return set((shingles >> np.uint64(32)).tolist())
 
 
 @dataclass(slots=True)
@@ -365,6 +362,7 @@ class _Batch:
         settings = self.settings
         ttl = settings.ttl_seconds
         threshold = settings.jaccard_threshold
+        shingle_size = settings.shingle_size
         first_live = self.first_live_serial(next_serial)
         count = len(sketches)
         lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
@@ -403,13 +401,14 @@ class _Batch:
                     )
                     continue
                 if shared:
-                    best = self._best_match(shared, _verified_part(sketch.shingles), horizon, threshold)
+                    query = verification_set(sketch.words.tolist(), shingle_size)
+                    best = self._best_match(shared, query, horizon, threshold)
             elif sketch.refers_to is not None:
                 results.append(None)
                 continue
             if best is None:
                 serial_of[index] = next_serial
-                record = _encode_record(sketch.timestamp, sketch.post_id, sketch.shingles)
+                record = _encode_record(sketch.timestamp, sketch.post_id, sketch.words)
                 self.txn.put(_U64.pack(next_serial), record, db=self.store._posts, append=True)
                 next_serial += 1
                 recorded.append(index)
@@ -528,6 +527,7 @@ class LMDBStore:
         except (OSError, lmdb.Error) as exc:
             raise _map_error(exc, f"cannot open LMDB index at {self.path}", self.path) from exc
         self._env = env
+        self._cache.shingle_size = settings.shingle_size
         self._page_size = int(env.stat()["psize"])
         try:
             self._meta = env.open_db(b"meta")

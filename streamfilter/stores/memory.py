@@ -94,6 +94,7 @@ class MemoryStore:
         else:
             check_fingerprint("memory store", self._fingerprint, requested)
         self._settings = settings
+        self._cache.shingle_size = settings.shingle_size
 
     def check_and_insert(
         self,

@@ -6,7 +6,7 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 - ``{prefix}:clock``: the highest event time seen, in seconds
 - ``{prefix}:progress:<host name>``: hash of input path -> lines done
 - ``{prefix}:p:<8 bytes>``: one post's verification record (timestamp, id,
-  shingle hashes), keyed by a 64-bit hash of its shingle set, so copies of one
+  the 64-bit hashes of its runs of 1 to k words), keyed by a 64-bit hash of that set, so copies of one
   normalised text share the key
 - ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
   one band key, newest last, at most ``max_candidates_per_band`` of them
@@ -64,6 +64,7 @@ import json
 import logging
 import random
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -74,7 +75,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, jaccard, key_bytes
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, jaccard, key_bytes
 
 __all__ = ["RedisStore"]
 
@@ -347,12 +348,24 @@ class _Judged:
     stale: list[int] = field(default_factory=list)
 
 
+_RECORD_HEADER = struct.Struct("<dH")  # timestamp, id length (the scripts read it too)
+
+
+def _encode_record(timestamp: float, post_id: str, shingles: np.ndarray) -> bytes:
+    """A post's record: the header and id of ``_base.encode_post``, then the
+    64-bit hashes of its verification set (what the scripts compare)."""
+    encoded_id = post_id.encode("utf-8")[:0xFFFF]
+    return _RECORD_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + shingles.astype("<u8").tobytes()
+
+
 def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
-    """decode_post for a record that may carry a pin byte (Cluster only)."""
-    id_length = int.from_bytes(value[8:10], "little")
-    if (len(value) - 10 - id_length) % 8:
+    """(timestamp, post id, verification hashes) of a record that may carry a pin byte (Cluster only)."""
+    timestamp, id_length = _RECORD_HEADER.unpack_from(value)
+    if (len(value) - _RECORD_HEADER.size - id_length) % 8:
         value = value[:-1]
-    return decode_post(value)
+    start = _RECORD_HEADER.size
+    post_id = bytes(value[start : start + id_length]).decode("utf-8", "replace")
+    return timestamp, post_id, memoryview(value)[start + id_length :].cast("Q")
 
 
 def _record_key_suffix(shingles: np.ndarray) -> bytes:
@@ -461,7 +474,7 @@ class RedisStore:
         if settings is None:
             raise StoreError("the Redis store is not open")
         records = [
-            (encode_post(s.timestamp, s.post_id, s.shingles), key_bytes(s.band_keys), _record_key_suffix(s.shingles))
+            (_encode_record(s.timestamp, s.post_id, s.shingles), key_bytes(s.band_keys), _record_key_suffix(s.shingles))
             for s in sketches
         ]
         with self._lock:
@@ -720,7 +733,6 @@ class RedisStore:
         for index in judged.recorded:
             sketch, (_, band_keys, suffix) = sketches[index], records[index]
             query = set(sketch.shingles.tolist())
-            mine = set(band_keys)
             concurrent = (other for key in band_keys for other in members.get(key, ()))
             for other in concurrent:
                 entry = stored.get(other)
@@ -729,8 +741,8 @@ class RedisStore:
                 similarity = jaccard(query, entry[2])
                 if similarity < settings.jaccard_threshold:
                     continue
-                shingles = np.fromiter(entry[2], dtype=np.uint64, count=len(entry[2]))
-                arbiter = min(mine.intersection(key_bytes(settings.rekey([shingles], [entry[1]])[0])), default=None)
+                # the band keys they share: those of this post that list the other
+                arbiter = min((key for key in band_keys if other in members.get(key, ())), default=None)
                 order = members.get(arbiter, []) if arbiter is not None else []
                 if other in order and suffix in order and order.index(other) < order.index(suffix):
                     wants_drop[index] = (other, Match(entry[1], similarity))

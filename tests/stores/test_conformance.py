@@ -18,7 +18,7 @@ from streamfilter import (
 )
 from streamfilter._lsh import band_keys, id_keys
 from streamfilter._minhash import MinHasher
-from streamfilter._shingle import ShingleSets, shingle_batch
+from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
 from streamfilter.stores import BandStore, IndexSettings, Sketch
 from streamfilter.stores.redis import RedisStore
 
@@ -28,11 +28,11 @@ CONFIG = FilterConfig()
 HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
 
 
-def rekey(shingle_sets: list[np.ndarray], post_ids: list[str]) -> np.ndarray:
-    offsets = np.zeros(len(shingle_sets) + 1, dtype=np.int64)
-    np.cumsum([len(s) for s in shingle_sets], out=offsets[1:])
-    hashes = np.concatenate(shingle_sets).astype(np.uint64)
-    keys = band_keys(HASHER.signatures(ShingleSets(hashes, offsets)), CONFIG.bands or 0, CONFIG.rows or 0)
+def rekey(word_seqs: list[np.ndarray], post_ids: list[str]) -> np.ndarray:
+    offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in word_seqs], out=offsets[1:])
+    shingles = shingles_of_words(np.concatenate(word_seqs).astype(np.uint32), offsets, CONFIG.shingle_size)
+    keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
     return np.column_stack([keys, id_keys(post_ids, CONFIG.seed)])
 
 
@@ -47,15 +47,22 @@ def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict | None =
 
 
 def sketch(post_id: str, timestamp: float, text: str) -> Sketch:
-    shingles = shingle_batch([normalize(text).split()], CONFIG.shingle_size, CONFIG.seed)
+    words, offsets = hash_words([normalize(text).split()], CONFIG.seed)
+    shingles = shingles_of_words(words, offsets, CONFIG.shingle_size)
     keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
-    return Sketch(post_id, timestamp, np.append(keys[0], id_keys([post_id], CONFIG.seed)), shingles[0])
+    verified = verification_hashes(words, offsets, CONFIG.shingle_size)
+    return Sketch(post_id, timestamp, np.append(keys[0], id_keys([post_id], CONFIG.seed)), verified[0], words)
 
 
 def repost(post_id: str, timestamp: float, reposted: str) -> Sketch:
     """A repost without text, judged by the post it reposts."""
     return Sketch(
-        post_id, timestamp, id_keys([reposted], CONFIG.seed), np.zeros(0, dtype=np.uint64), refers_to=reposted
+        post_id,
+        timestamp,
+        id_keys([reposted], CONFIG.seed),
+        np.zeros(0, dtype=np.uint64),
+        np.zeros(0, dtype=np.uint32),
+        refers_to=reposted,
     )
 
 
@@ -142,20 +149,16 @@ def test_duplicate_names_the_id_it_was_given(make_store: Callable[..., BandStore
     assert match is not None and match.duplicate_of == post_id
 
 
-def test_shingles_alike_to_minhash_are_not_alike_to_verification(make_store: Callable[..., BandStore]) -> None:
-    # MinHash sees each shingle hash folded to 32 bits (high XOR low). Two
-    # posts of one shingle each, whose hashes differ but fold alike, get the
-    # same signature; the stored verification data must still tell them apart.
+def test_two_word_edits_of_a_short_post_are_a_duplicate(make_store: Callable[..., BandStore]) -> None:
+    # One word replaced and one added: the word pairs alike are 5 of 12
+    # (0.42, under the threshold), the words and pairs together 13 of 23 (0.57).
     store = make_store()
-    first = sketch("a", 1, "hello")
-    low = int(first.shingles[0]) & 0xFFFFFFFF
-    high = int(first.shingles[0]) >> 32
-    other_high = high ^ 0x5A5A5A5A
-    twin = sketch("b", 2, "hello")
-    twin.shingles = np.array([(other_high << 32) | (low ^ high ^ other_high)], dtype=np.uint64)
-    folded = [(int(s) >> 32) ^ (int(s) & 0xFFFFFFFF) for s in (first.shingles[0], twin.shingles[0])]
-    assert folded[0] == folded[1] and twin.shingles[0] != first.shingles[0]
-    assert store.check_and_insert([first, twin]) == [None, None]
+    first = sketch("a", 1, "the crew on my flight to denver was great")
+    edited = sketch("b", 2, "the crew on my trip to denver was really great")
+    unrelated = sketch("c", 3, "the gate agent on my flight was kind")
+    results = store.check_and_insert([first, edited, unrelated])
+    assert results[0] is None and results[2] is None
+    assert results[1] is not None and results[1].duplicate_of == "a"
 
 
 def test_band_collision_alone_is_not_a_duplicate(make_store: Callable[..., BandStore]) -> None:
@@ -365,7 +368,7 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
     with env.begin(write=True) as txn:
         txn.put(b"format", b"streamfilter-lmdb-1", db=meta)
     env.close()
-    with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-3"):
+    with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-4"):
         LMDBStore(tmp_path / "index").open(settings())
 
 
@@ -375,7 +378,7 @@ def test_lmdb_runs_of_another_process_are_found(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    texts = [f"post number {i} about the subject {i * 31} and more words {i % 7}" for i in range(240)]
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(240)]
     store = LMDBStore(tmp_path / "index", durable=False)
     store.open(settings())
     writer = (
@@ -383,7 +386,7 @@ def test_lmdb_runs_of_another_process_are_found(tmp_path: Path) -> None:
         "store = LMDBStore(sys.argv[1], durable=False); store.open(settings())\n"
         "start = int(sys.argv[2])\n"
         "for i in range(start, start + 40, 10):\n"
-        "    texts = [f'post number {j} about the subject {j * 31} and more words {j % 7}' for j in range(i, i + 10)]\n"
+        "    texts = [f'post {j} x{j * 31} y{j * 17} z{j * 13} w{j * 7} about it' for j in range(i, i + 10)]\n"
         "    assert store.check_and_insert([sketch(f'a{j}', j, t) for j, t in zip(range(i, i + 10), texts)]) == [None] * 10\n"
     )
     for start in range(0, 240, 40):  # alternate with another process, so merges combine runs of both

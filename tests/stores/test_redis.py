@@ -15,7 +15,7 @@ from streamfilter import ConfigMismatchError, FilterConfig, MemoryStore, StoreEr
 from streamfilter.stores import BandStore
 from streamfilter.stores.redis import RedisStore
 
-from ..conftest import unique_prefix
+from ..conftest import distinct_text, unique_prefix
 from ..redis_servers import free_port
 from .test_conformance import CONFIG, TEXT, settings, sketch
 
@@ -43,7 +43,7 @@ def keys_under(store: RedisStore) -> set[bytes]:
 
 def test_redis_expiry_leaves_nothing_behind(url: str) -> None:
     store = opened(url, ttl=1.0)
-    store.check_and_insert([sketch(f"p{i}", 1000 + i * 0.001, f"post {i} about thing {i * 7}") for i in range(20)])
+    store.check_and_insert([sketch(f"p{i}", 1000 + i * 0.001, distinct_text(i)) for i in range(20)])
     client = store._client
     posts = [key for key in keys_under(store) if b":p:" in key]
     bands = [key for key in keys_under(store) if b":b:" in key]
@@ -102,7 +102,7 @@ def test_config_mismatch_names_the_settings(url: str) -> None:
 
 def test_two_stores_never_both_pass_copies(url: str) -> None:
     # two workers race the same texts through one index
-    texts = [f"campaign text {i} with its own offer code {i * 7919} today" for i in range(200)]
+    texts = [distinct_text(i) for i in range(200)]
     stores = [opened(url) for _ in range(2)]
     passed: list[list[str]] = [[], []]
 
@@ -126,7 +126,7 @@ def test_two_stores_never_both_pass_copies(url: str) -> None:
 def _batches() -> Iterator[list]:  # type: ignore[type-arg]
     for batch in range(60):
         yield [
-            sketch(f"{batch}-{i}", 1000 + batch, f"message {(batch * 10 + i) % 250} of the series, copy {i % 3}")
+            sketch(f"{batch}-{i}", 1000 + batch, distinct_text((batch * 10 + i) % 250) + f" copy {i % 3}")
             for i in range(10)
         ]
 
@@ -263,7 +263,7 @@ def test_cluster_resharding_mid_stream_changes_no_verdict(tmp_path) -> None:  # 
             [m and m.duplicate_of for m in batch] for batch in expected
         ]
         # and the index answers from the new layout
-        (match,) = store.check_and_insert([sketch("late", 2000, "message 7 of the series, copy 1")])
+        (match,) = store.check_and_insert([sketch("late", 2000, distinct_text(7) + " copy 1")])
         assert match is not None
         store.close()
     finally:
