@@ -26,7 +26,7 @@ post with no words has empty sets; what that means is decided by the filter
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mmh3
 import numpy as np
@@ -58,6 +58,7 @@ _POSITION_MULTIPLIERS = np.array(
     dtype=np.uint64,
 )
 MAX_SHINGLE_SIZE = len(_POSITION_MULTIPLIERS)
+_MULTIPLIERS = [int(multiplier) for multiplier in _POSITION_MULTIPLIERS]
 
 
 def _finalize(values: U64) -> U64:
@@ -128,25 +129,49 @@ def shingles_of_words(
     """
     counts = np.diff(word_offsets)
     starts = np.where(counts == 0, 0, np.maximum(counts - shingle_size + 1, 1))
-    return _runs(words, word_offsets, [(shingle_size, starts)])
+    return _runs(words, word_offsets, [(shingle_size, starts)], _shingle_hashes)
 
 
 def verification_hashes(
     words: npt.NDArray[np.uint32], word_offsets: npt.NDArray[np.int64], shingle_size: int
 ) -> ShingleSets:
-    """The 64-bit hashes of every run of 1 to k words (the set verification
-    compares, as stores that keep hashes keep it: see ``verification_set``)."""
+    """Every run of 1 to k words of each post, as the 64-bit values that
+    ``verification_set`` makes of them: the set verification compares."""
     counts = np.diff(word_offsets)
-    return _runs(words, word_offsets, [(size, np.maximum(counts - size + 1, 0)) for size in range(1, shingle_size + 1)])
+    sizes = [(size, np.maximum(counts - size + 1, 0)) for size in range(1, shingle_size + 1)]
+    return _runs(words, word_offsets, sizes, _run_values)
+
+
+def _shingle_hashes(padded: U64, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], size: int) -> U64:
+    combined = np.zeros(len(starts), dtype=np.uint64)
+    for position in range(size):
+        index = starts + position
+        contribution = padded[index] * _POSITION_MULTIPLIERS[position]
+        combined += np.where(index < ends, contribution, np.uint64(0))
+    return _finalize(combined)
+
+
+def _run_values(padded: U64, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], size: int) -> U64:
+    # runs are whole here: verification_hashes only starts them where they fit
+    if size == 1:
+        return padded[starts]
+    if size == 2:
+        return (padded[starts] << np.uint64(32)) | padded[starts + 1]
+    combined = np.full(len(starts), size, dtype=np.uint64)
+    for position in range(size):
+        combined += padded[starts + position] * _POSITION_MULTIPLIERS[position]
+    return combined
 
 
 def _runs(
     words: npt.NDArray[np.uint32],
     word_offsets: npt.NDArray[np.int64],
     sizes: Sequence[tuple[int, npt.NDArray[np.int64]]],
+    value: Callable[[U64, npt.NDArray[np.int64], npt.NDArray[np.int64], int], U64],
 ) -> ShingleSets:
-    """Hash runs of words: for each (size, starts per post), that many runs of
-    up to ``size`` words (cut at the post's end) from each post's first word."""
+    """Sorted, de-duplicated sets of ``value``s of runs of words: for each
+    (size, runs per post), that many runs of up to ``size`` words (cut at the
+    post's end), from each post's first word on."""
     posts = len(word_offsets) - 1
     word_starts, word_ends = word_offsets[:-1], word_offsets[1:]
     longest = max(size for size, _ in sizes)
@@ -157,13 +182,7 @@ def _runs(
         owner = np.repeat(np.arange(posts), run_counts)
         first = np.cumsum(run_counts) - run_counts
         starts = word_starts[owner] + (np.arange(int(run_counts.sum())) - first[owner])
-        ends = word_ends[owner]
-        combined = np.zeros(len(starts), dtype=np.uint64)
-        for position in range(size):
-            index = starts + position
-            contribution = padded[index] * _POSITION_MULTIPLIERS[position]
-            combined += np.where(index < ends, contribution, np.uint64(0))
-        parts.append(_finalize(combined))
+        parts.append(value(padded, starts, word_ends[owner], size))
         owners.append(owner)
     hashes = np.concatenate(parts)
     owner = np.concatenate(owners)
@@ -185,17 +204,19 @@ def shingle_words(words: Sequence[str], shingle_size: int, seed: int) -> U64:
 
 
 def verification_set(words: Sequence[int], shingle_size: int) -> set[int]:
-    """Every run of 1 to ``shingle_size`` words of a post, from its word
-    hashes in order; each run is one int that also records its length."""
-    shingles = set(words)  # one word: below 2**32
+    """Every run of 1 to ``shingle_size`` words of a post, from its word hashes
+    in order: the same values as ``verification_hashes``. A word is its hash;
+    a pair, the two hashes side by side in 64 bits (it equals a word only when
+    its first word hashes to 0); a longer run, a sum of the hashes times odd
+    multipliers, plus its length, modulo 2**64."""
+    values = set(words)
     if shingle_size >= 2:
-        pairs = 1 << 64  # a pair: in [2**64, 2**65)
-        shingles.update([pairs | first << 32 | second for first, second in zip(words, words[1:], strict=False)])
+        values.update([first << 32 | second for first, second in zip(words, words[1:], strict=False)])
+    multipliers = _MULTIPLIERS
     for size in range(3, shingle_size + 1):
-        mark = 1 << (32 * size)  # a run of ``size`` words: in [2**(32 size), 2**(32 size + 1))
         for start in range(len(words) - size + 1):
-            value = mark
+            total = size
             for position in range(size):
-                value |= words[start + position] << (32 * (size - 1 - position))
-            shingles.add(value)
-    return shingles
+                total += words[start + position] * multipliers[position]
+            values.add(total & 0xFFFFFFFFFFFFFFFF)
+    return values

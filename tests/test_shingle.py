@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamfilter._shingle import shingle_batch, shingle_words
+from streamfilter._shingle import hash_words, shingle_batch, shingle_words, verification_hashes, verification_set
 
 words = st.lists(st.text(alphabet="abcdef", min_size=1, max_size=4), max_size=12)
 
@@ -38,3 +38,22 @@ def test_batch_equals_one_at_a_time(batch: list[list[str]], k: int) -> None:
     together = shingle_batch(batch, k, 7)
     for index, post in enumerate(batch):
         assert np.array_equal(together[index], shingle_words(post, k, 7))
+
+
+@given(st.lists(words, max_size=8), st.integers(1, 4))
+def test_stores_rebuild_from_words_the_set_that_was_sketched(batch: list[list[str]], k: int) -> None:
+    # A store keeps a post's word hashes and rebuilds its verification set
+    # from them; the query's set comes from the batch's numpy pass. Any
+    # difference between the two would make a copy miss its original.
+    hashes, offsets = hash_words(batch, 7)
+    sketched = verification_hashes(hashes, offsets, k)
+    for index in range(len(batch)):
+        rebuilt = verification_set(hashes[offsets[index] : offsets[index + 1]].tolist(), k)
+        assert set(sketched[index].tolist()) == rebuilt
+
+
+def test_verification_set_holds_words_and_runs_up_to_k() -> None:
+    post = [11, 22, 33]
+    assert verification_set(post, 1) == {11, 22, 33}
+    assert verification_set(post, 2) == {11, 22, 33, 11 << 32 | 22, 22 << 32 | 33}
+    assert len(verification_set(post, 3)) == 6 and len(verification_set(post, 4)) == 6

@@ -277,7 +277,7 @@ def run_batch(
         # checked first; deeper lists are only read when that finds nothing.
         candidates = txn.first_members(band_keys)
         if candidates:
-            query = verification_set(sketch.words.tolist(), settings.shingle_size)
+            query = set(sketch.shingles.tolist())
             best = best_match(txn, cache, candidates, query, horizon, threshold)
             if best is None:
                 checked = set(candidates)

@@ -63,7 +63,6 @@ import numpy as np
 import numpy.typing as npt
 
 from .._exceptions import StoreError, StoreFullError
-from .._shingle import verification_set
 from ._base import (
     IndexSettings,
     Match,
@@ -362,7 +361,6 @@ class _Batch:
         settings = self.settings
         ttl = settings.ttl_seconds
         threshold = settings.jaccard_threshold
-        shingle_size = settings.shingle_size
         first_live = self.first_live_serial(next_serial)
         count = len(sketches)
         lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
@@ -401,7 +399,7 @@ class _Batch:
                     )
                     continue
                 if shared:
-                    query = verification_set(sketch.words.tolist(), shingle_size)
+                    query = set(sketch.shingles.tolist())
                     best = self._best_match(shared, query, horizon, threshold)
             elif sketch.refers_to is not None:
                 results.append(None)
