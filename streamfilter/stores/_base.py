@@ -23,11 +23,13 @@ __all__ = ["BandStore", "IndexSettings", "IndexTxn", "Match", "PostCache", "Sket
 
 @dataclass(slots=True)
 class Sketch:
-    """What a store needs of one post: who it is, when, its bands and its shingles.
+    """What a store needs of one post: who it is, when, its bands and what verifies it.
 
-    ``words`` holds the post's word hashes in order, cut to 32 bits, from which
-    a store may rebuild the shingle set instead of storing it (see
-    ``_shingle.verification_set``).
+    ``shingles`` holds the values of the post's runs of 1 to k words, the set
+    that verification compares (``_shingle.verification_hashes``); ``words``
+    its 32-bit word hashes in order, from which a store may rebuild that set
+    (``_shingle.verification_set``) and its band keys (``rekey``) instead of
+    storing them.
     """
 
     post_id: str
@@ -125,17 +127,24 @@ def check_fingerprint(location: str, stored: Mapping[str, object], requested: Ma
 _POST_HEADER = struct.Struct("<dH")
 
 
-def encode_post(timestamp: float, post_id: str, words: npt.NDArray[np.uint32]) -> bytes:
+def encode_post(timestamp: float, post_id: str, payload: bytes) -> bytes:
+    """A post record: timestamp, id, then the store's verification data."""
     encoded_id = post_id.encode("utf-8")[:0xFFFF]
-    return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + words.astype("<u4", copy=False).tobytes()
+    return _POST_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + payload
 
 
 def decode_post(value: bytes | memoryview) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, word hashes as a uint32 memoryview)."""
+    """(timestamp, post id, the payload's bytes)."""
     timestamp, id_length = _POST_HEADER.unpack_from(value)
     start = _POST_HEADER.size
     post_id = bytes(value[start : start + id_length]).decode("utf-8", "replace")
-    return timestamp, post_id, memoryview(value)[start + id_length :].cast("I")
+    return timestamp, post_id, memoryview(value)[start + id_length :]
+
+
+def decode_words(value: bytes | memoryview) -> tuple[float, str, memoryview]:
+    """(timestamp, post id, word hashes as a uint32 memoryview) of a record whose payload is words."""
+    timestamp, post_id, payload = decode_post(value)
+    return timestamp, post_id, payload.cast("I")
 
 
 class _PostReader(Protocol):
@@ -184,7 +193,7 @@ class PostCache:
 
     def __init__(
         self,
-        decode: Callable[[bytes | memoryview], tuple[float, str, memoryview]] = decode_post,
+        decode: Callable[[bytes | memoryview], tuple[float, str, memoryview]] = decode_words,
         capacity: int = 8192,
     ) -> None:
         self.decode = decode
@@ -285,14 +294,14 @@ def run_batch(
                 if deeper:
                     best = best_match(txn, cache, deeper, query, horizon, threshold)
         if best is None:
-            record = encode_post(sketch.timestamp, sketch.post_id, sketch.words)
+            record = encode_post(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
             next_serial += 1
         results.append(best)
     if ttl > 0 and math.isfinite(clock):
         expired = txn.expired(clock - ttl, settings.purge_limit)
         if expired:
-            decoded = [decode_post(record) for _, record in expired]
+            decoded = [decode_words(record) for _, record in expired]
             word_seqs = [np.frombuffer(words, dtype=np.uint32) for _, _, words in decoded]
             all_keys = settings.rekey(word_seqs, [post_id for _, post_id, _ in decoded])
             for (serial, _), (timestamp, _, _), keys in zip(expired, decoded, all_keys, strict=True):

@@ -21,16 +21,13 @@ per band per post. Band keys are cut to 32 bits: a key that matches by chance
 only proposes a candidate, and every candidate is verified by exact Jaccard
 over the stored shingle hashes.
 
-Why a post's words, 32 bits each, suffice for verification. A shingle set
-of words and word pairs has about twice as many members as the post has
-words, so the record keeps the words instead, in order, and verification
-rebuilds the set from them (``verification_set``). Each word keeps the top
-half of its 64-bit hash. MinHash saw the whole hashes, so two distinct words
-whose top halves collide look alike only to verification, and only when
-MinHash proposed their posts as candidates anyway. A verified pair of posts
-with 15 words each compares about 225 pairs of words, each equal by chance
-with odds of 2**-32, so about one verification in 20 million sees one extra
-shared word, and only a pair just below the threshold can be tipped over it.
+Why a post's words, 32 bits each, suffice for verification. The set that
+verification compares, words and word pairs, has about twice as many
+members as the post has words, so the record keeps the words instead, in
+order, and verification rebuilds the set from them (``verification_set``).
+Words are hashed to 32 bits for MinHash as well, so two distinct words that
+share a hash (odds of 2**-32 per pair of words) look alike to both: posts
+that differ only in such words match.
 
 Every batch is one write transaction: LMDB allows one writer at a time across
 all processes that open the directory, and lookups happen inside that

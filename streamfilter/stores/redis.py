@@ -64,7 +64,6 @@ import json
 import logging
 import random
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -75,7 +74,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, jaccard, key_bytes
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, jaccard, key_bytes
 
 __all__ = ["RedisStore"]
 
@@ -348,24 +347,18 @@ class _Judged:
     stale: list[int] = field(default_factory=list)
 
 
-_RECORD_HEADER = struct.Struct("<dH")  # timestamp, id length (the scripts read it too)
-
-
 def _encode_record(timestamp: float, post_id: str, shingles: np.ndarray) -> bytes:
-    """A post's record: the header and id of ``_base.encode_post``, then the
-    64-bit hashes of its verification set (what the scripts compare)."""
-    encoded_id = post_id.encode("utf-8")[:0xFFFF]
-    return _RECORD_HEADER.pack(timestamp, len(encoded_id)) + encoded_id + shingles.astype("<u8").tobytes()
+    """A post's record: ``_base.encode_post`` with the 64-bit values of its
+    verification set, which the scripts compare 8 bytes at a time."""
+    return encode_post(timestamp, post_id, shingles.astype("<u8").tobytes())
 
 
 def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, verification hashes) of a record that may carry a pin byte (Cluster only)."""
-    timestamp, id_length = _RECORD_HEADER.unpack_from(value)
-    if (len(value) - _RECORD_HEADER.size - id_length) % 8:
-        value = value[:-1]
-    start = _RECORD_HEADER.size
-    post_id = bytes(value[start : start + id_length]).decode("utf-8", "replace")
-    return timestamp, post_id, memoryview(value)[start + id_length :].cast("Q")
+    """(timestamp, post id, verification values) of a record that may carry a pin byte (Cluster only)."""
+    timestamp, post_id, payload = decode_post(value)
+    if len(payload) % 8:
+        payload = payload[:-1]
+    return timestamp, post_id, payload.cast("Q")
 
 
 def _record_key_suffix(shingles: np.ndarray) -> bytes:
