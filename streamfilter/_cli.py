@@ -188,7 +188,11 @@ def _add_filtering(parser: argparse.ArgumentParser) -> None:
 
 def _add_tuning(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=_threshold, help="Jaccard similarity that makes a duplicate (default: 0.5)")
-    parser.add_argument("--shingle-size", type=_positive_int, help="words per shingle (default: 2)")
+    parser.add_argument(
+        "--shingle-size",
+        type=_positive_int,
+        help="words per MinHash shingle, and the longest run of words verification compares (default: 2)",
+    )
     parser.add_argument("--num-perm", type=_positive_int, help="MinHash permutations (default: 32)")
     parser.add_argument(
         "--bands", type=_positive_int, help="LSH bands; give --rows too (default: derived from the threshold)"
