@@ -6,7 +6,8 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 - ``{prefix}:clock``: the highest event time seen, in seconds
 - ``{prefix}:progress:<host name>``: hash of input path -> lines done
 - ``{prefix}:p:<8 bytes>``: one post's verification record (timestamp, id,
-  the 64-bit hashes of its runs of 1 to k words), keyed by a 64-bit hash of that set, so copies of one
+  its 32-bit word hashes in order; the scripts compare its runs of 1 to k
+  words as byte strings), keyed by a 64-bit hash of that set, so copies of one
   normalised text share the key
 - ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
   one band key, newest last, at most ``max_candidates_per_band`` of them
@@ -74,6 +75,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
+from .._shingle import verification_set
 from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, jaccard, key_bytes
 
 __all__ = ["RedisStore"]
@@ -110,7 +112,7 @@ end
 """
 
 # Judges and records one batch on a single Redis. ARGV: prefix, ttl seconds
-# (0: never), threshold, cap, then per post: record, band keys (8 bytes
+# (0: never), threshold, cap, k (the longest run of words compared), then per post: record, band keys (8 bytes
 # each), record key suffix, "1" for a made-up id, and the reposted id of a
 # reference ('' for a post). Returns per post: "0" for novel, or "1", the
 # matched post id and the similarity.
@@ -118,17 +120,31 @@ _BATCH_SCRIPT = (
     _ADD_MEMBER
     + """
 local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local cap = tonumber(ARGV[4])
+local cap, k = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- the runs of 1 to k words of a record (its words are 4-byte hashes from
+-- byte ``from`` on; a trailing pin byte is left out), as a set and its size
+local function runs(v, from)
+  local set, n = {}, 0
+  local last = #v - (#v - from + 1) % 4
+  for s = from, last - 3, 4 do
+    for size = 1, k do
+      local e = s + 4 * size - 1
+      if e > last then break end
+      local r = string.sub(v, s, e)
+      if not set[r] then set[r] = true; n = n + 1 end
+    end
+  end
+  return set, n
+end
 local clock_key = prefix .. ':clock'
 local clock = tonumber(redis.call('GET', clock_key) or '') or -math.huge
 local out = {}
-for base = 5, #ARGV, 5 do
+for base = 6, #ARGV, 5 do
   local rec, keys, h = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local made_up, refers = ARGV[base + 3] == '1', ARGV[base + 4]
   local ts, idlen = struct.unpack('<dH', rec)
   local pid = string.sub(rec, 11, 10 + idlen)
   local first = 11 + idlen
-  local qn = (#rec - first + 1) / 8
   if ts > clock then clock = ts end
   local horizon = -math.huge
   if ttl > 0 then horizon = clock - ttl end
@@ -144,7 +160,7 @@ for base = 5, #ARGV, 5 do
       end
     end
   else
-    local seen, query = {}, nil
+    local seen, query, qn = {}, nil, 0
     for b = 0, #keys / 8 - 1 do
       local members = redis.call('GET', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)) or ''
       for at = 1, #members, 8 do
@@ -156,14 +172,11 @@ for base = 5, #ARGV, 5 do
             local ots, olen = struct.unpack('<dH', other)
             local oid = string.sub(other, 11, 10 + olen)
             if ots > horizon and not (oid == pid and (ots == ts or not made_up)) then
-              if not query then
-                query = {}
-                for s = first, #rec, 8 do query[string.sub(rec, s, s + 7)] = true end
-              end
-              local shared, on = 0, 0
-              for s = 11 + olen, #other, 8 do
-                on = on + 1
-                if query[string.sub(other, s, s + 7)] then shared = shared + 1 end
+              if not query then query, qn = runs(rec, first) end
+              local members, on = runs(other, 11 + olen)
+              local shared = 0
+              for r in pairs(members) do
+                if query[r] then shared = shared + 1 end
               end
               local sim = shared / (qn + on - shared)
               if sim >= threshold and sim > best_sim then best_id, best_sim = oid, sim end
@@ -246,7 +259,7 @@ return 1
 
 # Pin record keys: a pinned post can no longer be dropped by its own worker's
 # recheck, because another post was judged a duplicate of it. The pin is a
-# trailing byte after the 8-byte-aligned shingles. ARGV: the keys; returns
+# trailing byte after the 4-byte word hashes. ARGV: the keys; returns
 # per key 1 when the record is there (now pinned), 0 when it is gone.
 _PIN_SCRIPT = """#!lua flags=allow-cross-slot-keys
 local out = {}
@@ -254,7 +267,7 @@ for i = 1, #ARGV do
   local v = redis.call('GET', ARGV[i])
   if v then
     local _, idlen = struct.unpack('<dH', v)
-    if (#v - 10 - idlen) % 8 == 0 then redis.call('SET', ARGV[i], v .. '\\1', 'KEEPTTL') end
+    if (#v - 10 - idlen) % 4 == 0 then redis.call('SET', ARGV[i], v .. '\\1', 'KEEPTTL') end
     out[i] = 1
   else
     out[i] = 0
@@ -347,18 +360,22 @@ class _Judged:
     stale: list[int] = field(default_factory=list)
 
 
-def _encode_record(timestamp: float, post_id: str, shingles: np.ndarray) -> bytes:
-    """A post's record: ``_base.encode_post`` with the 64-bit values of its
-    verification set, which the scripts compare 8 bytes at a time."""
-    return encode_post(timestamp, post_id, shingles.astype("<u8").tobytes())
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A post record read on a Cluster, or one this batch is recording."""
+
+    timestamp: float
+    post_id: str
+    verified: frozenset[int]  # its runs of 1 to k words
+    words: np.ndarray
 
 
 def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, verification values) of a record that may carry a pin byte (Cluster only)."""
+    """(timestamp, post id, word hashes) of a record that may carry a pin byte (Cluster only)."""
     timestamp, post_id, payload = decode_post(value)
-    if len(payload) % 8:
+    if len(payload) % 4:
         payload = payload[:-1]
-    return timestamp, post_id, payload.cast("Q")
+    return timestamp, post_id, payload.cast("I")
 
 
 def _record_key_suffix(shingles: np.ndarray) -> bytes:
@@ -467,7 +484,11 @@ class RedisStore:
         if settings is None:
             raise StoreError("the Redis store is not open")
         records = [
-            (_encode_record(s.timestamp, s.post_id, s.shingles), key_bytes(s.band_keys), _record_key_suffix(s.shingles))
+            (
+                encode_post(s.timestamp, s.post_id, s.words.astype("<u4", copy=False).tobytes()),
+                key_bytes(s.band_keys),
+                _record_key_suffix(s.shingles),
+            )
             for s in sketches
         ]
         with self._lock:
@@ -493,6 +514,7 @@ class RedisStore:
             repr(float(settings.ttl_seconds)),
             repr(float(settings.jaccard_threshold)),
             max(1, settings.max_candidates_per_band),
+            settings.shingle_size,
         ]
         for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
             refers = "" if sketch.refers_to is None else sketch.refers_to
@@ -580,9 +602,9 @@ class RedisStore:
 
     def _read_on_cluster(
         self, band_keys: Sequence[bytes], skip: set[bytes] | frozenset[bytes] = frozenset()
-    ) -> tuple[dict[bytes, list[bytes]], dict[bytes, tuple[float, str, frozenset[int]]]]:
+    ) -> tuple[dict[bytes, list[bytes]], dict[bytes, _Stored]]:
         """The members of each band key (record-key suffixes, in order), and
-        the records of those members not in ``skip``: (timestamp, id, shingles)."""
+        the records of those members not in ``skip``."""
         values = self._on_nodes(_READ_SCRIPT, [self._band_prefix + k for k in band_keys], lambda _: [])
         members = {
             key: [value[at : at + 8] for at in range(0, len(value), 8)]
@@ -590,13 +612,16 @@ class RedisStore:
             if value
         }
         wanted = list(dict.fromkeys(m for found in members.values() for m in found if m not in skip))
-        stored: dict[bytes, tuple[float, str, frozenset[int]]] = {}
+        stored: dict[bytes, _Stored] = {}
+        assert self._settings is not None
+        shingle_size = self._settings.shingle_size
         if wanted:
             values = self._on_nodes(_READ_SCRIPT, [self._post_prefix + m for m in wanted], lambda _: [])
             for suffix, value in zip(wanted, values, strict=True):
                 if value is not None:
-                    timestamp, post_id, shingles = _decode_record(value)
-                    stored[suffix] = (timestamp, post_id, frozenset(shingles))
+                    timestamp, post_id, words = _decode_record(value)
+                    verified = frozenset(verification_set(words.tolist(), shingle_size))
+                    stored[suffix] = _Stored(timestamp, post_id, verified, np.array(words, dtype=np.uint32))
         return members, stored
 
     def _judge_on_cluster(
@@ -627,7 +652,7 @@ class RedisStore:
                 # a repost without text: a duplicate when the post it reposts is live here
                 for candidate in candidates:
                     entry = stored.get(candidate)
-                    if entry is not None and entry[1] == sketch.refers_to and entry[0] > horizon:
+                    if entry is not None and entry.post_id == sketch.refers_to and entry.timestamp > horizon:
                         best, matched[index] = Match(sketch.refers_to, 1.0), candidate
                         break
                 results.append(best)
@@ -635,15 +660,15 @@ class RedisStore:
             query = set(sketch.shingles.tolist())
             for candidate in candidates:
                 entry = stored.get(candidate)
-                if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
+                if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
                     continue
-                similarity = jaccard(query, entry[2])
+                similarity = jaccard(query, entry.verified)
                 if similarity >= threshold and (best is None or similarity > best.similarity):
-                    best, matched[index] = Match(entry[1], similarity), candidate
+                    best, matched[index] = Match(entry.post_id, similarity), candidate
             results.append(best)
             if best is None:
                 novel.append(index)
-                stored[suffix] = (sketch.timestamp, sketch.post_id, frozenset(query))
+                stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, frozenset(query), sketch.words)
                 for key in band_keys:
                     local.setdefault(key, []).append(suffix)
         lives = [self._life_ms(sketch.timestamp, clock, ttl) for sketch in sketches]
@@ -667,8 +692,9 @@ class RedisStore:
                     recorded.append(index)
                     continue
                 # Another worker recorded the same normalised text first.
-                _, post_id, shingles = _decode_record(holder)
-                similarity = jaccard(set(sketches[index].shingles.tolist()), frozenset(shingles))
+                _, post_id, words = _decode_record(holder)
+                held = verification_set(words.tolist(), settings.shingle_size)
+                similarity = jaccard(set(sketches[index].shingles.tolist()), held)
                 if similarity >= threshold:
                     results[index], matched[index] = Match(post_id, similarity), records[index][2]
                     lost[records[index][2]] = sketches[index].post_id
@@ -729,16 +755,18 @@ class RedisStore:
             concurrent = (other for key in band_keys for other in members.get(key, ()))
             for other in concurrent:
                 entry = stored.get(other)
-                if entry is None or entry[0] <= horizon or _same_post(sketch, entry[0], entry[1]):
+                if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
                     continue
-                similarity = jaccard(query, entry[2])
+                similarity = jaccard(query, entry.verified)
                 if similarity < settings.jaccard_threshold:
                     continue
-                # the band keys they share: those of this post that list the other
-                arbiter = min((key for key in band_keys if other in members.get(key, ())), default=None)
+                # the smallest band key they share, from the other's stored words:
+                # not from the lists read, which may not show all of its keys yet
+                theirs = key_bytes(settings.rekey([entry.words], [entry.post_id])[0])
+                arbiter = min(set(band_keys).intersection(theirs), default=None)
                 order = members.get(arbiter, []) if arbiter is not None else []
                 if other in order and suffix in order and order.index(other) < order.index(suffix):
-                    wants_drop[index] = (other, Match(entry[1], similarity))
+                    wants_drop[index] = (other, Match(entry.post_id, similarity))
                     break
         return wants_drop
 
