@@ -189,8 +189,10 @@ def test_console_script_and_params() -> None:
 
 
 def test_templated_posts_stay_distinct(tmp_path: Path) -> None:
-    # 30,000 posts that differ in one number: every band key they share is hot,
-    # and 32-bit word hashes used to make some of them identical
+    # 30,000 posts that differ in one number: every band key they share is hot.
+    # "post number 5" and "post number 7" share 3 of 7 words and pairs, under
+    # the threshold; only numbers whose 32-bit word hashes collide would match
+    # (about 0.1 such pairs expected among 30,000, none with the fixed seed)
     lines = "".join(f"post number {i}\n" for i in range(30000)).encode()
     result = replay("--verdicts", str(tmp_path / "v"), "--out", os.devnull, stdin=lines)
     assert result.returncode == 0
