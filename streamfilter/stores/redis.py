@@ -173,9 +173,9 @@ for base = 6, #ARGV, 5 do
             local oid = string.sub(other, 11, 10 + olen)
             if ots > horizon and not (oid == pid and (ots == ts or not made_up)) then
               if not query then query, qn = runs(rec, first) end
-              local members, on = runs(other, 11 + olen)
+              local theirs, on = runs(other, 11 + olen)
               local shared = 0
-              for r in pairs(members) do
+              for r in pairs(theirs) do
                 if query[r] then shared = shared + 1 end
               end
               local sim = shared / (qn + on - shared)
