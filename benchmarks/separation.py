@@ -1,0 +1,99 @@
+"""How well a similarity measure separates labelled near-duplicates from distinct posts.
+
+    python benchmarks/separation.py benchmarks/out/stream.jsonl benchmarks/out/labels.jsonl
+
+Exact Jaccard, no LSH: for every labelled variant, its similarity to its
+base ("missed" when under the threshold); for every base, its highest
+similarity to an earlier base ("false" when at or over it: the filter would
+call it a duplicate). Retweets are left out (they are judged by id). Three
+measures over the normalised words: the words alone, the word pairs alone,
+and both together (what streamfilter verifies with its default k = 2).
+Earlier bases are found through words that are in fewer than 300 of them,
+so a pair of bases that shares only common words is not compared: it is far
+below any threshold in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from streamfilter import normalize  # noqa: E402
+
+THRESHOLDS = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+_COMMON = 300
+
+
+def _text(record: dict) -> str:  # type: ignore[type-arg]
+    shown = record.get("retweeted_status") or record
+    return str(shown.get("full_text") or shown.get("text") or "")
+
+
+def _sets(text: str) -> tuple[set[str], set[tuple[str, ...]]]:
+    words = normalize(text).split()
+    pairs = {(words[i], words[i + 1]) for i in range(len(words) - 1)} or {tuple(words)}
+    return set(words), pairs
+
+
+def _similarities(
+    a: tuple[set[str], set[tuple[str, ...]]], b: tuple[set[str], set[tuple[str, ...]]]
+) -> tuple[float, ...]:
+    (words_a, pairs_a), (words_b, pairs_b) = a, b
+
+    def jaccard(x: set, y: set) -> float:  # type: ignore[type-arg]
+        union = len(x | y)
+        return len(x & y) / union if union else 1.0
+
+    together = (len(words_a & words_b) + len(pairs_a & pairs_b)) / max(
+        1, len(words_a | words_b) + len(pairs_a | pairs_b)
+    )
+    return jaccard(words_a, words_b), jaccard(pairs_a, pairs_b), together
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stream")
+    parser.add_argument("labels")
+    args = parser.parse_args()
+    lines = Path(args.stream).read_bytes().splitlines()
+    labels = [json.loads(line) for line in Path(args.labels).read_text().splitlines()]
+    base_of: dict[object, tuple[set[str], set[tuple[str, ...]]]] = {}
+    bases: list[tuple[set[str], set[tuple[str, ...]]]] = []
+    by_word: dict[str, list[int]] = defaultdict(list)
+    variants: list[tuple[str, tuple[float, ...]]] = []
+    nearest_base: list[tuple[float, ...]] = []
+    for line, label in zip(lines, labels, strict=True):
+        if label["kind"] in ("retweet_api", "retweet_unseen"):
+            continue
+        sets = _sets(_text(json.loads(line)))
+        if label["duplicate"]:
+            if label["cluster"] in base_of:
+                variants.append((label["kind"], _similarities(sets, base_of[label["cluster"]])))
+            continue
+        candidates = {other for word in sets[0] if len(by_word[word]) < _COMMON for other in by_word[word]}
+        best = [0.0, 0.0, 0.0]
+        for other in candidates:
+            best = [max(old, new) for old, new in zip(best, _similarities(sets, bases[other]), strict=True)]
+        nearest_base.append(tuple(best))
+        base_of[label["cluster"]] = sets
+        for word in sets[0]:
+            by_word[word].append(len(bases))
+        bases.append(sets)
+    edits = [similarity for kind, similarity in variants if kind == "word_edit"]
+    print(f"{len(variants)} labelled variants, {len(nearest_base)} bases")
+    print("| measure | threshold | missed variants | false (bases) | word_edit recall |")
+    print("|---|---|---|---|---|")
+    for index, name in enumerate(("words", "word pairs", "words and pairs")):
+        for threshold in THRESHOLDS:
+            missed = sum(similarity[index] < threshold for _, similarity in variants)
+            false = sum(best[index] >= threshold for best in nearest_base)
+            recall = 1 - sum(similarity[index] < threshold for similarity in edits) / max(1, len(edits))
+            print(f"| {name} | {threshold:.2f} | {missed} | {false} | {recall:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
