@@ -141,6 +141,11 @@ def decode_post(value: bytes | memoryview) -> tuple[float, str, memoryview]:
     return timestamp, post_id, memoryview(value)[start + id_length :]
 
 
+def encode_words(timestamp: float, post_id: str, words: npt.NDArray[np.uint32]) -> bytes:
+    """A post record whose payload is its word hashes, 4 bytes each."""
+    return encode_post(timestamp, post_id, words.astype("<u4", copy=False).tobytes())
+
+
 def decode_words(value: bytes | memoryview) -> tuple[float, str, memoryview]:
     """(timestamp, post id, word hashes as a uint32 memoryview) of a record whose payload is words."""
     timestamp, post_id, payload = decode_post(value)
@@ -199,19 +204,19 @@ class PostCache:
         self.decode = decode
         self.capacity = capacity
         self.shingle_size = 2
-        self._entries: dict[int, tuple[float, str, frozenset[int]]] = {}
+        self._entries: dict[int, tuple[float, str, set[int]]] = {}
 
     def clear(self) -> None:
         self._entries.clear()
 
-    def get(self, txn: _PostReader, serial: int) -> tuple[float, str, frozenset[int]] | None:
+    def get(self, txn: _PostReader, serial: int) -> tuple[float, str, set[int]] | None:
         entry = self._entries.get(serial)
         if entry is None:
             record = txn.get_post(serial)
             if record is None:
                 return None
             timestamp, post_id, words = self.decode(record)
-            entry = (timestamp, post_id, frozenset(verification_set(words.tolist(), self.shingle_size)))
+            entry = (timestamp, post_id, verification_set(words.tolist(), self.shingle_size))
             if len(self._entries) >= self.capacity:
                 self._entries.clear()
             self._entries[serial] = entry
@@ -294,7 +299,7 @@ def run_batch(
                 if deeper:
                     best = best_match(txn, cache, deeper, query, horizon, threshold)
         if best is None:
-            record = encode_post(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
+            record = encode_words(sketch.timestamp, sketch.post_id, sketch.words)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
             next_serial += 1
         results.append(best)

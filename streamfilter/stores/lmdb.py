@@ -3,8 +3,8 @@
 Named sub-databases:
 
 - ``posts``: serial -> timestamp, post id and the post's word hashes in
-  order, 32 bits each (the verification data: the shingle set is rebuilt
-  from them, see below). Serials only grow, so posts
+  order, 32 bits each (the verification data: the set verification
+  compares is rebuilt from them, see below). Serials only grow, so posts
   are appended at the end and purged from the front. A decimal id (Twitter,
   Mastodon) is stored as 8 bytes, any other id as its UTF-8 text.
 - ``runs``: the band index, log-structured. A run is one value: its first and

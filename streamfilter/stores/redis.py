@@ -76,7 +76,7 @@ import numpy as np
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
 from .._shingle import verification_set
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_post, jaccard, key_bytes
+from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_words, jaccard, key_bytes
 
 __all__ = ["RedisStore"]
 
@@ -366,7 +366,7 @@ class _Stored:
 
     timestamp: float
     post_id: str
-    verified: frozenset[int]  # its runs of 1 to k words
+    verified: set[int]  # its runs of 1 to k words
     words: np.ndarray
 
 
@@ -485,7 +485,7 @@ class RedisStore:
             raise StoreError("the Redis store is not open")
         records = [
             (
-                encode_post(s.timestamp, s.post_id, s.words.astype("<u4", copy=False).tobytes()),
+                encode_words(s.timestamp, s.post_id, s.words),
                 key_bytes(s.band_keys),
                 _record_key_suffix(s.shingles),
             )
@@ -620,8 +620,8 @@ class RedisStore:
             for suffix, value in zip(wanted, values, strict=True):
                 if value is not None:
                     timestamp, post_id, words = _decode_record(value)
-                    verified = frozenset(verification_set(words.tolist(), shingle_size))
-                    stored[suffix] = _Stored(timestamp, post_id, verified, np.array(words, dtype=np.uint32))
+                    verified = verification_set(words.tolist(), shingle_size)
+                    stored[suffix] = _Stored(timestamp, post_id, verified, np.frombuffer(words, dtype=np.uint32))
         return members, stored
 
     def _judge_on_cluster(
@@ -668,7 +668,7 @@ class RedisStore:
             results.append(best)
             if best is None:
                 novel.append(index)
-                stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, frozenset(query), sketch.words)
+                stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, query, sketch.words)
                 for key in band_keys:
                     local.setdefault(key, []).append(suffix)
         lives = [self._life_ms(sketch.timestamp, clock, ttl) for sketch in sketches]
