@@ -3,7 +3,8 @@
 Reads ../shared/data/airline/Tweets.csv (CC BY-NC-SA: read in place, never
 copied into the repo), keeps bases that are not near-duplicates of each
 other, and injects variants of them later in the stream, the way campaigns,
-retweeters and clients produce them. Writes two JSON Lines files:
+retweeters and clients produce them (and, with --campaigns, bursts of hundreds
+of copies of one text). Writes two JSON Lines files:
 
 - STREAM: Twitter v1.1-shaped statuses (id_str, text, created_at, user, and
   retweeted_status for API retweets), in arrival order;
@@ -197,6 +198,13 @@ def main() -> None:
         default=1,
         help="replay the base set this many times with fresh ids (for scale runs)",
     )
+    parser.add_argument(
+        "--campaigns",
+        type=int,
+        default=0,
+        help="this many bases become campaigns: --copies copies each, from many accounts within seconds",
+    )
+    parser.add_argument("--copies", type=int, default=300, help="copies of each campaign (kind 'campaign')")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -208,6 +216,7 @@ def main() -> None:
     # originals never seen": it is no near-duplicate of any base.
     bases = [i for n, i in enumerate(thinned) if n % 10]
     unseen = [i for n, i in enumerate(thinned) if n % 10 == 0]
+    campaigns = set(rng.sample(range(len(bases)), min(args.campaigns, len(bases))))
     start = datetime(2015, 2, 16, tzinfo=UTC)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.labels).parent.mkdir(parents=True, exist_ok=True)
@@ -222,6 +231,20 @@ def main() -> None:
                 if round_:
                     text = f"{text} {rng.randint(0, 10**9)}"
                 events.append((order, {"text": text}, {"cluster": cluster, "kind": "base", "duplicate": False}))
+                if order in campaigns:
+                    # one text from many accounts, each with its own mention and
+                    # link, some dressed with hashtags and emoji, within seconds
+                    for _ in range(args.copies):
+                        copy = mutate("mention_link", text, rng)
+                        if rng.random() < 0.3:
+                            copy = mutate("hashtag_emoji", copy, rng)
+                        events.append(
+                            (
+                                order + rng.uniform(0.01, 0.5),
+                                {"text": copy},
+                                {"cluster": cluster, "kind": "campaign", "duplicate": True},
+                            )
+                        )
                 count = int(args.variants) + (1 if rng.random() < args.variants % 1 else 0)
                 for _ in range(count):
                     kind = rng.choice(KINDS + ("retweet_unseen",))

@@ -174,30 +174,62 @@ def _short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint32]:
     return (band_keys >> np.uint64(32)).astype(np.uint32)
 
 
-def _earlier_sharers(inverse: npt.NDArray[np.int64], owner: npt.NDArray[np.int64]) -> dict[int, dict[int, int]]:
-    """For each sketch of a batch, the earlier sketches of the batch that share
-    band keys with it, and how many keys each shares."""
-    sharers: dict[int, dict[int, int]] = {}
-    count = int(owner[-1]) + 1 if len(owner) else 0
-    # (key, sketch) pairs, each once, sorted by key then sketch
-    pairs = np.unique(inverse * count + owner)
-    keys, owners = pairs // count, pairs % count
-    later: list[npt.NDArray[np.int64]] = []
-    first: list[npt.NDArray[np.int64]] = []
-    distance = 1
-    while distance < len(keys):
-        same = np.flatnonzero(keys[distance:] == keys[:-distance])
-        if len(same) == 0:
-            break
-        later.append(owners[same + distance])
-        first.append(owners[same])
-        distance += 1
-    if not later:
-        return sharers
-    codes, times = np.unique(np.concatenate(later) * count + np.concatenate(first), return_counts=True)
-    for code, shared in zip(codes.tolist(), times.tolist(), strict=True):
-        sharers.setdefault(code // count, {})[code % count] = shared
-    return sharers
+def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Each element's position within its run of equal values (``groups`` sorted)."""
+    count = len(groups)
+    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    return np.arange(count) - np.repeat(starts, np.diff(np.append(starts, count)))
+
+
+def _stored_sharers(
+    hit_query: npt.NDArray[np.int64],
+    hit_serial: npt.NDArray[np.int64],
+    inverse: npt.NDArray[np.int64],
+    owner: npt.NDArray[np.int64],
+    query_count: int,
+) -> dict[int, tuple[list[int], list[int]]]:
+    """For each sketch of a batch that shares band keys with stored posts:
+    (their serials, how many keys each shares), most keys first, then newest.
+
+    ``hit_query``/``hit_serial`` are ``members``' hits, sorted by query;
+    ``inverse``/``owner`` give each band key of the batch its query and sketch.
+    All of it in numpy: counting in Python dicts was a quarter of a commit.
+    """
+    if len(hit_query) == 0:
+        return {}
+    per_query = np.bincount(hit_query, minlength=query_count)
+    first_hit = np.cumsum(per_query) - per_query
+    per_key = per_query[inverse]  # hits under each band key of each sketch
+    total = int(per_key.sum())
+    if total == 0:
+        return {}
+    key_start = np.cumsum(per_key) - per_key
+    positions = np.repeat(first_hit[inverse] - key_start, per_key) + np.arange(total)
+    sketch = np.repeat(owner, per_key)
+    serial = hit_serial[positions]
+    order = np.lexsort((serial, sketch))
+    sketch, serial = sketch[order], serial[order]
+    starts = np.flatnonzero(np.concatenate(([True], (sketch[1:] != sketch[:-1]) | (serial[1:] != serial[:-1]))))
+    shared = np.diff(np.append(starts, total))
+    sketch, serial = sketch[starts], serial[starts]
+    order = np.lexsort((-serial, -shared, sketch))
+    sketches, serials, counts = sketch[order].tolist(), serial[order].tolist(), shared[order].tolist()
+    bounds = np.flatnonzero(np.diff(sketch[order])).tolist()
+    result: dict[int, tuple[list[int], list[int]]] = {}
+    for start, end in zip([0, *[b + 1 for b in bounds]], [*[b + 1 for b in bounds], len(sketches)], strict=True):
+        result[sketches[start]] = (serials[start:end], counts[start:end])
+    return result
+
+
+def _with_batch_sharers(
+    stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int]
+) -> tuple[list[int], list[int]]:
+    """``stored`` (serials, shared keys) and the batch's own recorded posts
+    that share keys (serial: keys), in one order: most keys, then newest."""
+    shared = dict(zip(*stored, strict=True)) if stored is not None else {}
+    shared.update(in_batch)  # serials of this batch are new: none is in ``stored``
+    serials = sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)
+    return serials, [shared[serial] for serial in serials]
 
 
 def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
@@ -298,13 +330,14 @@ class _Batch:
         cursor = self.txn.cursor(self.store._posts)
         return _U64.unpack(cursor.key())[0] if cursor.first() else next_serial
 
-    def members(self, queries: npt.NDArray[np.uint32], first_live: int) -> dict[int, list[int]]:
-        """For each query (by index) that has any: its newest live serials, at
-        most ``max_candidates_per_band``, newest first."""
-        limit = self.settings.max_candidates_per_band
-        found: dict[int, list[int]] = {}
+    def members(
+        self, queries: npt.NDArray[np.uint32], first_live: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(query index, serial) of each hit, by query, newest first: for each
+        query, its newest live serials, at most ``max_candidates_per_band``."""
+        nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         if len(queries) == 0:
-            return found
+            return nothing
         hit_queries: list[npt.NDArray[np.int64]] = []
         hit_serials: list[npt.NDArray[np.int64]] = []
         runs = self.runs()
@@ -312,8 +345,9 @@ class _Batch:
         key_filter.sync(runs)
         maybe = key_filter.might_hold(queries)  # most keys of a novel post are in no run at all
         if len(maybe) == 0:
-            return found
+            return nothing
         queries = queries[maybe]
+        limit = self.settings.max_candidates_per_band
         for run in runs:
             if run.last < first_live or len(run.keys) == 0:
                 continue
@@ -332,15 +366,13 @@ class _Batch:
             hit_queries.append(np.repeat(hits_in_batch, counts)[live])
             hit_serials.append(serials[live])
         if not hit_queries:
-            return found
+            return nothing
         query_of = np.concatenate(hit_queries)
         serial_of = np.concatenate(hit_serials)
         order = np.lexsort((-serial_of, query_of))  # by query, newest first
-        for query, serial in zip(query_of[order].tolist(), serial_of[order].tolist(), strict=True):
-            newest = found.setdefault(query, [])
-            if len(newest) < limit:
-                newest.append(serial)
-        return found
+        query_of, serial_of = query_of[order], serial_of[order]
+        keep = _rank_in_group(query_of) < limit
+        return query_of[keep], serial_of[keep]
 
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
         return self.txn.get(_U64.pack(serial), db=self.store._posts)
@@ -364,56 +396,59 @@ class _Batch:
         every = _short_keys(np.concatenate([sketch.band_keys for sketch in sketches])) if count else _NO_KEYS
         owner = np.repeat(np.arange(count), lengths)
         queries, inverse = np.unique(every, return_inverse=True)
-        found = self.members(queries, first_live)
-        earlier = _earlier_sharers(inverse, owner)
-        # the sketches that share a key with a stored post or an earlier sketch of this batch
-        touched = np.zeros(len(queries), dtype=bool)
-        if found:
-            touched[np.fromiter(found, dtype=np.int64, count=len(found))] = True
-        flagged = np.zeros(count, dtype=bool)
-        flagged[owner[touched[inverse]]] = True
-        flagged[list(earlier)] = True
-        ends = np.cumsum(lengths).tolist()
-        query_of = inverse.tolist()
-        serial_of: dict[int, int] = {}  # recorded sketch -> its serial
+        hit_query, hit_serial = self.members(queries, first_live)
+        stored = _stored_sharers(hit_query, hit_serial, inverse, owner, len(queries))
+        # A sketch looks for posts recorded earlier in this batch only under the
+        # keys an earlier sketch holds too, and files itself only under the keys
+        # a later sketch holds too.
+        first_holder = np.full(len(queries), count, dtype=np.int64)
+        last_holder = np.full(len(queries), -1, dtype=np.int64)
+        np.minimum.at(first_holder, inverse, owner)
+        np.maximum.at(last_holder, inverse, owner)
+        looked_up = np.flatnonzero(owner > first_holder[inverse])
+        lookup_keys = inverse[looked_up].tolist()
+        lookup_ends = [0, *np.cumsum(np.bincount(owner[looked_up], minlength=count)).tolist()]
+        filed = np.flatnonzero(owner < last_holder[inverse])
+        filed_keys = inverse[filed].tolist()
+        filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
+        # repeated key -> serials of the batch's recorded sketches under it, oldest
+        # first; like the runs, it holds recorded posts only, so a campaign's
+        # thousand copies in one batch are checked against its one original
+        recorded_under: dict[int, list[int]] = {}
+        limit = settings.max_candidates_per_band
         results: list[Match | None] = []
         recorded: list[int] = []
-        for index, (sketch, shares) in enumerate(zip(sketches, flagged.tolist(), strict=True)):
+        for index, sketch in enumerate(sketches):
             clock = max(clock, sketch.timestamp)
             best: Match | None = None
-            if shares:
+            candidates = stored.get(index)
+            if recorded_under and lookup_ends[index] < lookup_ends[index + 1]:
+                in_batch: dict[int, int] = {}
+                for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
+                    under = recorded_under.get(query)
+                    if under:
+                        for serial in under if len(under) <= limit else under[-limit:]:
+                            in_batch[serial] = in_batch.get(serial, 0) + 1
+                if in_batch:
+                    candidates = _with_batch_sharers(candidates, in_batch)
+            if candidates is not None or sketch.refers_to is not None:
                 horizon = clock - ttl if ttl > 0 else float("-inf")
-                shared: dict[int, int] = {}
-                for query in query_of[ends[index] - len(sketch.band_keys) : ends[index]]:
-                    for serial in found.get(query, ()):
-                        shared[serial] = shared.get(serial, 0) + 1
-                for other, times in earlier.get(index, {}).items():
-                    if other in serial_of:
-                        shared[serial_of[other]] = shared.get(serial_of[other], 0) + times
+                serials = candidates[0] if candidates is not None else []
                 if sketch.refers_to is not None:
-                    results.append(
-                        referenced(self, self.cache, sorted(shared, reverse=True), sketch.refers_to, horizon)
-                    )
+                    newest_first = sorted(serials, reverse=True)
+                    results.append(referenced(self, self.cache, newest_first, sketch.refers_to, horizon))
                     continue
-                if shared:
-                    query = set(sketch.shingles.tolist())
-                    best = self._best_match(shared, query, horizon, threshold)
-            elif sketch.refers_to is not None:
-                results.append(None)
-                continue
+                query = set(sketch.shingles.tolist())
+                best = best_match(self, self.cache, serials[:_MAX_VERIFIED], query, horizon, threshold)
             if best is None:
-                serial_of[index] = next_serial
+                for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
+                    recorded_under.setdefault(query, []).append(next_serial)
                 record = _encode_record(sketch.timestamp, sketch.post_id, sketch.words)
                 self.txn.put(_U64.pack(next_serial), record, db=self.store._posts, append=True)
                 next_serial += 1
                 recorded.append(index)
             results.append(best)
         return results, clock, next_serial, recorded
-
-    def _best_match(self, shared: dict[int, int], query: set[int], horizon: float, threshold: float) -> Match | None:
-        # the posts that share the most bands first, then the newest
-        candidates = sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)[:_MAX_VERIFIED]
-        return best_match(self, self.cache, candidates, query, horizon, threshold)
 
     # -- writing -------------------------------------------------------------------
     def append_run(self, sketches: Sequence[Sketch], recorded: list[int], first_serial: int) -> None:

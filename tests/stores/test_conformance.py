@@ -121,6 +121,21 @@ def test_duplicate_inside_one_batch(make_store: Callable[..., BandStore]) -> Non
     assert results[2] is not None and results[2].duplicate_of == "a"
 
 
+def test_campaign_copies_in_one_batch_all_name_the_one_original(make_store: Callable[..., BandStore]) -> None:
+    # a campaign posts one text from many accounts: in a batch of its copies
+    # (each with its own mention and link), the first passes and every copy
+    # names it, however many copies came before it in the batch
+    store = make_store()
+    text = "win a cruise for two this summer, follow us and retweet to enter the draw"
+    batch = [sketch(f"c{i}", i, f"@fan{i} {text} https://t.co/{i:x}") for i in range(400)]
+    batch.insert(200, sketch("other", 200, "a post about something else, shares nothing with the draw"))
+    results = store.check_and_insert(batch)
+    assert results[0] is None and results[200] is None
+    copies = results[1:200] + results[201:]
+    assert all(match is not None and match.duplicate_of == "c0" for match in copies)
+    assert store.post_count() == 2
+
+
 def test_near_duplicate_reports_measured_similarity(make_store: Callable[..., BandStore]) -> None:
     store = make_store()
     store.check_and_insert([sketch("a", 1, TEXT)])
