@@ -10,7 +10,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -192,8 +192,11 @@ class PostCache:
     entries are gone. Templated streams check the same few posts over and
     over, and decoding them once saves most of the verification cost.
     ``decode`` reads a record as (timestamp, post id, word hashes) in the
-    store's own record format; the cache keeps the set verification compares,
-    of runs of up to ``shingle_size`` words (set by the store when it opens).
+    store's own record format. An entry is ``[timestamp, post id, word
+    hashes as bytes, verification set]``; the set, of runs of up to
+    ``shingle_size`` words (set by the store when it opens), is built the
+    first time a comparison needs it (``members``), since a copy with the
+    very same words needs no set at all.
     """
 
     def __init__(
@@ -204,23 +207,30 @@ class PostCache:
         self.decode = decode
         self.capacity = capacity
         self.shingle_size = 2
-        self._entries: dict[int, tuple[float, str, set[int]]] = {}
+        self._entries: dict[int, list[Any]] = {}
 
     def clear(self) -> None:
         self._entries.clear()
 
-    def get(self, txn: _PostReader, serial: int) -> tuple[float, str, set[int]] | None:
+    def get(self, txn: _PostReader, serial: int) -> list[Any] | None:
         entry = self._entries.get(serial)
         if entry is None:
             record = txn.get_post(serial)
             if record is None:
                 return None
             timestamp, post_id, words = self.decode(record)
-            entry = (timestamp, post_id, verification_set(words.tolist(), self.shingle_size))
+            entry = [timestamp, post_id, words.tobytes(), None]
             if len(self._entries) >= self.capacity:
                 self._entries.clear()
             self._entries[serial] = entry
         return entry
+
+    def members(self, entry: list[Any]) -> set[int]:
+        """The verification set of an entry from ``get``."""
+        members: set[int] | None = entry[3]
+        if members is None:
+            members = entry[3] = verification_set(memoryview(entry[2]).cast("I").tolist(), self.shingle_size)
+        return members
 
 
 def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
@@ -230,18 +240,25 @@ def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) 
 
 
 def best_match(
-    txn: _PostReader, cache: PostCache, serials: Iterable[int], query: set[int], horizon: float, threshold: float
+    txn: _PostReader, cache: PostCache, serials: Iterable[int], sketch: Sketch, horizon: float, threshold: float
 ) -> Match | None:
-    """The most similar live post among ``serials`` at or above the threshold (exact Jaccard)."""
+    """The most similar live post among ``serials`` at or above the threshold
+    (exact Jaccard); the first with the sketch's very words wins at once."""
     best: Match | None = None
+    words = sketch.words.astype("<u4", copy=False).tobytes()  # as records hold them
+    query: set[int] | None = None
     for serial in serials:
         entry = cache.get(txn, serial)
         if entry is None:
             continue
-        timestamp, post_id, members = entry
+        timestamp, post_id, stored_words, _ = entry
         if timestamp <= horizon:
             continue
-        similarity = jaccard(query, members)
+        if stored_words == words:  # the same words in the same order: the same set
+            return Match(post_id, 1.0)
+        if query is None:
+            query = set(sketch.shingles.tolist())
+        similarity = jaccard(query, cache.members(entry))
         if similarity >= threshold and (best is None or similarity > best.similarity):
             best = Match(post_id, similarity)
             if similarity == 1.0:
@@ -291,13 +308,12 @@ def run_batch(
         # checked first; deeper lists are only read when that finds nothing.
         candidates = txn.first_members(band_keys)
         if candidates:
-            query = set(sketch.shingles.tolist())
-            best = best_match(txn, cache, candidates, query, horizon, threshold)
+            best = best_match(txn, cache, candidates, sketch, horizon, threshold)
             if best is None:
                 checked = set(candidates)
                 deeper = [serial for serial in txn.members(band_keys, per_band) if serial not in checked]
                 if deeper:
-                    best = best_match(txn, cache, deeper, query, horizon, threshold)
+                    best = best_match(txn, cache, deeper, sketch, horizon, threshold)
         if best is None:
             record = encode_words(sketch.timestamp, sketch.post_id, sketch.words)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)

@@ -438,8 +438,7 @@ class _Batch:
                     newest_first = sorted(serials, reverse=True)
                     results.append(referenced(self, self.cache, newest_first, sketch.refers_to, horizon))
                     continue
-                query = set(sketch.shingles.tolist())
-                best = best_match(self, self.cache, serials[:_MAX_VERIFIED], query, horizon, threshold)
+                best = best_match(self, self.cache, serials[:_MAX_VERIFIED], sketch, horizon, threshold)
             if best is None:
                 for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
                     recorded_under.setdefault(query, []).append(next_serial)
