@@ -10,7 +10,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .._exceptions import ConfigMismatchError
 from .._shingle import verification_set
 
-__all__ = ["BandStore", "IndexSettings", "IndexTxn", "Match", "PostCache", "Sketch", "run_batch"]
+__all__ = ["BandStore", "CachedPost", "IndexSettings", "IndexTxn", "Match", "PostCache", "Sketch", "run_batch"]
 
 
 @dataclass(slots=True)
@@ -184,19 +184,42 @@ def key_bytes(band_keys: npt.NDArray[np.uint64]) -> list[bytes]:
     return [packed[start : start + 8] for start in range(0, len(packed), 8)]
 
 
+class CachedPost:
+    """What verification needs of one post: its time, id, word hashes as
+    stored (bytes of little-endian uint32) and, once a comparison needed it,
+    its verification set."""
+
+    __slots__ = ("members", "post_id", "timestamp", "words")
+
+    def __init__(self, timestamp: float, post_id: str, words: bytes, members: set[int] | None = None) -> None:
+        self.timestamp = timestamp
+        self.post_id = post_id
+        self.words = words
+        self.members = members
+
+    @classmethod
+    def of(cls, sketch: Sketch) -> CachedPost:
+        return cls(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
+
+
 class PostCache:
-    """Decoded verification data of recently checked posts, by serial.
+    """Decoded verification data of recently checked or recorded posts, by serial.
 
     Stored posts never change and serials are never reused, so entries stay
     true; a purged post can linger here but is unreachable, since its band
     entries are gone. Templated streams check the same few posts over and
-    over, and decoding them once saves most of the verification cost.
-    ``decode`` reads a record as (timestamp, post id, word hashes) in the
-    store's own record format. An entry is ``[timestamp, post id, word
-    hashes as bytes, verification set]``; the set, of runs of up to
-    ``shingle_size`` words (set by the store when it opens), is built the
-    first time a comparison needs it (``members``), since a copy with the
-    very same words needs no set at all.
+    over, and decoding them once saves most of the verification cost; a
+    store also ``put``s the posts it records, with the set their own
+    judging built, so a near-duplicate arriving soon after finds its
+    original here. ``decode`` reads a record as (timestamp, post id, word
+    hashes) in the store's own record format. The verification set, of runs
+    of up to ``shingle_size`` words (set by the store when it opens), is
+    built the first time a comparison needs it (``members``), since a copy
+    with the very same words needs no set at all.
+
+    Two generations of at most ``capacity / 2`` entries each: when the new
+    one fills, the old one is dropped and the new one becomes old; an entry
+    found in the old one moves to the new one.
     """
 
     def __init__(
@@ -207,30 +230,36 @@ class PostCache:
         self.decode = decode
         self.capacity = capacity
         self.shingle_size = 2
-        self._entries: dict[int, list[Any]] = {}
+        self._new: dict[int, CachedPost] = {}
+        self._old: dict[int, CachedPost] = {}
 
     def clear(self) -> None:
-        self._entries.clear()
+        self._new.clear()
+        self._old.clear()
 
-    def get(self, txn: _PostReader, serial: int) -> list[Any] | None:
-        entry = self._entries.get(serial)
-        if entry is None:
-            record = txn.get_post(serial)
-            if record is None:
-                return None
-            timestamp, post_id, words = self.decode(record)
-            entry = [timestamp, post_id, words.tobytes(), None]
-            if len(self._entries) >= self.capacity:
-                self._entries.clear()
-            self._entries[serial] = entry
-        return entry
+    def put(self, serial: int, post: CachedPost) -> None:
+        if len(self._new) >= self.capacity // 2:
+            self._old, self._new = self._new, {}
+        self._new[serial] = post
 
-    def members(self, entry: list[Any]) -> set[int]:
-        """The verification set of an entry from ``get``."""
-        members: set[int] | None = entry[3]
-        if members is None:
-            members = entry[3] = verification_set(memoryview(entry[2]).cast("I").tolist(), self.shingle_size)
-        return members
+    def get(self, txn: _PostReader, serial: int) -> CachedPost | None:
+        post = self._new.get(serial)
+        if post is None:
+            post = self._old.get(serial)
+            if post is None:
+                record = txn.get_post(serial)
+                if record is None:
+                    return None
+                timestamp, post_id, words = self.decode(record)
+                post = CachedPost(timestamp, post_id, words.tobytes())
+            self.put(serial, post)
+        return post
+
+    def members(self, post: CachedPost) -> set[int]:
+        """The verification set of a post from ``get``."""
+        if post.members is None:
+            post.members = verification_set(memoryview(post.words).cast("I").tolist(), self.shingle_size)
+        return post.members
 
 
 def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
@@ -240,27 +269,30 @@ def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) 
 
 
 def best_match(
-    txn: _PostReader, cache: PostCache, serials: Iterable[int], sketch: Sketch, horizon: float, threshold: float
+    txn: _PostReader,
+    cache: PostCache,
+    serials: Iterable[int],
+    sketch: Sketch,
+    own: CachedPost,
+    horizon: float,
+    threshold: float,
 ) -> Match | None:
     """The most similar live post among ``serials`` at or above the threshold
-    (exact Jaccard); the first with the sketch's very words wins at once."""
+    (exact Jaccard); the first with the sketch's very words wins at once.
+    ``own`` is the sketch as a CachedPost (``CachedPost.of``); its set is
+    built here when a comparison needs it, for the cache should it be recorded."""
     best: Match | None = None
-    words = sketch.words.astype("<u4", copy=False).tobytes()  # as records hold them
-    query: set[int] | None = None
     for serial in serials:
-        entry = cache.get(txn, serial)
-        if entry is None:
+        post = cache.get(txn, serial)
+        if post is None or post.timestamp <= horizon:
             continue
-        timestamp, post_id, stored_words, _ = entry
-        if timestamp <= horizon:
-            continue
-        if stored_words == words:  # the same words in the same order: the same set
-            return Match(post_id, 1.0)
-        if query is None:
-            query = set(sketch.shingles.tolist())
-        similarity = jaccard(query, cache.members(entry))
+        if post.words == own.words:  # the same words in the same order: the same set
+            return Match(post.post_id, 1.0)
+        if own.members is None:
+            own.members = set(sketch.shingles.tolist())
+        similarity = jaccard(own.members, cache.members(post))
         if similarity >= threshold and (best is None or similarity > best.similarity):
-            best = Match(post_id, similarity)
+            best = Match(post.post_id, similarity)
             if similarity == 1.0:
                 break
     return best
@@ -271,8 +303,8 @@ def referenced(
 ) -> Match | None:
     """The live post ``post_id`` among ``serials`` (found under its id key), as a Match; None when it is not there."""
     for serial in serials:
-        entry = cache.get(txn, serial)
-        if entry is not None and entry[1] == post_id and entry[0] > horizon:
+        post = cache.get(txn, serial)
+        if post is not None and post.post_id == post_id and post.timestamp > horizon:
             return Match(post_id, 1.0)
     return None
 
@@ -307,16 +339,18 @@ def run_batch(
         # Most band keys hold one post, so the first member of each key is
         # checked first; deeper lists are only read when that finds nothing.
         candidates = txn.first_members(band_keys)
+        own = CachedPost.of(sketch)
         if candidates:
-            best = best_match(txn, cache, candidates, sketch, horizon, threshold)
+            best = best_match(txn, cache, candidates, sketch, own, horizon, threshold)
             if best is None:
                 checked = set(candidates)
                 deeper = [serial for serial in txn.members(band_keys, per_band) if serial not in checked]
                 if deeper:
-                    best = best_match(txn, cache, deeper, sketch, horizon, threshold)
+                    best = best_match(txn, cache, deeper, sketch, own, horizon, threshold)
         if best is None:
             record = encode_words(sketch.timestamp, sketch.post_id, sketch.words)
             txn.insert(next_serial, sketch.timestamp, band_keys, record)
+            cache.put(next_serial, own)
             next_serial += 1
         results.append(best)
     if ttl > 0 and math.isfinite(clock):

@@ -61,6 +61,7 @@ import numpy.typing as npt
 
 from .._exceptions import StoreError, StoreFullError
 from ._base import (
+    CachedPost,
     IndexSettings,
     Match,
     PostCache,
@@ -421,6 +422,7 @@ class _Batch:
         for index, sketch in enumerate(sketches):
             clock = max(clock, sketch.timestamp)
             best: Match | None = None
+            own: CachedPost | None = None
             candidates = stored.get(index)
             if recorded_under and lookup_ends[index] < lookup_ends[index + 1]:
                 in_batch: dict[int, int] = {}
@@ -438,8 +440,10 @@ class _Batch:
                     newest_first = sorted(serials, reverse=True)
                     results.append(referenced(self, self.cache, newest_first, sketch.refers_to, horizon))
                     continue
-                best = best_match(self, self.cache, serials[:_MAX_VERIFIED], sketch, horizon, threshold)
+                own = CachedPost.of(sketch)
+                best = best_match(self, self.cache, serials[:_MAX_VERIFIED], sketch, own, horizon, threshold)
             if best is None:
+                self.cache.put(next_serial, own if own is not None else CachedPost.of(sketch))
                 for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
                     recorded_under.setdefault(query, []).append(next_serial)
                 record = _encode_record(sketch.timestamp, sketch.post_id, sketch.words)
