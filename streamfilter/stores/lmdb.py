@@ -427,10 +427,8 @@ class _Batch:
             if recorded_under and lookup_ends[index] < lookup_ends[index + 1]:
                 in_batch: dict[int, int] = {}
                 for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
-                    under = recorded_under.get(query)
-                    if under:
-                        for serial in under if len(under) <= limit else under[-limit:]:
-                            in_batch[serial] = in_batch.get(serial, 0) + 1
+                    for serial in recorded_under.get(query, ()):
+                        in_batch[serial] = in_batch.get(serial, 0) + 1
                 if in_batch:
                     candidates = _with_batch_sharers(candidates, in_batch)
             if candidates is not None or sketch.refers_to is not None:
@@ -445,7 +443,13 @@ class _Batch:
             if best is None:
                 self.cache.put(next_serial, own if own is not None else CachedPost.of(sketch))
                 for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
-                    recorded_under.setdefault(query, []).append(next_serial)
+                    under = recorded_under.get(query)
+                    if under is None:
+                        recorded_under[query] = [next_serial]
+                    else:
+                        under.append(next_serial)
+                        if len(under) > limit:  # like the runs' look-ups: the newest ``limit`` a key
+                            del under[0]
                 record = _encode_record(sketch.timestamp, sketch.post_id, sketch.words)
                 self.txn.put(_U64.pack(next_serial), record, db=self.store._posts, append=True)
                 next_serial += 1
