@@ -1,7 +1,5 @@
-import sys
-
-from ._cli import main
+from ._cli import run
 
 # Guarded: worker processes import the parent's __main__ module.
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
