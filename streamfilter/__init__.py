@@ -1,23 +1,60 @@
-"""streamfilter: filter near-duplicate posts out of social-media streams as they arrive."""
+"""streamfilter: filter near-duplicate posts out of social-media streams as they arrive.
 
-from ._config import FilterConfig, parse_duration
-from ._exceptions import (
-    ConfigError,
-    ConfigMismatchError,
-    InvalidRecordError,
-    MissingDependencyError,
-    SourceError,
-    StoreError,
-    StoreFullError,
-    StreamFilterError,
-)
-from ._filter import StreamFilter
-from ._lsh import BandPlan, candidate_probability, choose_bands
-from ._normalize import normalize
-from ._post import Post, RetweetPolicy, Verdict, VerdictKind
-from .stores import BandStore, LMDBStore, MemoryStore, RedisStore
+The names below are imported on first use (PEP 562), so ``import
+streamfilter`` alone costs nothing: the ``streamfilter`` command starts its
+sketch worker before it imports numpy and the rest (see ``_launch``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._config import FilterConfig, parse_duration
+    from ._exceptions import (
+        ConfigError,
+        ConfigMismatchError,
+        InvalidRecordError,
+        MissingDependencyError,
+        SourceError,
+        StoreError,
+        StoreFullError,
+        StreamFilterError,
+    )
+    from ._filter import StreamFilter
+    from ._lsh import BandPlan, candidate_probability, choose_bands
+    from ._normalize import normalize
+    from ._post import Post, RetweetPolicy, Verdict, VerdictKind
+    from .stores import BandStore, LMDBStore, MemoryStore, RedisStore
 
 __version__ = "0.1.0"
+
+_HOMES = {
+    "FilterConfig": "._config",
+    "parse_duration": "._config",
+    "ConfigError": "._exceptions",
+    "ConfigMismatchError": "._exceptions",
+    "InvalidRecordError": "._exceptions",
+    "MissingDependencyError": "._exceptions",
+    "SourceError": "._exceptions",
+    "StoreError": "._exceptions",
+    "StoreFullError": "._exceptions",
+    "StreamFilterError": "._exceptions",
+    "StreamFilter": "._filter",
+    "BandPlan": "._lsh",
+    "candidate_probability": "._lsh",
+    "choose_bands": "._lsh",
+    "normalize": "._normalize",
+    "Post": "._post",
+    "RetweetPolicy": "._post",
+    "Verdict": "._post",
+    "VerdictKind": "._post",
+    "BandStore": ".stores",
+    "LMDBStore": ".stores",
+    "MemoryStore": ".stores",
+    "RedisStore": ".stores",
+}
 
 __all__ = [
     "BandPlan",
@@ -28,9 +65,9 @@ __all__ = [
     "InvalidRecordError",
     "LMDBStore",
     "MemoryStore",
-    "RedisStore",
     "MissingDependencyError",
     "Post",
+    "RedisStore",
     "RetweetPolicy",
     "SourceError",
     "StoreError",
@@ -44,3 +81,16 @@ __all__ = [
     "normalize",
     "parse_duration",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])

@@ -1,4 +1,4 @@
-from ._cli import run
+from ._launch import run
 
 # Guarded: worker processes import the parent's __main__ module.
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from ._filter import StreamFilter
 from ._lsh import choose_for_rates
 from ._pipeline import Chunks, CommitHooks
 from ._post import RetweetPolicy, Verdict, VerdictKind
-from ._workers import pace_collector_for_batches
 from .stores import BandStore, LMDBStore
 from .stores.redis import RedisStore
 
@@ -652,12 +651,6 @@ def _leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
-
-
-def run() -> None:
-    """The ``streamfilter`` command: ``main`` in a process of its own."""
-    pace_collector_for_batches()
-    sys.exit(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ import logging
 import os
 import pickle
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -36,12 +37,21 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
 
-__all__ = ["SketchProcess", "WorkerLost", "default_sketch_processes", "pace_collector_for_batches", "serve_stdio"]
+__all__ = [
+    "SketchProcess",
+    "WorkerLost",
+    "close_unused",
+    "default_sketch_processes",
+    "hand_over",
+    "pace_collector_for_batches",
+    "serve_socket",
+    "serve_stdio",
+]
 
 logger = logging.getLogger("streamfilter")
 
@@ -95,11 +105,10 @@ class _Answer:
 class SketchProcess:
     """One child process that prepares batches of raw lines."""
 
-    def __init__(self, process: Process) -> None:
+    def __init__(self, process: Process | _Prestarted, send: ByteSendStream, receive: ByteReceiveStream) -> None:
         self._process = process
-        assert process.stdin is not None and process.stdout is not None
-        self._stdin = process.stdin
-        self._stdout = BufferedByteReceiveStream(process.stdout)
+        self._stdin = send
+        self._stdout = BufferedByteReceiveStream(receive)
         self._broken = False
         self._sending = anyio.Lock()
         self._receiving = anyio.Lock()
@@ -112,6 +121,18 @@ class SketchProcess:
             init = pickle.dumps(sketcher, protocol=pickle.HIGHEST_PROTOCOL)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise WorkerLost(f"the adapter or config cannot be sent to a worker process: {exc}") from exc
+        while _handed_over:
+            process, connection = _handed_over.pop()
+            try:
+                stream = await SocketStream.from_socket(connection)
+            except OSError:
+                connection.close()
+                _Prestarted(process).kill()
+                continue
+            try:
+                return await cls._greet(cls(_Prestarted(process), stream, stream), init)
+            except WorkerLost as exc:  # it died starting: start another the usual way
+                logger.warning("streamfilter: the worker process started early was lost (%s)", exc)
         environment = dict(os.environ)
         # The child must import this very package, wherever it was imported from.
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
@@ -128,17 +149,21 @@ class SketchProcess:
             )
         except OSError as exc:
             raise WorkerLost(f"cannot start a worker process: {exc}") from exc
-        worker = cls(process)
+        assert process.stdin is not None and process.stdout is not None
+        return await cls._greet(cls(process, process.stdin, process.stdout), init)
+
+    async def _greet(self, init: bytes) -> SketchProcess:
+        """Hand a started child its Sketcher and wait for its ``ready``."""
         try:
             with anyio.fail_after(_START_TIMEOUT):
-                await worker._send(init)
-                status, _ = await worker._receive()
+                await self._send(init)
+                status, _ = await self._receive()
             if status != "ready":
                 raise WorkerLost(f"worker process answered {status!r} to its start")
         except BaseException:
-            await worker.aclose()
+            await self.aclose()
             raise
-        return worker
+        return self
 
     async def prepare(self, records: Sequence[tuple[int, Any]]) -> PreparedBatch:
         """The child's ``Sketcher.prepare(records)``; records must be raw lines.
@@ -176,7 +201,13 @@ class SketchProcess:
         try:
             (length,) = _LENGTH.unpack(await self._stdout.receive_exactly(_LENGTH.size))
             status, value = pickle.loads(await self._stdout.receive_exactly(length))
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError) as exc:
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ) as exc:
             code = self._process.returncode
             raise WorkerLost(f"worker process ended (exit status {code})") from exc
         return status, value
@@ -195,6 +226,49 @@ class SketchProcess:
                 self._process.kill()
                 await self._process.wait()
             await self._process.aclose()
+
+
+class _Prestarted:
+    """A child started by ``_launch`` (a ``subprocess.Popen``), as much of
+    anyio's Process as SketchProcess uses."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.poll()
+
+    async def wait(self) -> int:
+        # abandoned if cancelled; the thread ends when the child does
+        return await anyio.to_thread.run_sync(self._process.wait, abandon_on_cancel=True)
+
+    def kill(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+
+    async def aclose(self) -> None:
+        await self.wait()
+
+
+# Children that ``_launch`` started before this module was imported, with the
+# parent's end of each one's socket, waiting for ``SketchProcess.start``.
+_handed_over: list[tuple[subprocess.Popen[bytes], socket.socket]] = []
+
+
+def hand_over(process: subprocess.Popen[bytes], connection: socket.socket) -> None:
+    """Keep a child that ``_launch`` started for the next ``SketchProcess.start``."""
+    _handed_over.append((process, connection))
+
+
+def close_unused() -> None:
+    """End the children handed over and never started (the command failed
+    before its pipeline ran): they hold nothing yet, so they are killed."""
+    while _handed_over:
+        process, connection = _handed_over.pop()
+        connection.close()
+        process.kill()
+        process.wait()
 
 
 # -- the child ---------------------------------------------------------------------
@@ -226,6 +300,23 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
         except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
             answer = ("error", exc)
         _write_frame(answers, answer)
+
+
+def serve_socket(descriptor: int) -> None:
+    """The entry point of a child that ``_launch`` started: frames on a socket
+    (one end of a socketpair) until the parent closes its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    connection = socket.socket(fileno=descriptor)
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):  # room for a whole frame, as with pipes
+        try:
+            connection.setsockopt(socket.SOL_SOCKET, option, _PIPE_BYTES)
+        except OSError:
+            pass
+    requests = connection.makefile("rb")
+    answers = connection.makefile("wb")
+    os.dup2(2, 1)  # a stray print reaches stderr, never the parent's stdout
+    pace_collector_for_batches()
+    _serve(requests, answers)
 
 
 def serve_stdio() -> None:

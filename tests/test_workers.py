@@ -13,7 +13,7 @@ import anyio
 import numpy as np
 import pytest
 
-from streamfilter import FilterConfig
+from streamfilter import FilterConfig, _launch, _workers
 from streamfilter._engine import Sketcher
 from streamfilter._workers import SketchProcess
 from streamfilter.adapters import record_adapter
@@ -83,6 +83,71 @@ async def test_batches_sent_before_the_first_answer_come_back_to_their_callers()
         await worker.aclose()
     for index, batch in enumerate(batches):
         assert entry_view(results[index]) == entry_view(sketcher.prepare(batch))
+
+
+@pytest.mark.anyio
+async def test_a_worker_started_before_the_imports_is_the_one_used() -> None:
+    # the command starts its worker first thing (_launch); the pipeline's
+    # first SketchProcess.start takes it instead of starting another
+    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    records = mixed_lines()
+    started = _launch._prestart_worker(["replay", "in.jsonl", "--sketch-processes", "1"])
+    assert started is not None
+    process, connection = started
+    _workers.hand_over(process, connection)
+    before = set(children(os.getpid()))
+    worker = await SketchProcess.start(sketcher)
+    try:
+        assert process.pid in before and set(children(os.getpid())) == before  # no other child started
+        there = await worker.prepare(records)
+    finally:
+        await worker.aclose()
+    assert entry_view(there) == entry_view(sketcher.prepare(records))
+    assert process.poll() is not None  # closed with its worker, not left running
+    assert not _workers._handed_over
+
+
+@pytest.mark.anyio
+async def test_a_worker_started_early_that_died_is_replaced() -> None:
+    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    started = _launch._prestart_worker(["replay", "in.jsonl"])
+    assert started is not None
+    process, connection = started
+    process.kill()
+    process.wait()
+    _workers.hand_over(process, connection)
+    worker = await SketchProcess.start(sketcher)  # a new child, started the usual way
+    try:
+        there = await worker.prepare(mixed_lines()[:50])
+    finally:
+        await worker.aclose()
+    assert entry_view(there) == entry_view(sketcher.prepare(mixed_lines()[:50]))
+
+
+def test_a_worker_started_early_and_never_used_is_ended() -> None:
+    # a replay that fails before its pipeline runs (a bad --db, say)
+    started = _launch._prestart_worker(["replay", "in.jsonl"])
+    assert started is not None
+    _workers.hand_over(*started)
+    _workers.close_unused()
+    assert started[0].poll() is not None and not _workers._handed_over
+
+
+@pytest.mark.parametrize(
+    ("argv", "wanted"),
+    [
+        (["replay", "a.jsonl"], True),
+        (["replay", "a.jsonl", "--sketch-processes", "2"], True),
+        (["replay", "a.jsonl", "--sketch-processes", "0"], False),
+        (["replay", "--sketch-processes=0", "a.jsonl"], False),
+        (["replay", "--help"], False),
+        (["follow", "wss://example"], False),
+        (["params", "--threshold", "0.5"], False),
+        ([], False),
+    ],
+)
+def test_only_a_replay_that_sketches_in_a_worker_starts_one_early(argv: list[str], wanted: bool) -> None:
+    assert _launch._wants_worker(argv) == (wanted and len(os.sched_getaffinity(0)) > 1)
 
 
 def children(pid: int) -> list[int]:
