@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_FRAME_BYTES = 1 << 20  # as _workers._PIPE_BYTES
 
 
 def run() -> None:
@@ -65,6 +66,10 @@ def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], sock
         ours, theirs = socket.socketpair()
     except OSError:
         return None
+    try:  # room for a whole batch's frame, as the pipes of other workers have
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _FRAME_BYTES)
+    except OSError:
+        pass
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
     try:
