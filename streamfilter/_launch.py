@@ -80,7 +80,8 @@ def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], sock
                 f"from streamfilter._workers import serve_socket; serve_socket({theirs.fileno()})",
             ],
             stdin=subprocess.DEVNULL,
-            stdout=None,
+            # never the replay's stdout, which may be its --out: a stray print goes to stderr
+            stdout=2,
             stderr=None,
             pass_fds=(theirs.fileno(),),
             env=environment,

@@ -288,18 +288,21 @@ def _write_frame(stream: IO[bytes], value: object) -> None:
 
 
 def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
-    frame = _read_frame(requests)
-    if frame is None:
-        return
-    sketcher: Sketcher = pickle.loads(frame)
-    _write_frame(answers, ("ready", None))
-    while (frame := _read_frame(requests)) is not None:
-        records = pickle.loads(frame)
-        try:
-            answer: tuple[str, Any] = ("ok", sketcher.prepare(records).to_wire())
-        except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
-            answer = ("error", exc)
-        _write_frame(answers, answer)
+    try:
+        frame = _read_frame(requests)
+        if frame is None:
+            return
+        sketcher: Sketcher = pickle.loads(frame)
+        _write_frame(answers, ("ready", None))
+        while (frame := _read_frame(requests)) is not None:
+            records = pickle.loads(frame)
+            try:
+                answer: tuple[str, Any] = ("ok", sketcher.prepare(records).to_wire())
+            except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
+                answer = ("error", exc)
+            _write_frame(answers, answer)
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the parent is gone (it finished early, or was killed): nobody to answer
 
 
 def serve_socket(descriptor: int) -> None:
@@ -314,7 +317,6 @@ def serve_socket(descriptor: int) -> None:
             pass
     requests = connection.makefile("rb")
     answers = connection.makefile("wb")
-    os.dup2(2, 1)  # a stray print reaches stderr, never the parent's stdout
     pace_collector_for_batches()
     _serve(requests, answers)
 

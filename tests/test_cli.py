@@ -227,3 +227,23 @@ def test_resume_across_several_inputs(tmp_path: Path) -> None:
     assert again.returncode == 0
     assert (tmp_path / "v").read_text() == ""  # nothing left to judge
     assert len(out.read_text().splitlines()) == 100
+
+
+def test_a_reader_that_stops_early_ends_the_replay_quietly(tmp_path: Path) -> None:
+    # `streamfilter replay big.jsonl | head`: the closed pipe stops the replay
+    # with a plain exit, neither blamed on the index nor a worker's traceback
+    from tests.test_crash import make_stream
+
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=20000, copies=1)
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "streamfilter", "replay", str(stream), "--db", str(tmp_path / "db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert replay.stdout is not None
+    replay.stdout.readline()
+    replay.stdout.close()
+    _, stderr = replay.communicate(timeout=120)
+    assert replay.returncode == 1
+    assert stderr.decode() == ""

@@ -671,7 +671,8 @@ class LMDBStore:
                         self._grow(env, env.info()["map_size"] * 2)
                     elif isinstance(exc, lmdb.MapResizedError):
                         env.set_mapsize(0)  # another process grew the map: adopt its size
-                    elif isinstance(exc, lmdb.Error | OSError):
+                    elif isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
+                        # (a closed stdout, from the caller's before_commit, is not the index's failure)
                         raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
                     else:
                         raise
