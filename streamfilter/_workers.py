@@ -127,7 +127,8 @@ class SketchProcess:
                 stream = await SocketStream.from_socket(connection)
             except OSError:
                 connection.close()
-                _Prestarted(process).kill()
+                process.kill()
+                process.wait()
                 continue
             try:
                 return await cls._greet(cls(_Prestarted(process), stream, stream), init)
