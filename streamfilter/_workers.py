@@ -122,16 +122,16 @@ class SketchProcess:
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise WorkerLost(f"the adapter or config cannot be sent to a worker process: {exc}") from exc
         while _handed_over:
-            process, connection = _handed_over.pop()
+            early, connection = _handed_over.pop()
             try:
                 stream = await SocketStream.from_socket(connection)
             except OSError:
                 connection.close()
-                process.kill()
-                process.wait()
+                early.kill()
+                early.wait()
                 continue
             try:
-                return await cls._greet(cls(_Prestarted(process), stream, stream), init)
+                return await cls._greet(cls(_Prestarted(early), stream, stream), init)
             except WorkerLost as exc:  # it died starting: start another the usual way
                 logger.warning("streamfilter: the worker process started early was lost (%s)", exc)
         environment = dict(os.environ)
