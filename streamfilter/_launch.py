@@ -21,7 +21,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-_FRAME_BYTES = 1 << 20  # as _workers._PIPE_BYTES
+# A worker's pipes (or socket) hold a whole batch's frame, a few hundred kB,
+# so each side writes it in one go (Linux's default pipe-max-size).
+FRAME_BYTES = 1 << 20
+
+
+def default_sketch_processes() -> int:
+    """Worker processes for a replay when the config leaves it open: one per
+    core beyond the one the store stage uses, at most two (past that the store
+    stage is the bottleneck)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(2, cores - 1))
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment of a worker process: this one's, with this very
+    package first on the path, wherever it was imported from."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
+    return environment
 
 
 def run() -> None:
@@ -52,11 +73,7 @@ def _wants_worker(argv: Sequence[str]) -> bool:
             value = arg.partition("=")[2]
         if value is not None:
             return value.strip() not in ("0", "")
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return cores > 1  # as _workers.default_sketch_processes decides
+    return default_sketch_processes() > 0
 
 
 def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], socket.socket] | None:
@@ -67,11 +84,9 @@ def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], sock
     except OSError:
         return None
     try:  # room for a whole batch's frame, as the pipes of other workers have
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _FRAME_BYTES)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, FRAME_BYTES)
     except OSError:
         pass
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
     try:
         process = subprocess.Popen(
             [
@@ -84,7 +99,7 @@ def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], sock
             stdout=2,
             stderr=None,
             pass_fds=(theirs.fileno(),),
-            env=environment,
+            env=worker_environment(),
             start_new_session=True,
         )
     except OSError:

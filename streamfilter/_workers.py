@@ -33,7 +33,6 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -41,6 +40,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
+from ._launch import FRAME_BYTES, default_sketch_processes, worker_environment
 
 __all__ = [
     "SketchProcess",
@@ -57,8 +57,6 @@ logger = logging.getLogger("streamfilter")
 
 _LENGTH = struct.Struct("<Q")
 _START_TIMEOUT = 60.0
-_PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def pace_collector_for_batches() -> None:
@@ -73,17 +71,6 @@ def pace_collector_for_batches() -> None:
     """
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-
-
-def default_sketch_processes() -> int:
-    """Worker processes for a replay when the config leaves it open: one per
-    core beyond the one the store stage uses, at most two (past that the store
-    stage is the bottleneck)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(2, cores - 1))
 
 
 class WorkerLost(Exception):
@@ -134,9 +121,6 @@ class SketchProcess:
                 return await cls._greet(cls(_Prestarted(early), stream, stream), init)
             except WorkerLost as exc:  # it died starting: start another the usual way
                 logger.warning("streamfilter: the worker process started early was lost (%s)", exc)
-        environment = dict(os.environ)
-        # The child must import this very package, wherever it was imported from.
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
         try:
             process = await anyio.open_process(
                 # -c, not -m: the package imports this module, and running it as
@@ -145,7 +129,7 @@ class SketchProcess:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=None,  # a child's traceback reaches the user, and never fills an unread pipe
-                env=environment,
+                env=worker_environment(),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -313,7 +297,7 @@ def serve_socket(descriptor: int) -> None:
     connection = socket.socket(fileno=descriptor)
     for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):  # room for a whole frame, as with pipes
         try:
-            connection.setsockopt(socket.SOL_SOCKET, option, _PIPE_BYTES)
+            connection.setsockopt(socket.SOL_SOCKET, option, FRAME_BYTES)
         except OSError:
             pass
     requests = connection.makefile("rb")
@@ -338,7 +322,7 @@ def serve_stdio() -> None:
     set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
     for stream in (requests, answers) if set_pipe_size is not None else ():
         try:
-            fcntl.fcntl(stream.fileno(), set_pipe_size, _PIPE_BYTES)
+            fcntl.fcntl(stream.fileno(), set_pipe_size, FRAME_BYTES)
         except OSError:  # over the user's pipe allowance: the default size works, slower
             pass
     null = os.open(os.devnull, os.O_RDONLY)
