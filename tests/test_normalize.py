@@ -41,6 +41,10 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         ("wo\u200drld he\ufe0fllo th\U0001f3fdis", "world hello this"),  # joiner, selector, skin tone inside words
         ("hello\u3164world\u00a0again\u3000now", "hello world again now"),  # Hangul filler, no-break, ideographic
         ("don't stop", "dont stop"),
+        # attributions go with their mention, in any case; a word that only ends in "via" stays
+        ("great read via @nytimes", "great read"),
+        ("Great read VIA @nytimes and @a Via more", "great read and more"),
+        ("trivia @quiz night", "trivia night"),
         ("I love flying with you guys, the serv…", "i love flying with you guys the"),
         ("東京タワー 最高", "東京タワー 最高"),
     ],
