@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamfilter import normalize
-from streamfilter._normalize import has_retweet_prefix, normalize_fallback
+from streamfilter._normalize import _MENTION, has_retweet_prefix, normalize_fallback
 
 KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit TwinSpires!"
 
@@ -104,3 +105,11 @@ def test_retweet_prefix_check_agrees_with_its_pattern(text: str) -> None:
     from streamfilter._normalize import _RETWEET_PREFIX, has_retweet_prefix
 
     assert has_retweet_prefix(text) == (_RETWEET_PREFIX.match(text) is not None)
+
+
+@settings(max_examples=2000)
+@given(st.lists(st.sampled_from(["@", "a", "v", "V", "i", "I", "\u0130", "A", "via @x", "VIA @x", "v\u0130a @x", "@x V\u0130A", " ", "\t", "x", "_", "é"])))
+def test_mention_pattern_matches_as_ignorecase_would(parts: list[str]) -> None:
+    ignorecase = regex.compile(r"(?<!\w)@\w+(?:\s+via\b)?|\bvia\s+@\w+", regex.IGNORECASE)
+    text = "".join(parts)
+    assert _MENTION.sub(" ", text) == ignorecase.sub(" ", text)
