@@ -55,56 +55,26 @@ class _Entry:
 
 
 @dataclass(slots=True)
-class PreparedBatch:
-    entries: list[_Entry]
-    sketches: list[Sketch]
+class _Columns:
+    """A batch's sketches as flat columns: one row of plain values per sketch,
+    and its band keys, shingles and word hashes end to end. A worker process
+    sends these (pickling them costs a fraction of pickling objects), and the
+    Sketch objects are cut from them where the store runs."""
 
-    @property
-    def last_line(self) -> int:
-        return self.entries[-1].line if self.entries else 0
+    rows: list[tuple[str, float, bool, str | None]]  # post id, timestamp, made-up id, refers to
+    key_counts: list[int]
+    shingle_counts: list[int]
+    word_counts: list[int]
+    keys: npt.NDArray[np.uint64]
+    shingles: npt.NDArray[np.uint64]
+    words: npt.NDArray[np.uint32]
 
-    def to_wire(self) -> tuple[Any, ...]:
-        """The batch as rows of plain values and two flat arrays, for a worker
-        process to send back: pickling these costs a fraction of pickling the
-        objects. Raw records are left out; the receiver has them."""
-        entry_rows = [
-            (
-                entry.line,
-                entry.kind,
-                entry.reason,
-                entry.sketch_index,
-                entry.reference,
-                None if (post := entry.post) is None else _post_fields(post),
-            )
-            for entry in self.entries
-        ]
-        sketches = self.sketches
-        sketch_rows = [(s.post_id, s.timestamp, s.made_up_id, s.refers_to) for s in sketches]
-        key_counts = [len(s.band_keys) for s in sketches]
-        shingle_counts = [len(s.shingles) for s in sketches]
-        word_counts = [len(s.words) for s in sketches]
-        keys = np.concatenate([s.band_keys for s in sketches]) if sketches else _NO_SHINGLES
-        shingles = np.concatenate([s.shingles for s in sketches]) if sketches else _NO_SHINGLES
-        words = np.concatenate([s.words for s in sketches]) if sketches else _NO_WORDS
-        return entry_rows, sketch_rows, key_counts, shingle_counts, word_counts, keys, shingles, words
-
-    @classmethod
-    def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
-        """The batch ``to_wire`` sent, its raw records put back from ``records``."""
-        entry_rows, sketch_rows, key_counts, shingle_counts, word_counts, keys, shingles, words = wire
-        raw_of = dict(records)
-        entries = []
-        for line, kind, reason, sketch_index, reference, fields in entry_rows:
-            raw = raw_of[line]
-            post = None
-            if fields is not None:
-                post_id, text, timestamp, retweet_of, is_retweet, platform = fields
-                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw)
-            entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
-        key_ends = np.cumsum(key_counts).tolist()
-        shingle_ends = np.cumsum(shingle_counts).tolist()
-        word_ends = np.cumsum(word_counts).tolist()
-        sketches = [
+    def sketches(self) -> list[Sketch]:
+        key_ends = np.cumsum(self.key_counts).tolist()
+        shingle_ends = np.cumsum(self.shingle_counts).tolist()
+        word_ends = np.cumsum(self.word_counts).tolist()
+        keys, shingles, words = self.keys, self.shingles, self.words
+        return [
             Sketch(
                 post_id=post_id,
                 timestamp=timestamp,
@@ -123,10 +93,41 @@ class PreparedBatch:
                 word_count,
                 word_end,
             ) in zip(
-                sketch_rows, key_counts, key_ends, shingle_counts, shingle_ends, word_counts, word_ends, strict=True
+                self.rows,
+                self.key_counts,
+                key_ends,
+                self.shingle_counts,
+                shingle_ends,
+                self.word_counts,
+                word_ends,
+                strict=True,
             )
         ]
-        return cls(entries, sketches)
+
+
+@dataclass(slots=True)
+class PreparedBatch:
+    entries: list[_Entry]
+    sketches: list[Sketch]
+
+    @property
+    def last_line(self) -> int:
+        return self.entries[-1].line if self.entries else 0
+
+    @classmethod
+    def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
+        """The batch ``Sketcher.prepare_wire`` sent, its raw records put back from ``records``."""
+        entry_rows, *columns = wire
+        raw_of = dict(records)
+        entries = []
+        for line, kind, reason, sketch_index, reference, fields in entry_rows:
+            raw = raw_of[line]
+            post = None
+            if fields is not None:
+                post_id, text, timestamp, retweet_of, is_retweet, platform = fields
+                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw)
+            entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
+        return cls(entries, _Columns(*columns).sketches())
 
 
 def _post_fields(post: Post) -> tuple[Any, ...]:
@@ -176,6 +177,37 @@ class Sketcher:
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """Adapt and sketch a batch of (line number, record); no I/O."""
+        entries, columns = self._prepare(records)
+        return PreparedBatch(entries, columns.sketches())
+
+    def prepare_wire(self, records: Sequence[tuple[int, object]]) -> tuple[Any, ...]:
+        """``prepare`` as a worker process sends it back: rows of plain values
+        and the flat columns (``PreparedBatch.from_wire`` rebuilds the batch).
+        Raw records are left out; the receiver has them."""
+        entries, columns = self._prepare(records)
+        entry_rows = [
+            (
+                entry.line,
+                entry.kind,
+                entry.reason,
+                entry.sketch_index,
+                entry.reference,
+                None if (post := entry.post) is None else _post_fields(post),
+            )
+            for entry in entries
+        ]
+        return (
+            entry_rows,
+            columns.rows,
+            columns.key_counts,
+            columns.shingle_counts,
+            columns.word_counts,
+            columns.keys,
+            columns.shingles,
+            columns.words,
+        )
+
+    def _prepare(self, records: Sequence[tuple[int, object]]) -> tuple[list[_Entry], _Columns]:
         policy = self.config.retweet_policy
         entries: list[_Entry] = []
         to_sketch: list[_Entry] = []
@@ -212,51 +244,63 @@ class Sketcher:
                     continue
                 to_sketch.append(entry)
                 word_lists.append(words)
-        sketches: list[Sketch] = []
-        if to_sketch:
-            now = time.time()
-            seed = self.config.seed
-            ids = [
-                entry.post.id if entry.post and entry.post.id is not None else f"line:{entry.line}"
-                for entry in to_sketch
-            ]
-            texts = [index for index, entry in enumerate(to_sketch) if not entry.reference]
-            if texts:
-                shingles, keys = self._sketch_words(word_lists)
-                # every post is filed under its id too, for reposts that carry no text
-                keys = np.column_stack([keys, id_keys([ids[index] for index in texts], seed)])
-            referenced = [entry.post.retweet_of or "" for entry in to_sketch if entry.reference and entry.post]
-            reference_keys = id_keys(referenced, seed) if referenced else None
-            text_index = reference_index = 0
-            for index, entry in enumerate(to_sketch):
-                post = entry.post
-                assert post is not None
-                entry.sketch_index = index
-                timestamp = post.timestamp if post.timestamp is not None else now
-                if entry.reference:
-                    assert reference_keys is not None
-                    sketch = Sketch(
-                        post_id=ids[index],
-                        made_up_id=post.id is None,
-                        timestamp=timestamp,
-                        band_keys=reference_keys[reference_index : reference_index + 1],
-                        shingles=_NO_SHINGLES,
-                        words=_NO_WORDS,
-                        refers_to=post.retweet_of,
-                    )
-                    reference_index += 1
-                else:
-                    sketch = Sketch(
-                        post_id=ids[index],
-                        made_up_id=post.id is None,
-                        timestamp=timestamp,
-                        band_keys=keys[text_index],
-                        shingles=shingles[text_index],
-                        words=shingles.words_of(text_index),
-                    )
-                    text_index += 1
-                sketches.append(sketch)
-        return PreparedBatch(entries, sketches)
+        return entries, self._columns(to_sketch, word_lists)
+
+    def _columns(self, to_sketch: list[_Entry], word_lists: list[list[str]]) -> _Columns:
+        """The sketches of ``to_sketch`` (``word_lists`` holds the words of those
+        that are not references), in that order, as columns."""
+        now = time.time()
+        seed = self.config.seed
+        rows: list[tuple[str, float, bool, str | None]] = []
+        for index, entry in enumerate(to_sketch):
+            post = entry.post
+            assert post is not None
+            entry.sketch_index = index
+            post_id = post.id if post.id is not None else f"line:{entry.line}"
+            timestamp = post.timestamp if post.timestamp is not None else now
+            rows.append((post_id, timestamp, post.id is None, post.retweet_of if entry.reference else None))
+        if word_lists:
+            shingles, keys = self._sketch_words(word_lists)
+            # every post is filed under its id too, for reposts that carry no text
+            text_ids = [row[0] for row, entry in zip(rows, to_sketch, strict=True) if not entry.reference]
+            keys = np.column_stack([keys, id_keys(text_ids, seed)])
+            shingle_counts = np.diff(shingles.offsets).tolist()
+            word_counts = np.diff(shingles.word_offsets).tolist()
+        if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are
+            if not word_lists:
+                return _Columns([], [], [], [], _NO_SHINGLES, _NO_SHINGLES, _NO_WORDS)
+            key_counts = [keys.shape[1]] * len(rows)
+            return _Columns(
+                rows, key_counts, shingle_counts, word_counts, keys.ravel(), shingles.hashes, shingles.words
+            )
+        # Reposts without text among them: their one key is their reposted
+        # post's id key, and they have no shingles and no words.
+        referenced = [entry.post.retweet_of or "" for entry in to_sketch if entry.reference and entry.post]
+        reference_keys = id_keys(referenced, seed)
+        key_parts: list[npt.NDArray[np.uint64]] = []
+        shingle_parts: list[npt.NDArray[np.uint64]] = []
+        word_parts: list[npt.NDArray[np.uint32]] = []
+        text_index = reference_index = 0
+        for entry in to_sketch:
+            if entry.reference:
+                key_parts.append(reference_keys[reference_index : reference_index + 1])
+                shingle_parts.append(_NO_SHINGLES)
+                word_parts.append(_NO_WORDS)
+                reference_index += 1
+            else:
+                key_parts.append(keys[text_index])
+                shingle_parts.append(shingles[text_index])
+                word_parts.append(shingles.words_of(text_index))
+                text_index += 1
+        return _Columns(
+            rows,
+            [len(part) for part in key_parts],
+            [len(part) for part in shingle_parts],
+            [len(part) for part in word_parts],
+            np.concatenate(key_parts),
+            np.concatenate(shingle_parts),
+            np.concatenate(word_parts),
+        )
 
 
 class Engine:

@@ -4,7 +4,7 @@ Half of a replay's CPU is the pure stage (decode, adapt, normalise, shingle,
 MinHash), and under the GIL no thread can run it beside the store stage.
 A ``SketchProcess`` is a child Python that runs ``Sketcher.prepare`` on the
 raw lines it is sent and returns the batch as plain rows and flat arrays
-(``PreparedBatch.to_wire``); the raw lines never travel back.
+(``Sketcher.prepare_wire``); the raw lines never travel back.
 
 Why not ``anyio.to_process``: it pickles the function with every call,
 re-runs the parent's ``__main__`` in each worker, and leaves workers in the
@@ -282,7 +282,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
         while (frame := _read_frame(requests)) is not None:
             records = pickle.loads(frame)
             try:
-                answer: tuple[str, Any] = ("ok", sketcher.prepare(records).to_wire())
+                answer: tuple[str, Any] = ("ok", sketcher.prepare_wire(records))
             except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
                 answer = ("error", exc)
             _write_frame(answers, answer)
