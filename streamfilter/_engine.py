@@ -29,7 +29,7 @@ from ._normalize import normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, hash_words, shingles_of_words, verification_hashes
 from .adapters import NotAPost, RecordAdapter
-from .stores import BandStore, IndexSettings, Match, Sketch
+from .stores._base import BandStore, IndexSettings, Match, Sketch
 
 __all__ = ["Engine", "PreparedBatch", "Sketcher"]
 

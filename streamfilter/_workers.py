@@ -14,33 +14,26 @@ session and ignores SIGINT (the parent decides how to stop), gets its
 Sketcher once, and exits when its stdin closes, so a killed parent leaves no
 child behind.
 
-The protocol: frames of an 8-byte little-endian length and a pickle. The
-first frame to the child is the Sketcher; the child answers ``ready``. Each
-later frame is a list of (line number, raw line) and the answer is
-``("ok", wire)`` or ``("error", exception)``.
+The child's side, and the protocol between them, are in ``_serve``.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
-import os
 import pickle
-import signal
 import socket
-import struct
 import subprocess
 import sys
 from collections import deque
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
-from ._launch import FRAME_BYTES, default_sketch_processes, worker_environment
+from ._launch import FRAME_HEADER, default_sketch_processes, pace_collector_for_batches, worker_environment
 
 __all__ = [
     "SketchProcess",
@@ -49,28 +42,11 @@ __all__ = [
     "default_sketch_processes",
     "hand_over",
     "pace_collector_for_batches",
-    "serve_socket",
-    "serve_stdio",
 ]
 
 logger = logging.getLogger("streamfilter")
 
-_LENGTH = struct.Struct("<Q")
 _START_TIMEOUT = 60.0
-
-
-def pace_collector_for_batches() -> None:
-    """Slow the cyclic garbage collector down, in a process streamfilter owns
-    (the CLI's, a worker's), never in a library caller's.
-
-    Batches allocate and free tens of thousands of objects without cycles,
-    and at CPython's default pace (a collection per 700 net allocations) the
-    collector rescanned them for 10% of a replay's time in the store stage
-    and 5% in a worker (measured with gc.callbacks). Objects made before
-    streaming starts (modules, settings) are frozen out of its scans.
-    """
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
 
 
 class WorkerLost(Exception):
@@ -123,9 +99,8 @@ class SketchProcess:
                 logger.warning("streamfilter: the worker process started early was lost (%s)", exc)
         try:
             process = await anyio.open_process(
-                # -c, not -m: the package imports this module, and running it as
-                # __main__ as well would execute it twice (runpy warns of that)
-                [sys.executable, "-c", f"from {__name__} import serve_stdio; serve_stdio()"],
+                # -c, not -m: runpy would warn when the package has imported it already
+                [sys.executable, "-c", "from streamfilter._serve import serve_stdio; serve_stdio()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=None,  # a child's traceback reaches the user, and never fills an unread pipe
@@ -178,13 +153,13 @@ class SketchProcess:
 
     async def _send(self, payload: bytes) -> None:
         try:
-            await self._stdin.send(_LENGTH.pack(len(payload)) + payload)
+            await self._stdin.send(FRAME_HEADER.pack(len(payload)) + payload)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise WorkerLost(f"worker process is gone: {exc}") from exc
 
     async def _receive(self) -> tuple[str, Any]:
         try:
-            (length,) = _LENGTH.unpack(await self._stdout.receive_exactly(_LENGTH.size))
+            (length,) = FRAME_HEADER.unpack(await self._stdout.receive_exactly(FRAME_HEADER.size))
             status, value = pickle.loads(await self._stdout.receive_exactly(length))
         except (
             anyio.EndOfStream,
@@ -254,79 +229,3 @@ def close_unused() -> None:
         connection.close()
         process.kill()
         process.wait()
-
-
-# -- the child ---------------------------------------------------------------------
-def _read_frame(stream: IO[bytes]) -> bytes | None:
-    header = stream.read(_LENGTH.size)
-    if len(header) < _LENGTH.size:
-        return None
-    (length,) = _LENGTH.unpack(header)
-    payload = stream.read(length)
-    return payload if len(payload) == length else None
-
-
-def _write_frame(stream: IO[bytes], value: object) -> None:
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_LENGTH.pack(len(payload)) + payload)
-    stream.flush()
-
-
-def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
-    try:
-        frame = _read_frame(requests)
-        if frame is None:
-            return
-        sketcher: Sketcher = pickle.loads(frame)
-        _write_frame(answers, ("ready", None))
-        while (frame := _read_frame(requests)) is not None:
-            records = pickle.loads(frame)
-            try:
-                answer: tuple[str, Any] = ("ok", sketcher.prepare_wire(records))
-            except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
-                answer = ("error", exc)
-            _write_frame(answers, answer)
-    except (BrokenPipeError, ConnectionResetError):
-        return  # the parent is gone (it finished early, or was killed): nobody to answer
-
-
-def serve_socket(descriptor: int) -> None:
-    """The entry point of a child that ``_launch`` started: frames on a socket
-    (one end of a socketpair) until the parent closes its end."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    connection = socket.socket(fileno=descriptor)
-    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):  # room for a whole frame, as with pipes
-        try:
-            connection.setsockopt(socket.SOL_SOCKET, option, FRAME_BYTES)
-        except OSError:
-            pass
-    requests = connection.makefile("rb")
-    answers = connection.makefile("wb")
-    pace_collector_for_batches()
-    _serve(requests, answers)
-
-
-def serve_stdio() -> None:
-    """The child's entry point: answer frames on stdin/stdout until stdin closes."""
-    import fcntl  # POSIX only, like the worker processes themselves
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The frames get private descriptors, buffered whatever PYTHONUNBUFFERED
-    # says: a raw pipe may read or write short (a signal, a full pipe), where
-    # a buffered file loops. fd 0 and 1 then point elsewhere, so nothing else
-    # in this process can read a request or write into the answers.
-    requests = open(os.dup(0), "rb")  # noqa: SIM115 - open for the process's life
-    answers = open(os.dup(1), "wb")  # noqa: SIM115
-    # A batch's frames are a few hundred kB: pipes that hold a whole frame let
-    # each side write it in one go, without waiting for the other to read.
-    set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
-    for stream in (requests, answers) if set_pipe_size is not None else ():
-        try:
-            fcntl.fcntl(stream.fileno(), set_pipe_size, FRAME_BYTES)
-        except OSError:  # over the user's pipe allowance: the default size works, slower
-            pass
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
-    pace_collector_for_batches()
-    _serve(requests, answers)

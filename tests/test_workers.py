@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -193,6 +194,18 @@ def in_process_verdicts(stream: Path, tmp_path: Path) -> list[dict[str, object]]
 
 
 @needs_proc
+def test_a_worker_imports_nothing_of_the_parents_side() -> None:
+    # It starts beside the command's own imports: what it loads delays its first answer.
+    check = (
+        "import sys; from streamfilter._serve import serve_socket; "
+        "print(sorted(m for m in ('anyio', 'asyncio', 'lmdb', 'streamfilter.stores.lmdb', "
+        "'streamfilter.stores.redis', 'streamfilter._workers') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_replay_with_workers_gives_the_verdicts_of_one_process(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=12000, copies=2)

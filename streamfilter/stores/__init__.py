@@ -4,11 +4,26 @@ A store has one operation that matters, :meth:`BandStore.check_and_insert`:
 for each sketch of a batch, in order, "is there a live post that shares a
 band with this one and is similar enough? If not, record this one", all in
 one transaction, so that two writers can never both let the same text through.
+
+The stores are imported on first use (PEP 562): a sketch worker needs
+``Sketch`` and nothing of LMDB or Redis.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 from ._base import BandStore, IndexSettings, Match, Sketch
-from .lmdb import LMDBStore
-from .memory import MemoryStore
-from .redis import RedisStore
+
+if TYPE_CHECKING:
+    from .lmdb import LMDBStore
+    from .memory import MemoryStore
+    from .redis import RedisStore
+
+_HOMES = {"LMDBStore": ".lmdb", "MemoryStore": ".memory", "RedisStore": ".redis"}
 
 __all__ = ["BandStore", "IndexSettings", "LMDBStore", "Match", "MemoryStore", "RedisStore", "Sketch"]
+
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

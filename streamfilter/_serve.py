@@ -1,0 +1,99 @@
+"""The child side of a sketch worker process (``_workers`` is the parent's).
+
+A worker imports what sketching needs (``_engine``: numpy, the normaliser,
+the adapters) as soon as it starts, while its parent imports the rest, and
+nothing of the parent's side (anyio, the stores), so it is ready sooner.
+
+The protocol: frames of an 8-byte little-endian length and a pickle. The
+first frame to the child is the Sketcher; the child answers ``ready``. Each
+later frame is a list of (line number, raw line) and the answer is
+``("ok", wire)`` (``Sketcher.prepare_wire``) or ``("error", exception)``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+from typing import IO, Any
+
+from ._engine import Sketcher
+from ._launch import FRAME_BYTES, FRAME_HEADER, pace_collector_for_batches
+
+__all__ = ["serve_socket", "serve_stdio"]
+
+
+def _read_frame(stream: IO[bytes]) -> bytes | None:
+    header = stream.read(FRAME_HEADER.size)
+    if len(header) < FRAME_HEADER.size:
+        return None
+    (length,) = FRAME_HEADER.unpack(header)
+    payload = stream.read(length)
+    return payload if len(payload) == length else None
+
+
+def _write_frame(stream: IO[bytes], value: object) -> None:
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(FRAME_HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    try:
+        frame = _read_frame(requests)
+        if frame is None:
+            return
+        sketcher: Sketcher = pickle.loads(frame)
+        _write_frame(answers, ("ready", None))
+        while (frame := _read_frame(requests)) is not None:
+            records = pickle.loads(frame)
+            try:
+                answer: tuple[str, Any] = ("ok", sketcher.prepare_wire(records))
+            except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
+                answer = ("error", exc)
+            _write_frame(answers, answer)
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the parent is gone (it finished early, or was killed): nobody to answer
+
+
+def serve_socket(descriptor: int) -> None:
+    """The entry point of a child that ``_launch`` started: frames on a socket
+    (one end of a socketpair) until the parent closes its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    connection = socket.socket(fileno=descriptor)
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):  # room for a whole frame, as with pipes
+        try:
+            connection.setsockopt(socket.SOL_SOCKET, option, FRAME_BYTES)
+        except OSError:
+            pass
+    requests = connection.makefile("rb")
+    answers = connection.makefile("wb")
+    pace_collector_for_batches()
+    _serve(requests, answers)
+
+
+def serve_stdio() -> None:
+    """The child's entry point: answer frames on stdin/stdout until stdin closes."""
+    import fcntl  # POSIX only, like the worker processes themselves
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The frames get private descriptors, buffered whatever PYTHONUNBUFFERED
+    # says: a raw pipe may read or write short (a signal, a full pipe), where
+    # a buffered file loops. fd 0 and 1 then point elsewhere, so nothing else
+    # in this process can read a request or write into the answers.
+    requests = open(os.dup(0), "rb")  # noqa: SIM115 - open for the process's life
+    answers = open(os.dup(1), "wb")  # noqa: SIM115
+    # A batch's frames are a few hundred kB: pipes that hold a whole frame let
+    # each side write it in one go, without waiting for the other to read.
+    set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    for stream in (requests, answers) if set_pipe_size is not None else ():
+        try:
+            fcntl.fcntl(stream.fileno(), set_pipe_size, FRAME_BYTES)
+        except OSError:  # over the user's pipe allowance: the default size works, slower
+            pass
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    pace_collector_for_batches()
+    _serve(requests, answers)
