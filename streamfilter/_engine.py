@@ -27,7 +27,7 @@ from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
-from ._shingle import ShingleSets, hash_words, shingles_of_words, verification_hashes
+from ._shingle import ShingleSets, WordHasher, shingles_of_words, verification_hashes
 from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match, Sketch
 
@@ -144,6 +144,7 @@ class Sketcher:
         self.config = config
         self.adapter = adapter
         self._minhasher = MinHasher(config.num_perm, config.seed)
+        self._hash_words = WordHasher(config.seed)
 
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> list[str]:
@@ -158,7 +159,7 @@ class Sketcher:
         """(the verification sets, with the word hashes; the band keys) of a batch."""
         config = self.config
         assert config.bands is not None and config.rows is not None
-        words, word_offsets = hash_words(word_lists, config.seed)
+        words, word_offsets = self._hash_words(word_lists)
         signatures = self._minhasher.signatures(shingles_of_words(words, word_offsets, config.shingle_size))
         verified = verification_hashes(words, word_offsets, config.shingle_size)
         return verified, band_keys(signatures, config.bands, config.rows)
