@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import pickle
+
+import mmh3
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamfilter._shingle import hash_words, shingle_batch, shingle_words, verification_hashes, verification_set
+from streamfilter._shingle import (
+    WordHasher,
+    hash_words,
+    shingle_batch,
+    shingle_words,
+    verification_hashes,
+    verification_set,
+)
 
 words = st.lists(st.text(alphabet="abcdef", min_size=1, max_size=4), max_size=12)
 
@@ -57,3 +67,16 @@ def test_verification_set_holds_words_and_runs_up_to_k() -> None:
     assert verification_set(post, 1) == {11, 22, 33}
     assert verification_set(post, 2) == {11, 22, 33, 11 << 32 | 22, 22 << 32 | 33}
     assert len(verification_set(post, 3)) == 6 and len(verification_set(post, 4)) == 6
+
+
+def test_remembered_word_hashes_are_the_hashes_and_stay_bounded() -> None:
+    hasher = WordHasher(7, capacity=4)
+    batch = [["the", "flight", "was", "late"], ["the", "flight", "left", "early", "today"], []]
+    for _ in range(3):  # from an empty memory, a full one, and one just forgotten
+        hashes, offsets = hasher(batch)
+        assert hashes.tolist() == [mmh3.hash(word, 7, signed=False) for words in batch for word in words]
+        assert offsets.tolist() == [0, 4, 9, 9]
+        assert len(hasher._known) <= 7  # forgotten once past its capacity, before the next batch
+    sent = pickle.loads(pickle.dumps(hasher))  # to a worker process: settings, not memory
+    assert (sent.seed, sent.capacity, sent._known) == (7, 4, {})
+    assert sent(batch)[0].tolist() == hashes.tolist()
