@@ -43,7 +43,7 @@ def verdict_kinds(stream: Path, db: Path, verdicts: Path) -> list[str]:
 
 def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
-    make_stream(stream, distinct=1500 * KILLS)  # long enough for every kill to land mid-stream
+    make_stream(stream, distinct=1500 * KILLS)
     clean_out = tmp_path / "clean.jsonl"
     clean_db = tmp_path / "clean-db"
     subprocess.run(
@@ -67,6 +67,10 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> N
     db = tmp_path / "db"
     out = tmp_path / "out.jsonl"
     rng = random.Random(int(os.environ.get("STREAMFILTER_KILL_SEED", "7")))
+    # Each kill lands once the output has passed a random point of the stream
+    # (and a random moment after it), so it is mid-stream however fast the
+    # replay runs; a point already passed kills the next run as it starts.
+    kill_points = sorted(rng.uniform(0.05, 0.9) * clean_out.stat().st_size for _ in range(KILLS))
     kills = 0
     while True:
         process = subprocess.Popen(
@@ -85,7 +89,9 @@ def test_sigkill_at_random_points_then_resume_loses_nothing(tmp_path: Path) -> N
             stderr=subprocess.DEVNULL,
         )
         if kills < KILLS:
-            time.sleep(rng.uniform(0.4, 1.4))
+            while process.poll() is None and (out.stat().st_size if out.exists() else 0) < kill_points[kills]:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.05))
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 kills += 1
