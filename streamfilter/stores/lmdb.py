@@ -51,11 +51,8 @@ import math
 import os
 import struct
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import itemgetter
 from pathlib import Path
 
 import lmdb
@@ -93,7 +90,6 @@ _MAX_MERGED_ENTRIES = 1 << 23
 # against the ones that share the most bands with it.
 _MAX_VERIFIED = 64
 _NO_KEYS = np.zeros(0, dtype=np.uint32)
-_KEYS_THEN_SERIAL = itemgetter(1, 0)  # of (serial, shared keys): the order candidates are verified in
 # A run's fence splits its key space into 2**bits buckets of about this many
 # entries (half a byte of fence an entry), so a look-up searches one bucket, not the whole run.
 _ENTRIES_PER_BUCKET = 8
@@ -226,16 +222,14 @@ def _stored_sharers(
 
 
 def _with_batch_sharers(
-    stored: tuple[list[int], list[int]] | None, in_batch: Mapping[int, int]
+    stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int]
 ) -> tuple[list[int], list[int]]:
     """``stored`` (serials, shared keys) and the batch's own recorded posts
     that share keys (serial: keys), in one order: most keys, then newest."""
-    if stored is None and len(in_batch) == 1:  # the usual case: one earlier copy in the batch
-        return list(in_batch), list(in_batch.values())
     shared = dict(zip(*stored, strict=True)) if stored is not None else {}
     shared.update(in_batch)  # serials of this batch are new: none is in ``stored``
-    ranked = sorted(shared.items(), key=_KEYS_THEN_SERIAL, reverse=True)
-    return [serial for serial, _ in ranked], [keys for _, keys in ranked]
+    serials = sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)
+    return serials, [shared[serial] for serial in serials]
 
 
 def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
@@ -430,9 +424,10 @@ class _Batch:
             own: CachedPost | None = None
             candidates = stored.get(index)
             if recorded_under and lookup_ends[index] < lookup_ends[index + 1]:
-                # serial: how many of the keys looked up hold it (counted in C)
-                looked_up_keys = lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]
-                in_batch = Counter(chain.from_iterable(map(recorded_under.get, looked_up_keys, repeat(()))))
+                in_batch: dict[int, int] = {}
+                for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
+                    for serial in recorded_under.get(query, ()):
+                        in_batch[serial] = in_batch.get(serial, 0) + 1
                 if in_batch:
                     candidates = _with_batch_sharers(candidates, in_batch)
             if candidates is not None or sketch.refers_to is not None:
