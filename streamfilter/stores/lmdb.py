@@ -90,6 +90,7 @@ _MAX_MERGED_ENTRIES = 1 << 23
 # against the ones that share the most bands with it.
 _MAX_VERIFIED = 64
 _NO_KEYS = np.zeros(0, dtype=np.uint32)
+_NO_SERIALS: list[int] = []
 # A run's fence splits its key space into 2**bits buckets of about this many
 # entries (half a byte of fence an entry), so a look-up searches one bucket, not the whole run.
 _ENTRIES_PER_BUCKET = 8
@@ -221,12 +222,31 @@ def _stored_sharers(
     return result
 
 
+def _hits_by_query(
+    hit_query: npt.NDArray[np.int64], hit_serial: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]
+) -> dict[int, list[int]]:
+    """``members``' hits (sorted by query, newest first) of the ``wanted`` queries, by query."""
+    keep = np.isin(hit_query, wanted)
+    by_query: dict[int, list[int]] = {}
+    for query, serial in zip(hit_query[keep].tolist(), hit_serial[keep].tolist(), strict=True):
+        by_query.setdefault(query, []).append(serial)
+    return by_query
+
+
 def _with_batch_sharers(
-    stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int]
+    stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int], crowded_out: dict[int, int]
 ) -> tuple[list[int], list[int]]:
     """``stored`` (serials, shared keys) and the batch's own recorded posts
-    that share keys (serial: keys), in one order: most keys, then newest."""
+    that share keys (serial: keys), in one order: most keys, then newest.
+    ``crowded_out`` says under how many keys a stored serial gave way to the
+    batch's newer posts; one left under none is no candidate."""
     shared = dict(zip(*stored, strict=True)) if stored is not None else {}
+    for serial, keys in crowded_out.items():
+        remaining = shared.get(serial, 0) - keys
+        if remaining > 0:
+            shared[serial] = remaining
+        else:
+            shared.pop(serial, None)
     shared.update(in_batch)  # serials of this batch are new: none is in ``stored``
     serials = sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)
     return serials, [shared[serial] for serial in serials]
@@ -416,6 +436,12 @@ class _Batch:
         # thousand copies in one batch are checked against its one original
         recorded_under: dict[int, list[int]] = {}
         limit = settings.max_candidates_per_band
+        # A key offers a post its newest ``limit`` recorded posts, wherever
+        # the batch boundaries fall: under a key that holds recorded posts of
+        # this batch, the stored ones fill only what is left, oldest dropped
+        # first. So the stored hits of the keys looked up in the batch are kept
+        # by key, newest first.
+        stored_under = _hits_by_query(hit_query, hit_serial, np.unique(inverse[looked_up]))
         results: list[Match | None] = []
         recorded: list[int] = []
         for index, sketch in enumerate(sketches):
@@ -425,11 +451,17 @@ class _Batch:
             candidates = stored.get(index)
             if recorded_under and lookup_ends[index] < lookup_ends[index + 1]:
                 in_batch: dict[int, int] = {}
+                crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
                 for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
-                    for serial in recorded_under.get(query, ()):
+                    under = recorded_under.get(query)
+                    if under is None:
+                        continue
+                    for serial in under:
                         in_batch[serial] = in_batch.get(serial, 0) + 1
+                    for serial in stored_under.get(query, _NO_SERIALS)[limit - len(under) :]:
+                        crowded_out[serial] = crowded_out.get(serial, 0) + 1
                 if in_batch:
-                    candidates = _with_batch_sharers(candidates, in_batch)
+                    candidates = _with_batch_sharers(candidates, in_batch, crowded_out)
             if candidates is not None or sketch.refers_to is not None:
                 horizon = clock - ttl if ttl > 0 else float("-inf")
                 serials = candidates[0] if candidates is not None else []

@@ -375,6 +375,36 @@ def test_lmdb_judges_like_the_memory_store(tmp_path: Path, batch_size: int) -> N
     assert 300 < sum(verdicts["lmdb"]) < 1200  # the stream holds both kinds
 
 
+def test_lmdb_verdicts_do_not_depend_on_batch_boundaries_under_crowded_keys(tmp_path: Path) -> None:
+    # A viral phrase quoted over and over: its band keys hold far more posts
+    # than a key offers (max_candidates_per_band). A key still offers the same
+    # newest posts whether they were stored by earlier batches or recorded
+    # earlier in this one, so the verdicts, and the post each duplicate names,
+    # are those of a replay one post at a time.
+    rng = np.random.default_rng(3)
+    vocabulary = [f"w{i}" for i in range(300)]
+    stream = []
+    for index in range(800):
+        if rng.random() < 0.6:
+            before = [str(w) for w in rng.choice(vocabulary, size=int(rng.integers(0, 4)))]
+            after = [str(w) for w in rng.choice(vocabulary, size=int(rng.integers(0, 3)))]
+            words = [*before, "our", "fleets", "on", "fleek", *after]
+        else:
+            words = [str(w) for w in rng.choice(vocabulary, size=int(rng.integers(4, 12)))]
+        stream.append(sketch(f"p{index}", 1000 + index, " ".join(words)))
+    named: dict[int, list[str | None]] = {}
+    for batch_size in (1, 7, 64, 256, 800):
+        store = LMDBStore(tmp_path / f"index-{batch_size}", durable=False)
+        store.open(settings())
+        named[batch_size] = []
+        for start in range(0, len(stream), batch_size):
+            batch = store.check_and_insert(stream[start : start + batch_size])
+            named[batch_size].extend(None if match is None else match.duplicate_of for match in batch)
+        store.close()
+    assert all(named[batch_size] == named[1] for batch_size in named)
+    assert 300 < named[1].count(None) < 700  # both kinds, and the crowded keys among them
+
+
 def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None:
     import lmdb
 
