@@ -90,7 +90,6 @@ _MAX_MERGED_ENTRIES = 1 << 23
 # against the ones that share the most bands with it.
 _MAX_VERIFIED = 64
 _NO_KEYS = np.zeros(0, dtype=np.uint32)
-_NO_SERIALS: list[int] = []
 # A run's fence splits its key space into 2**bits buckets of about this many
 # entries (half a byte of fence an entry), so a look-up searches one bucket, not the whole run.
 _ENTRIES_PER_BUCKET = 8
@@ -220,17 +219,6 @@ def _stored_sharers(
     for start, end in zip([0, *[b + 1 for b in bounds]], [*[b + 1 for b in bounds], len(sketches)], strict=True):
         result[sketches[start]] = (serials[start:end], counts[start:end])
     return result
-
-
-def _hits_by_query(
-    hit_query: npt.NDArray[np.int64], hit_serial: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]
-) -> dict[int, list[int]]:
-    """``members``' hits (sorted by query, newest first) of the ``wanted`` queries, by query."""
-    keep = np.isin(hit_query, wanted)
-    by_query: dict[int, list[int]] = {}
-    for query, serial in zip(hit_query[keep].tolist(), hit_serial[keep].tolist(), strict=True):
-        by_query.setdefault(query, []).append(serial)
-    return by_query
 
 
 def _with_batch_sharers(
@@ -439,9 +427,11 @@ class _Batch:
         # A key offers a post its newest ``limit`` recorded posts, wherever
         # the batch boundaries fall: under a key that holds recorded posts of
         # this batch, the stored ones fill only what is left, oldest dropped
-        # first. So the stored hits of the keys looked up in the batch are kept
-        # by key, newest first.
-        stored_under = _hits_by_query(hit_query, hit_serial, np.unique(inverse[looked_up]))
+        # first. A key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first.
+        per_query = np.bincount(hit_query, minlength=len(queries))
+        hit_counts = per_query.tolist()
+        hit_starts = (np.cumsum(per_query) - per_query).tolist()
+        hit_serials = hit_serial.tolist()
         results: list[Match | None] = []
         recorded: list[int] = []
         for index, sketch in enumerate(sketches):
@@ -458,8 +448,11 @@ class _Batch:
                         continue
                     for serial in under:
                         in_batch[serial] = in_batch.get(serial, 0) + 1
-                    for serial in stored_under.get(query, _NO_SERIALS)[limit - len(under) :]:
-                        crowded_out[serial] = crowded_out.get(serial, 0) + 1
+                    crowded = len(under) + hit_counts[query] - limit
+                    if crowded > 0:
+                        end = hit_starts[query] + hit_counts[query]
+                        for serial in hit_serials[end - crowded : end]:
+                            crowded_out[serial] = crowded_out.get(serial, 0) + 1
                 if in_batch:
                     candidates = _with_batch_sharers(candidates, in_batch, crowded_out)
             if candidates is not None or sketch.refers_to is not None:
