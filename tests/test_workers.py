@@ -193,7 +193,6 @@ def in_process_verdicts(stream: Path, tmp_path: Path) -> list[dict[str, object]]
     return verdict_lines(verdicts)
 
 
-@needs_proc
 def test_a_worker_imports_nothing_of_the_parents_side() -> None:
     # It starts beside the command's own imports: what it loads delays its first answer.
     check = (
@@ -206,6 +205,7 @@ def test_a_worker_imports_nothing_of_the_parents_side() -> None:
     assert result.stdout.strip() == "[]"
 
 
+@needs_proc
 def test_replay_with_workers_gives_the_verdicts_of_one_process(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=12000, copies=2)
