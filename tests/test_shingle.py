@@ -71,12 +71,12 @@ def test_verification_set_holds_words_and_runs_up_to_k() -> None:
 
 def test_remembered_word_hashes_are_the_hashes_and_stay_bounded() -> None:
     hasher = WordHasher(7, capacity=4)
-    batch = [["the", "flight", "was", "late"], ["the", "flight", "left", "early", "today"], []]
-    for _ in range(3):  # from an empty memory, a full one, and one just forgotten
+    for turn in range(5):  # new words each batch: a hasher that never forgot would hold 17
+        batch = [[f"w{turn}-{i}" for i in range(3)], [], ["the", "flight"]]
         hashes, offsets = hasher(batch)
         assert hashes.tolist() == [mmh3.hash(word, 7, signed=False) for words in batch for word in words]
-        assert offsets.tolist() == [0, 4, 9, 9]
-        assert len(hasher._known) <= 7  # forgotten once past its capacity, before the next batch
+        assert offsets.tolist() == [0, 3, 3, 5]
+        assert len(hasher._known) <= 4 + 5  # forgotten once past its capacity: at most a batch more
     sent = pickle.loads(pickle.dumps(hasher))  # to a worker process: settings, not memory
     assert (sent.seed, sent.capacity, sent._known) == (7, 4, {})
     assert sent(batch)[0].tolist() == hashes.tolist()
