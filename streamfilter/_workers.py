@@ -33,7 +33,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
-from ._launch import FRAME_HEADER, default_sketch_processes, pace_collector_for_batches, worker_environment
+from ._launch import FRAME_HEADER, default_sketch_processes, worker_environment
 
 __all__ = [
     "SketchProcess",
@@ -41,7 +41,6 @@ __all__ = [
     "close_unused",
     "default_sketch_processes",
     "hand_over",
-    "pace_collector_for_batches",
 ]
 
 logger = logging.getLogger("streamfilter")

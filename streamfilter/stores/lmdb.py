@@ -183,22 +183,21 @@ def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def _stored_sharers(
-    hit_query: npt.NDArray[np.int64],
     hit_serial: npt.NDArray[np.int64],
+    per_query: npt.NDArray[np.int64],
+    first_hit: npt.NDArray[np.int64],
     inverse: npt.NDArray[np.int64],
     owner: npt.NDArray[np.int64],
-    query_count: int,
 ) -> dict[int, tuple[list[int], list[int]]]:
     """For each sketch of a batch that shares band keys with stored posts:
     (their serials, how many keys each shares), most keys first, then newest.
 
-    ``hit_query``/``hit_serial`` are ``members``' hits, sorted by query;
-    ``inverse``/``owner`` give each band key of the batch its query and sketch.
+    ``hit_serial`` holds ``members``' hits, by query: query q's are the
+    ``per_query[q]`` from ``first_hit[q]`` on. ``inverse``/``owner`` give each
+    band key of the batch its query and sketch.
     """
-    if len(hit_query) == 0:
+    if len(hit_serial) == 0:
         return {}
-    per_query = np.bincount(hit_query, minlength=query_count)
-    first_hit = np.cumsum(per_query) - per_query
     per_key = per_query[inverse]  # hits under each band key of each sketch
     total = int(per_key.sum())
     if total == 0:
@@ -405,7 +404,9 @@ class _Batch:
         owner = np.repeat(np.arange(count), lengths)
         queries, inverse = np.unique(every, return_inverse=True)
         hit_query, hit_serial = self.members(queries, first_live)
-        stored = _stored_sharers(hit_query, hit_serial, inverse, owner, len(queries))
+        per_query = np.bincount(hit_query, minlength=len(queries))
+        first_hit = np.cumsum(per_query) - per_query
+        stored = _stored_sharers(hit_serial, per_query, first_hit, inverse, owner)
         # A sketch looks for posts recorded earlier in this batch only under the
         # keys an earlier sketch holds too, and files itself only under the keys
         # a later sketch holds too.
@@ -428,9 +429,8 @@ class _Batch:
         # the batch boundaries fall: under a key that holds recorded posts of
         # this batch, the stored ones fill only what is left, oldest dropped
         # first. A key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first.
-        per_query = np.bincount(hit_query, minlength=len(queries))
         hit_counts = per_query.tolist()
-        hit_starts = (np.cumsum(per_query) - per_query).tolist()
+        hit_starts = first_hit.tolist()
         hit_serials = hit_serial.tolist()
         results: list[Match | None] = []
         recorded: list[int] = []
