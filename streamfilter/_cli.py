@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import IO, Any
@@ -247,6 +248,7 @@ class _Inputs:
         self.lines_read = 0
         self.skip: dict[str, int] = {}
         self.stopping = False
+        self.broken: list[str] = []  # inputs that ended in a read error, as reported
         self._stop_scope: anyio.CancelScope | None = None
 
     def open_all(self) -> list[IO[bytes]]:
@@ -285,6 +287,16 @@ class _Inputs:
         done[self.keys[index]] = last_line - self._starts[index]
         return done
 
+    def _report_broken(self, index: int, pending: bytes, exc: BaseException) -> None:
+        name = "<stdin>" if self.paths[index] == "-" else self.paths[index]
+        whole = self.lines_read - self._starts[index]
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        message = f"{name}: input broke off after line {whole}: {reason}"
+        if pending:
+            message += f"; line {whole + 1} is incomplete and was not judged"
+        print(f"streamfilter: {message}", file=sys.stderr)
+        self.broken.append(message)
+
     async def _read(self, read: Any) -> bytes:
         with anyio.CancelScope() as scope:
             self._stop_scope = scope
@@ -301,7 +313,16 @@ class _Inputs:
             pending = b""
             read = getattr(handle, "read1", None) or handle.read
             while not self.stopping:
-                block = await self._read(read)
+                try:
+                    block = await self._read(read)
+                except (OSError, EOFError, zlib.error) as exc:
+                    # A truncated or corrupt .gz, or a failing disk: every
+                    # whole line read so far is judged, then the next input.
+                    # A line cut off is not: --resume reads it again once the
+                    # input is whole.
+                    self._report_broken(len(self._starts) - 1, pending, exc)
+                    pending = b""
+                    break
                 if not block:
                     break
                 pending += block
@@ -546,7 +567,7 @@ async def _replay(args: argparse.Namespace) -> int:
     _summary(writer.counts, time.monotonic() - started)
     if received:
         return 128 + received[0]
-    return 0
+    return 1 if inputs.broken else 0
 
 
 class _Live:

@@ -109,6 +109,49 @@ def test_stdin_dash_and_gzip_inputs(tmp_path: Path) -> None:
     assert len(from_stdin.stdout.splitlines()) == 12
 
 
+def test_a_byte_order_mark_does_not_hide_the_first_line(tmp_path: Path) -> None:
+    lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    plain = replay(str(FIXTURES / "campaign.jsonl"), "--verdicts", str(tmp_path / "plain"))
+    windows = tmp_path / "windows.jsonl"
+    windows.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+    marked = replay(str(windows), "--verdicts", str(tmp_path / "marked"))
+    assert plain.returncode == marked.returncode == 0, marked.stderr.decode()
+
+    def judged(name: str) -> list[tuple[str, str, str | None]]:
+        verdicts = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+        return [(v["id"], v["verdict"], v["duplicate_of"]) for v in verdicts]
+
+    assert judged("marked") == judged("plain")
+    assert judged("marked")[0][0] == json.loads(lines[0])["id_str"]
+
+
+def test_a_truncated_gzip_input_keeps_its_whole_lines_and_the_next_input(tmp_path: Path) -> None:
+    source = FIXTURES / "campaign.jsonl"
+    lines = source.read_bytes().splitlines()
+    packed = gzip.compress(source.read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) - 20])  # the end-of-stream trailer and a little data
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b'{"id_str": "after", "text": "a different post that only the second input holds"}\n')
+    db = str(tmp_path / "index")
+    result = replay(str(cut), str(other), "--db", db, "--verdicts", str(tmp_path / "v"))
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    verdicts = [json.loads(line) for line in (tmp_path / "v").read_text().splitlines()]
+    judged = len(verdicts) - 1
+    assert 0 < judged < len(lines)
+    assert f"cut.jsonl.gz: input broke off after line {judged}" in stderr
+    assert f"line {judged + 1} is incomplete and was not judged" in stderr
+    assert [v["id"] for v in verdicts[:judged]] == [json.loads(line)["id_str"] for line in lines[:judged]]
+    assert verdicts[-1]["id"] == "after" and verdicts[-1]["verdict"] == "novel"
+    # once the input is whole again, a resume judges exactly the lines it could not
+    cut.write_bytes(packed)
+    resumed = replay(str(cut), str(other), "--db", db, "--resume", "--verdicts", str(tmp_path / "v2"))
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    rest = [json.loads(line)["id"] for line in (tmp_path / "v2").read_text().splitlines()]
+    assert rest == [json.loads(line)["id_str"] for line in lines[judged:]]
+
+
 def test_db_persists_between_runs_and_pins_its_settings(tmp_path: Path) -> None:
     db = str(tmp_path / "index")
     source = str(FIXTURES / "campaign.jsonl")

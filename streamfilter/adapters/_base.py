@@ -120,7 +120,9 @@ def _decode_text(line: bytes | str) -> str:
             raise InvalidRecordError(f"invalid UTF-8 at byte {exc.start}") from None
     if "\x00" in line:
         raise InvalidRecordError("line contains a null byte")
-    line = line.rstrip("\r\n")
+    # Windows tools start a UTF-8 file with a byte-order mark, which would
+    # otherwise hide the JSON of its first line
+    line = line.removeprefix("\ufeff").rstrip("\r\n")
     if not line.strip():
         raise InvalidRecordError("empty line")
     return line
