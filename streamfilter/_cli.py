@@ -287,12 +287,12 @@ class _Inputs:
         done[self.keys[index]] = last_line - self._starts[index]
         return done
 
-    def _report_broken(self, index: int, pending: bytes, exc: BaseException) -> None:
+    def _report_broken(self, index: int, cut: bool, exc: BaseException) -> None:
         name = "<stdin>" if self.paths[index] == "-" else self.paths[index]
         whole = self.lines_read - self._starts[index]
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         message = f"{name}: input broke off after line {whole}: {reason}"
-        if pending:
+        if cut:
             message += f"; line {whole + 1} is incomplete and was not judged"
         print(f"streamfilter: {message}", file=sys.stderr)
         self.broken.append(message)
@@ -310,7 +310,7 @@ class _Inputs:
         for key, handle in zip(self.keys, handles, strict=True):
             self._starts.append(self.lines_read)
             to_skip = self.skip.get(key, 0)
-            pending = b""
+            pending: list[bytes] = []  # the blocks of a line not yet ended
             read = getattr(handle, "read1", None) or handle.read
             while not self.stopping:
                 try:
@@ -320,16 +320,16 @@ class _Inputs:
                     # whole line read so far is judged, then the next input.
                     # A line cut off is not: --resume reads it again once the
                     # input is whole.
-                    self._report_broken(len(self._starts) - 1, pending, exc)
-                    pending = b""
+                    self._report_broken(len(self._starts) - 1, any(pending), exc)
+                    pending = []
                     break
                 if not block:
                     break
-                pending += block
+                pending.append(block)
                 if b"\n" not in block:
-                    continue
-                lines = pending.split(b"\n")
-                pending = lines.pop()
+                    continue  # joined once the line ends: a line of many blocks costs one copy, not one per block
+                lines = b"".join(pending).split(b"\n")
+                pending = [lines.pop()]
                 if to_skip:
                     skipped = min(to_skip, len(lines))
                     to_skip -= skipped
@@ -340,9 +340,10 @@ class _Inputs:
                         continue
                 self.lines_read += len(lines)
                 yield lines
-            if pending and not self.stopping and not to_skip:
+            last = b"".join(pending)
+            if last and not self.stopping and not to_skip:
                 self.lines_read += 1
-                yield [pending]
+                yield [last]
             if self.stopping:
                 return
 
