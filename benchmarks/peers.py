@@ -54,7 +54,8 @@ def char_shingles(text: str) -> list[str]:
     return [stripped[i : i + 4] for i in range(len(stripped) - 3)]
 
 
-def run_datasketch(stream: str, out, seed_config: bool) -> int:
+def run_datasketch(posts, out, seed_config: bool) -> int:
+    """Judge (post id, text) pairs in order, writing a verdict line for each to ``out``."""
     from datasketch import MinHash, MinHashLSH
 
     threshold = 0.8 if seed_config else 0.5
@@ -63,7 +64,7 @@ def run_datasketch(stream: str, out, seed_config: bool) -> int:
     indexed = 0
     global _index
     _index = lsh
-    for post_id, text in texts(stream):
+    for post_id, text in posts:
         minhash = MinHash(num_perm=128)
         minhash.update_batch([s.encode() for s in shingle(text)])
         found = lsh.query(minhash)
@@ -76,12 +77,12 @@ def run_datasketch(stream: str, out, seed_config: bool) -> int:
     return indexed
 
 
-def run_rensa(stream: str, out) -> int:
+def run_rensa(posts, out) -> int:
     from rensa import RMinHash, RMinHashDeduplicator
 
     dedup = RMinHashDeduplicator(threshold=0.5, num_perm=128, use_lsh=True)
     indexed = 0
-    for post_id, text in texts(stream):
+    for post_id, text in posts:
         minhash = RMinHash(num_perm=128, seed=42)
         minhash.update(word_shingles(text))
         if dedup.add(post_id, minhash):
@@ -96,9 +97,9 @@ def main() -> None:
     peer, stream, verdicts = sys.argv[1:4]
     with open(verdicts, "w", encoding="utf-8") as out:
         if peer == "rensa":
-            indexed = run_rensa(stream, out)
+            indexed = run_rensa(texts(stream), out)
         elif peer in ("datasketch-seed", "datasketch-tuned"):
-            indexed = run_datasketch(stream, out, seed_config=peer == "datasketch-seed")
+            indexed = run_datasketch(texts(stream), out, seed_config=peer == "datasketch-seed")
         else:
             raise SystemExit(f"unknown peer {peer}")
     index_bytes = "n/a"
