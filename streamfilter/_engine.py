@@ -13,9 +13,12 @@ even then cannot be compared: it passes as novel and is not indexed.
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,8 @@ from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match, Sketch
 
 __all__ = ["Engine", "PreparedBatch", "Sketcher"]
+
+logger = logging.getLogger("streamfilter")
 
 _EXACT_TEXT_MARK = "\x00"
 REASON_EMPTY = "empty text: nothing to compare, passed and not indexed"
@@ -304,6 +309,15 @@ class Sketcher:
         )
 
 
+def _utc(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _span(seconds: float) -> str:
+    days = seconds / 86400
+    return f"{days / 365.25:.1f} years" if days >= 365.25 else f"{days:.1f} days"
+
+
 class Engine:
     """Sketcher and store, wired by one FilterConfig."""
 
@@ -313,6 +327,7 @@ class Engine:
         self.adapter = adapter
         self.sketcher = Sketcher(config, adapter)
         self.prepare = self.sketcher.prepare
+        self._latest = -math.inf  # the newest event time this engine has judged
         store.open(
             IndexSettings(
                 fingerprint=config.fingerprint(),
@@ -336,6 +351,7 @@ class Engine:
         ``before_commit`` gets the verdicts inside that transaction, before it
         commits (see BandStore.check_and_insert); ``progress`` is recorded in it.
         """
+        self._watch_clock(batch)
         built: list[list[Verdict]] = []
 
         def deliver(matches: list[Match | None]) -> None:
@@ -349,6 +365,33 @@ class Engine:
         else:
             deliver([])
         return built[-1]
+
+    def _watch_clock(self, batch: PreparedBatch) -> None:
+        """Warn when one post dates more than a TTL after every post before it.
+
+        The store's clock is the newest event time seen, so such a post
+        expires everything earlier at once, and the posts after it are only
+        matched against each other: one mis-dated line in an old replay, or an
+        undated one (it takes the wall clock), silently stops the filtering
+        of the rest. The posts are judged as they are; this says where."""
+        ttl = self.config.ttl_seconds
+        latest = self._latest
+        for entry in batch.entries:
+            if entry.kind is not None:
+                continue
+            timestamp = batch.sketches[entry.sketch_index].timestamp
+            if ttl > 0 and timestamp - latest > ttl and math.isfinite(latest):
+                post_id = entry.post.id if entry.post is not None else None
+                logger.warning(
+                    "streamfilter: line %d (post %s, %s) is %s newer than every post before it, more than the "
+                    "TTL: every earlier post has expired and matches no more",
+                    entry.line,
+                    post_id,
+                    "dated " + _utc(timestamp) if entry.post and entry.post.timestamp is not None else "undated: now",
+                    _span(timestamp - latest),
+                )
+            latest = max(latest, timestamp)
+        self._latest = latest
 
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         verdicts: list[Verdict] = []

@@ -152,6 +152,31 @@ def test_a_truncated_gzip_input_keeps_its_whole_lines_and_the_next_input(tmp_pat
     assert rest == [json.loads(line)["id_str"] for line in lines[judged:]]
 
 
+def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) -> None:
+    # One mis-dated line moves the index's clock years ahead: every earlier
+    # post expires at once, and the copies after it pass as novel. The
+    # verdicts stay what the rules say; stderr says which line did it.
+    lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    clean = replay(str(FIXTURES / "campaign.jsonl"))
+    assert clean.returncode == 0 and b"newer than every post before it" not in clean.stderr
+    misdated = json.loads(lines[0])
+    misdated.update(id_str="misdated", created_at="Wed Oct 10 20:19:24 +0000 2018", text="an unrelated post")
+    undated = {"id_str": "undated", "text": "another unrelated post, with no time at all"}
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(
+        b"\n".join([*lines[:4], json.dumps(misdated).encode(), *lines[4:7], json.dumps(undated).encode(), *lines[7:]])
+        + b"\n"
+    )
+    result = replay(str(mixed), "--verdicts", str(tmp_path / "v"))
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    warnings = [line for line in stderr.splitlines() if "newer than every post before it" in line]
+    assert len(warnings) == 2, stderr
+    assert warnings[0].startswith("streamfilter: line 5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer")
+    assert warnings[1].startswith("streamfilter: line 9 (post undated, undated: now) is ")
+    assert "more than the TTL: every earlier post has expired" in warnings[0]
+
+
 def test_db_persists_between_runs_and_pins_its_settings(tmp_path: Path) -> None:
     db = str(tmp_path / "index")
     source = str(FIXTURES / "campaign.jsonl")
