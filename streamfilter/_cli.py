@@ -11,9 +11,9 @@ import signal
 import sys
 import time
 import zlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import anyio
 import anyio.abc
@@ -258,7 +258,10 @@ class _Inputs:
                 handles.append(sys.stdin.buffer)
                 continue
             try:
-                handle: IO[bytes] = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=0)  # noqa: SIM115
+                handle = cast(
+                    IO[bytes],
+                    gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=0),  # noqa: SIM115
+                )
             except OSError as exc:
                 raise _UsageError(f"cannot open input {path}: {exc.strerror or exc}") from None
             handles.append(handle)
@@ -306,7 +309,7 @@ class _Inputs:
             return block
         return b""
 
-    async def chunks(self, handles: list[IO[bytes]]) -> AsyncIterator[list[bytes] | int]:
+    async def chunks(self, handles: list[IO[bytes]]) -> AsyncGenerator[list[bytes] | int, None]:
         for key, handle in zip(self.keys, handles, strict=True):
             self._starts.append(self.lines_read)
             to_skip = self.skip.get(key, 0)
@@ -588,7 +591,7 @@ class _Live:
         if self._scope is not None:
             self._scope.cancel()
 
-    async def pump(self, source: AsyncIterator[bytes], send: anyio.abc.ObjectSendStream[bytes]) -> None:
+    async def pump(self, source: AsyncGenerator[bytes, None], send: anyio.abc.ObjectSendStream[bytes]) -> None:
         async with send, aclosing(source):
             with anyio.CancelScope() as self._scope:
                 if self.stopping:

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any
@@ -143,7 +143,7 @@ class StreamFilter:
         self,
         source: AsyncIterable[Any] | Iterable[Any] | Chunks,
         hooks: CommitHooks | None = None,
-    ) -> AsyncIterator[list[Verdict]]:
+    ) -> AsyncGenerator[list[Verdict], None]:
         """Like ``judge``, one list of verdicts per internal batch.
 
         ``hooks`` run in step with each store transaction (see CommitHooks).

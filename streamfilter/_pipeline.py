@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
@@ -104,7 +105,7 @@ class _Pending:
 
 async def _sketch(
     engine: Engine,
-    receive: ObjectReceiveStream[list[tuple[int, Any]]],
+    receive: MemoryObjectReceiveStream[list[tuple[int, Any]]],
     send: ObjectSendStream[PreparedBatch],
     limiter: anyio.CapacityLimiter,
     processes: int,
@@ -183,7 +184,7 @@ async def _sketch(
 
 
 async def _batches(
-    receive: ObjectReceiveStream[list[tuple[int, Any]]],
+    receive: MemoryObjectReceiveStream[list[tuple[int, Any]]],
     take_slot: Callable[[], Awaitable[_Local | SketchProcess]],
     config: FilterConfig,
 ) -> AsyncGenerator[tuple[_Local | SketchProcess, list[tuple[int, Any]]], None]:

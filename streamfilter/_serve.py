@@ -86,12 +86,13 @@ def serve_stdio() -> None:
     answers = open(os.dup(1), "wb")  # noqa: SIM115
     # A batch's frames are a few hundred kB: pipes that hold a whole frame let
     # each side write it in one go, without waiting for the other to read.
-    set_pipe_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
-    for stream in (requests, answers) if set_pipe_size is not None else ():
-        try:
-            fcntl.fcntl(stream.fileno(), set_pipe_size, FRAME_BYTES)
-        except OSError:  # over the user's pipe allowance: the default size works, slower
-            pass
+    set_pipe_size: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    if set_pipe_size is not None:
+        for stream in (requests, answers):
+            try:
+                fcntl.fcntl(stream.fileno(), set_pipe_size, FRAME_BYTES)
+            except OSError:  # over the user's pipe allowance: the default size works, slower
+                pass
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)
