@@ -76,9 +76,9 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     workers = [
         subprocess.Popen(
             replay_command(
-                str(part), "--store", url, "--ttl", "0", "--batch-size", "8",
-                "--out", str(tmp_path / f"out{n}.jsonl"), "--verdicts", str(tmp_path / f"verdicts{n}.jsonl"),
-            ),  # fmt: skip
+                *(str(part), "--store", url, "--ttl", "0", "--batch-size", "8"),
+                *("--out", str(tmp_path / f"out{n}.jsonl"), "--verdicts", str(tmp_path / f"verdicts{n}.jsonl")),
+            ),
             stderr=subprocess.PIPE,
         )
         for n, part in enumerate(partitions(lines, tmp_path))
@@ -100,7 +100,9 @@ def test_four_workers_pass_each_text_once(tmp_path: Path, url: str) -> None:
     races = len(clusters) - len(set(clusters))
     # and every duplicate names a post that did pass: a worker never drops its post once
     # another worker's verdict points at it
-    verdicts = [json.loads(line) for n in range(WORKERS) for line in (tmp_path / f"verdicts{n}.jsonl").read_text().splitlines()]
+    verdicts = [
+        json.loads(line) for n in range(WORKERS) for line in (tmp_path / f"verdicts{n}.jsonl").read_text().splitlines()
+    ]
     assert {v["duplicate_of"] for v in verdicts if v["verdict"] == "duplicate"} <= set(shared)
     print(
         f"\n{url}: {len(shared)} passed by {WORKERS} workers, {len(alone)} by one LMDB worker: "
