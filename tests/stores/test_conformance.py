@@ -449,6 +449,36 @@ def test_lmdb_runs_of_another_process_are_found(tmp_path: Path) -> None:
     assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(240)]
 
 
+def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path: Path) -> None:
+    # The key filter takes in the runs this process writes only once they commit:
+    # after an aborted batch, another process writes its own run at the same
+    # serials, with as many entries, and that run's keys must still be searched
+    import subprocess
+    import sys
+
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    first = [sketch(f"a{i}", i, f"first batch post {i} x{i * 31} y{i * 17} about it") for i in range(10)]
+    assert store.check_and_insert(first) == [None] * 10
+
+    def fail(matches: list) -> None:
+        raise RuntimeError("the verdicts could not be written")
+
+    with pytest.raises(RuntimeError):
+        store.check_and_insert([sketch("lost", 20, "an aborted post that no reader ever saw")], before_commit=fail)
+    writer = (
+        "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch\n"
+        "store = LMDBStore(sys.argv[1], durable=False); store.open(settings())\n"
+        "assert store.check_and_insert([sketch('other', 21, 'written by another process instead')]) == [None]\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(tmp_path / "index")], check=True)
+    (match,) = store.check_and_insert([sketch("copy", 22, "written by another process instead")])
+    (again,) = store.check_and_insert([sketch("copy2", 23, "an aborted post that no reader ever saw")])
+    store.close()
+    assert match is not None and match.duplicate_of == "other"
+    assert again is None
+
+
 def test_lmdb_key_filter_at_its_size_cap_is_not_rebuilt_every_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
