@@ -503,10 +503,10 @@ class _Batch:
         serials = np.repeat(
             np.arange(first_serial, first_serial + len(recorded), dtype=np.uint64), [len(k) for k in keys]
         )
-        short_keys = _short_keys(np.concatenate(keys))
-        db_key, value = _encode_run(short_keys, serials)
+        db_key, value = _encode_run(_short_keys(np.concatenate(keys)), serials)
         self.txn.put(db_key, value, db=self.store._runs)
-        self.new_runs.append(((first_serial, first_serial + len(recorded) - 1, len(serials)), np.sort(short_keys)))
+        run = _decode_run(db_key, value)
+        self.new_runs.append(((run.first, run.last, len(run.keys)), run.keys))
 
     def purge(self, cutoff: float, limit: int) -> None:
         """Delete up to ``limit`` posts from the front while they have expired."""
@@ -559,13 +559,19 @@ class _Batch:
         if int(all_serials.max()) - int(all_serials.min()) >= 1 << 32:  # offsets must fit 32 bits
             for part_keys, part_serials in zip(keys, serials, strict=True):
                 if len(part_serials):
-                    txn.put(*_encode_run(part_keys, part_serials), db=db)
-                    self.new_runs.append(((int(part_serials.min()), int(part_serials.max()), len(part_serials)), None))
+                    db_key, value = _encode_run(part_keys, part_serials)
+                    txn.put(db_key, value, db=db)
+                    self._merged(value)
             return None
         db_key, value = _encode_run(np.concatenate(keys), all_serials)
         txn.put(db_key, value, db=db)
-        self.new_runs.append(((int(all_serials.min()), int(all_serials.max()), len(all_serials)), None))
+        self._merged(value)
         return db_key, len(all_serials)
+
+    def _merged(self, value: bytes) -> None:
+        """A run made of entries of runs already in the key filter: only its identity is new."""
+        first, last, count, _ = _RUN_HEADER.unpack_from(value)
+        self.new_runs.append(((first, last, count), None))
 
 
 class LMDBStore:
