@@ -98,6 +98,8 @@ _ENTRIES_PER_BUCKET = 8
 _FENCED_RUN = 1 << 22
 # The key filter's size at most: 2**30 bits, 128 MB, enough for ~130 M entries.
 _MAX_FILTER_BITS = 30
+# Runs of at least this many entries get a key filter of their own (see _KeyFilter).
+_FILTERED_RUN = 1 << 20
 
 
 _RECORD_HEADER = struct.Struct("<dB")  # timestamp, then the id's length, or one of:
@@ -263,6 +265,28 @@ def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -
     return _U64.pack(first), header + sorted_keys.astype("<u4").tobytes() + offsets.tobytes() + fence.tobytes()
 
 
+class _Bits:
+    """One bit per key prefix, about 8 to 16 bits per key added; a key whose bit is clear was never added."""
+
+    def __init__(self, keys: int) -> None:
+        bits = min(_MAX_FILTER_BITS, max(min(20, _MAX_FILTER_BITS), (keys * 8 - 1).bit_length()))
+        self.bytes = np.zeros(1 << (bits - 3), dtype=np.uint8)
+        self.shift = np.uint32(32 - bits)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.bytes) * 8
+
+    def add(self, keys: npt.NDArray[np.uint32]) -> None:
+        slots = keys >> self.shift  # sorted keys: the bits are set in order, 7x faster than at random
+        np.bitwise_or.at(self.bytes, slots >> np.uint32(3), np.left_shift(1, slots & np.uint32(7)).astype(np.uint8))
+
+    def might_hold(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+        """Indexes of the keys that may have been added."""
+        slots = keys >> self.shift
+        return np.flatnonzero((self.bytes[slots >> np.uint32(3)] >> (slots & np.uint32(7)).astype(np.uint8)) & 1)
+
+
 class _KeyFilter:
     """Which band keys might be in some run: one bit per key prefix, in this process.
 
@@ -279,21 +303,31 @@ class _KeyFilter:
     as many keys were added as it has bits (so bits of purged posts do not pile up).
     Without it, every key of a novel post is searched for in every run; with
     ~8 bits per entry, about 88% of those searches are skipped.
+
+    A key that passes it is searched for in every run, and a copy's keys all
+    pass: a 10 M-post index keeps about fourteen runs of millions of entries,
+    each search in one costs a few cache misses, and those searches grew to
+    the largest part of a batch. So each run of ``_FILTERED_RUN`` entries or
+    more also gets bits of its own (``for_run``), built from its keys when
+    first seen and dropped with it: a key is searched for only in the large
+    runs that may hold it.
     """
 
     def __init__(self) -> None:
-        self._bits = np.zeros(0, dtype=np.uint8)
-        self._shift = 32
+        self._bits = _Bits(0)
+        self._empty = True
         self._seen: set[tuple[int, int, int]] = set()
         self._added = 0
+        self._run_bits: dict[tuple[int, int, int], _Bits] = {}
 
     def sync(self, runs: list[_Run]) -> None:
+        self._sync_large(runs)
         live = sum(len(run.keys) for run in runs)
-        capacity = len(self._bits) * 8
+        capacity = self._bits.capacity
         outgrown = live * 8 > capacity and capacity < 1 << _MAX_FILTER_BITS
         # Bits of purged posts stay set: once a quarter as many keys were added
         # as there are bits, at most about a third of the bits are set, so rebuild.
-        if capacity == 0 or outgrown or self._added > capacity // 4:
+        if self._empty or outgrown or self._added > capacity // 4:
             self._rebuild(runs, live)
             return
         for run in runs:
@@ -302,10 +336,24 @@ class _KeyFilter:
                 self._add(run.keys)
                 self._seen.add(identity)
 
+    def _sync_large(self, runs: list[_Run]) -> None:
+        known, self._run_bits = self._run_bits, {}
+        for run in runs:
+            if len(run.keys) >= _FILTERED_RUN:
+                identity = (run.first, run.last, len(run.keys))
+                bits = known.get(identity)
+                if bits is None:
+                    bits = _Bits(len(run.keys))
+                    bits.add(run.keys)
+                self._run_bits[identity] = bits
+
+    def for_run(self, run: _Run) -> _Bits | None:
+        """The bits of a large run (one ``sync`` saw), or None for a small one."""
+        return self._run_bits.get((run.first, run.last, len(run.keys))) if len(run.keys) >= _FILTERED_RUN else None
+
     def _rebuild(self, runs: list[_Run], live: int) -> None:
-        bits = min(_MAX_FILTER_BITS, max(min(20, _MAX_FILTER_BITS), (live * 8 - 1).bit_length()))
-        self._bits = np.zeros(1 << (bits - 3), dtype=np.uint8)
-        self._shift = 32 - bits
+        self._bits = _Bits(live)
+        self._empty = False
         self._seen = {(run.first, run.last, len(run.keys)) for run in runs}
         for run in runs:
             self._add(run.keys)
@@ -320,14 +368,12 @@ class _KeyFilter:
             self._seen.add(identity)
 
     def _add(self, keys: npt.NDArray[np.uint32]) -> None:
-        slots = keys >> np.uint32(self._shift)  # sorted keys: the bits are set in order, 7x faster than at random
-        np.bitwise_or.at(self._bits, slots >> np.uint32(3), np.left_shift(1, slots & np.uint32(7)).astype(np.uint8))
+        self._bits.add(keys)
         self._added += len(keys)
 
     def might_hold(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may be in a run."""
-        slots = keys >> np.uint32(self._shift)
-        return np.flatnonzero((self._bits[slots >> np.uint32(3)] >> (slots & np.uint32(7)).astype(np.uint8)) & 1)
+        return self._bits.might_hold(keys)
 
 
 class _Batch:
@@ -372,7 +418,13 @@ class _Batch:
         for run in runs:
             if run.last < first_live or len(run.keys) == 0:
                 continue
-            hits, low = run.find(queries)
+            run_bits = key_filter.for_run(run)
+            if run_bits is None:
+                hits, low = run.find(queries)
+            else:
+                passed = run_bits.might_hold(queries)
+                hits, low = run.find(queries[passed])
+                hits = passed[hits]
             if len(hits) == 0:
                 continue
             hits_in_batch = maybe[hits]

@@ -417,11 +417,21 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
         LMDBStore(tmp_path / "index").open(settings())
 
 
-def test_lmdb_runs_of_another_process_are_found(tmp_path: Path) -> None:
+@pytest.mark.parametrize("filtered_run", [None, 32], ids=["small-runs", "runs-with-own-filters"])
+def test_lmdb_runs_of_another_process_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filtered_run: int | None
+) -> None:
     # each process keeps its own filter of the keys in the runs; runs written
-    # (and merged) by another process must still be found
+    # (and merged) by another process must still be found. With filtered_run,
+    # every run of 32 entries or more (a batch of 10 posts has 170) is a large
+    # one, searched only for the keys its own bits may hold
     import subprocess
     import sys
+
+    from streamfilter.stores import lmdb as lmdb_store
+
+    if filtered_run is not None:
+        monkeypatch.setattr(lmdb_store, "_FILTERED_RUN", filtered_run)
 
     texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(240)]
     store = LMDBStore(tmp_path / "index", durable=False)
