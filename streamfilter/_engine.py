@@ -327,7 +327,10 @@ class Engine:
         self.adapter = adapter
         self.sketcher = Sketcher(config, adapter)
         self.prepare = self.sketcher.prepare
-        self._latest = -math.inf  # the newest event time this engine has judged
+        # the newest event time judged, from the index's own clock when the store tells it
+        self._latest = -math.inf
+        self._latest_dated = -math.inf  # the same, of dated posts only (see _watch_clock)
+        self._warned_behind = False
         store.open(
             IndexSettings(
                 fingerprint=config.fingerprint(),
@@ -338,6 +341,9 @@ class Engine:
                 purge_limit=config.purge_limit,
             )
         )
+        read_clock = getattr(store, "clock", None)  # optional: BandStore does not require it
+        if callable(read_clock):
+            self._latest = float(read_clock())
 
     def commit(
         self,
@@ -367,31 +373,69 @@ class Engine:
         return built[-1]
 
     def _watch_clock(self, batch: PreparedBatch) -> None:
-        """Warn when one post dates more than a TTL after every post before it.
+        """Give undated posts the stream's time, and warn where one post
+        moves the clock past every post before it, or arrives behind it, by
+        more than a TTL.
 
-        The store's clock is the newest event time seen, so such a post
-        expires everything earlier at once, and the posts after it are only
-        matched against each other: one mis-dated line in an old replay, or an
-        undated one (it takes the wall clock), silently stops the filtering
-        of the rest. The posts are judged as they are; this says where."""
+        An undated post takes the newest event time among the dated posts
+        judged so far, or, before any, that of the first dated post after
+        it in its batch; only in a stream with no dated post yet does it keep
+        the wall clock (a plain-text stream expires in wall time). Before,
+        it always took the wall clock, so in a replay of old posts one
+        undated line moved the clock to now and expired everything.
+
+        The store's clock is the newest event time seen, so a post dated
+        more than a TTL after every post before it expires everything
+        earlier at once, and one more than a TTL behind the clock is
+        recorded already expired: nothing after it can match it. A
+        mis-dated line in an old replay, or posts replayed into an index
+        that saw newer ones, silently stop the filtering. The posts are
+        judged as they are; the warnings say where."""
         ttl = self.config.ttl_seconds
-        latest = self._latest
+        latest, dated = self._latest, self._latest_dated
+        waiting: list[Sketch] = []  # undated, before the stream's first dated post
         for entry in batch.entries:
             if entry.kind is not None:
                 continue
-            timestamp = batch.sketches[entry.sketch_index].timestamp
-            if ttl > 0 and timestamp - latest > ttl and math.isfinite(latest):
-                post_id = entry.post.id if entry.post is not None else None
-                logger.warning(
-                    "streamfilter: line %d (post %s, %s) is %s newer than every post before it, more than the "
-                    "TTL: every earlier post has expired and matches no more",
-                    entry.line,
-                    post_id,
-                    "dated " + _utc(timestamp) if entry.post and entry.post.timestamp is not None else "undated: now",
-                    _span(timestamp - latest),
-                )
+            sketch = batch.sketches[entry.sketch_index]
+            if entry.post is not None and entry.post.timestamp is None:
+                if math.isfinite(dated):
+                    sketch.timestamp = dated
+                else:
+                    waiting.append(sketch)
+                    continue
+            else:
+                for undated in waiting:
+                    undated.timestamp = sketch.timestamp
+                waiting.clear()
+                dated = max(dated, sketch.timestamp)
+            timestamp = sketch.timestamp
+            if ttl > 0 and math.isfinite(latest):
+                if timestamp - latest > ttl:
+                    self._warn(
+                        entry,
+                        timestamp,
+                        f"is {_span(timestamp - latest)} newer than every post before it, "
+                        "more than the TTL: every earlier post has expired and matches no more",
+                    )
+                elif latest - timestamp > ttl and not self._warned_behind:
+                    self._warned_behind = True
+                    self._warn(
+                        entry,
+                        timestamp,
+                        f"is {_span(latest - timestamp)} older than the newest post the index "
+                        "has seen, more than the TTL: it is recorded already expired, and no later post can "
+                        "match it (later such posts are not reported)",
+                    )
             latest = max(latest, timestamp)
-        self._latest = latest
+        for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
+            latest = max(latest, undated.timestamp)
+        self._latest, self._latest_dated = latest, dated
+
+    def _warn(self, entry: _Entry, timestamp: float, what: str) -> None:
+        post = entry.post
+        when = "dated " + _utc(timestamp) if post is not None and post.timestamp is not None else "undated"
+        logger.warning("streamfilter: line %d (post %s, %s) %s", entry.line, post.id if post else None, when, what)
 
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         verdicts: list[Verdict] = []

@@ -155,7 +155,8 @@ def test_a_truncated_gzip_input_keeps_its_whole_lines_and_the_next_input(tmp_pat
 def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) -> None:
     # One mis-dated line moves the index's clock years ahead: every earlier
     # post expires at once, and the copies after it pass as novel. The
-    # verdicts stay what the rules say; stderr says which line did it.
+    # verdicts stay what the rules say; stderr says which line did it. An
+    # undated line takes the stream's time, and moves nothing.
     lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
     clean = replay(str(FIXTURES / "campaign.jsonl"))
     assert clean.returncode == 0 and b"newer than every post before it" not in clean.stderr
@@ -171,10 +172,49 @@ def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) 
     stderr = result.stderr.decode()
     assert result.returncode == 0, stderr
     warnings = [line for line in stderr.splitlines() if "newer than every post before it" in line]
-    assert len(warnings) == 2, stderr
+    assert len(warnings) == 1, stderr
     assert warnings[0].startswith("streamfilter: line 5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer")
-    assert warnings[1].startswith("streamfilter: line 9 (post undated, undated: now) is ")
     assert "more than the TTL: every earlier post has expired" in warnings[0]
+
+
+def test_an_undated_line_takes_the_time_of_the_stream_around_it(tmp_path: Path) -> None:
+    # An undated first line used to take the wall clock: the clock jumped to
+    # now, every dated post after it arrived expired, and the whole replay
+    # came out novel (25 of 25), with no warning. It takes the time of the
+    # first dated post after it now, and a later undated line that of the
+    # newest dated post before it.
+    lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    undated = [json.dumps({"id_str": f"undated{i}", "text": distinct_text(i)}).encode() for i in range(2)]
+    archive = tmp_path / "archive.jsonl"
+    archive.write_bytes(b"\n".join([undated[0], *lines[:12], undated[1], *lines[12:]]) + b"\n")
+    result = replay(str(archive), "--verdicts", str(tmp_path / "v"))
+    assert result.returncode == 0, result.stderr.decode()
+    verdicts = [json.loads(line) for line in (tmp_path / "v").read_text().splitlines()]
+    expected = [json.loads(line) for line in (FIXTURES / "campaign.expected.jsonl").read_text().splitlines()]
+    judged = {v["id"]: v["verdict"] for v in verdicts}
+    assert {post["id"]: post["verdict"] for post in expected} == {
+        k: v for k, v in judged.items() if not k.startswith("undated")
+    }
+    assert judged["undated0"] == judged["undated1"] == "novel"
+    assert b"streamfilter: line" not in result.stderr
+
+
+def test_old_posts_replayed_into_an_index_that_saw_newer_ones_are_named(tmp_path: Path) -> None:
+    # The index's clock comes from its last run: 2012 posts replayed after
+    # newer ones arrive expired and match nothing later. The verdicts follow
+    # the rules; stderr names the first such line, once.
+    db = str(tmp_path / "index")
+    newer = replay(str(FIXTURES / "twitter_v1_search.jsonl"), "--db", db)
+    assert newer.returncode == 0, newer.stderr.decode()
+    older = replay(str(FIXTURES / "campaign.jsonl"), "--db", db)
+    stderr = older.stderr.decode()
+    assert older.returncode == 0, stderr
+    warnings = [line for line in stderr.splitlines() if "older than the newest post the index has seen" in line]
+    assert len(warnings) == 1, stderr
+    assert warnings[0].startswith("streamfilter: line 1 (post 200000000000000001, dated 2012-05-04 14:07:00Z) is ")
+    assert "it is recorded already expired, and no later post can match it" in warnings[0]
+    fresh = replay(str(FIXTURES / "campaign.jsonl"), "--db", str(tmp_path / "fresh"))
+    assert b"older than the newest post" not in fresh.stderr
 
 
 def test_db_persists_between_runs_and_pins_its_settings(tmp_path: Path) -> None:

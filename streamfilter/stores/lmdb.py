@@ -815,6 +815,13 @@ class LMDBStore:
         with env.begin(db=self._posts) as txn:
             return int(txn.stat(self._posts)["entries"])
 
+    def clock(self) -> float:
+        """The newest event time the index has seen (-inf for none yet)."""
+        env = self._require_env()
+        with env.begin(db=self._meta) as txn:
+            stored = txn.get(_CLOCK_KEY)
+        return _CLOCK.unpack(stored)[0] if stored else -math.inf
+
     def map_size(self) -> int:
         return int(self._require_env().info()["map_size"])
 

@@ -123,5 +123,9 @@ class MemoryStore:
     def post_count(self) -> int:
         return len(self._posts)
 
+    def clock(self) -> float:
+        """The newest event time the index has seen (-inf for none yet)."""
+        return self._clock
+
     def close(self) -> None:
         self._settings = None

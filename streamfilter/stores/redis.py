@@ -817,6 +817,12 @@ class RedisStore:
         pattern = self._post_prefix + b"*"
         return int(self._retrying("count posts", lambda: sum(1 for _ in client.scan_iter(match=pattern, count=1000))))
 
+    def clock(self) -> float:
+        """The newest event time the index has seen (-inf for none yet)."""
+        client = self._require_client()
+        stored = self._retrying("read the clock", lambda: client.get(self._clock_key))
+        return float(stored) if stored is not None else float("-inf")
+
     def _require_client(self) -> Any:
         if self._client is None:
             raise StoreError("the Redis store is not open")
