@@ -152,6 +152,13 @@ def test_a_truncated_gzip_input_keeps_its_whole_lines_and_the_next_input(tmp_pat
     assert rest == [json.loads(line)["id_str"] for line in lines[judged:]]
 
 
+def _warnings(result: subprocess.CompletedProcess[bytes], phrase: str) -> list[str]:
+    """The lines of a successful replay's stderr that hold ``phrase``."""
+    stderr = result.stderr.decode()
+    assert result.returncode == 0, stderr
+    return [line for line in stderr.splitlines() if phrase in line]
+
+
 def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) -> None:
     # One mis-dated line moves the index's clock years ahead: every earlier
     # post expires at once, and the copies after it pass as novel. The
@@ -169,10 +176,8 @@ def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) 
         + b"\n"
     )
     result = replay(str(mixed), "--verdicts", str(tmp_path / "v"))
-    stderr = result.stderr.decode()
-    assert result.returncode == 0, stderr
-    warnings = [line for line in stderr.splitlines() if "newer than every post before it" in line]
-    assert len(warnings) == 1, stderr
+    warnings = _warnings(result, "newer than every post before it")
+    assert len(warnings) == 1, result.stderr.decode()
     assert warnings[0].startswith("streamfilter: line 5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer")
     assert "more than the TTL: every earlier post has expired" in warnings[0]
 
@@ -207,10 +212,8 @@ def test_old_posts_replayed_into_an_index_that_saw_newer_ones_are_named(tmp_path
     newer = replay(str(FIXTURES / "twitter_v1_search.jsonl"), "--db", db)
     assert newer.returncode == 0, newer.stderr.decode()
     older = replay(str(FIXTURES / "campaign.jsonl"), "--db", db)
-    stderr = older.stderr.decode()
-    assert older.returncode == 0, stderr
-    warnings = [line for line in stderr.splitlines() if "older than the newest post the index has seen" in line]
-    assert len(warnings) == 1, stderr
+    warnings = _warnings(older, "older than the newest post the index has seen")
+    assert len(warnings) == 1, older.stderr.decode()
     assert warnings[0].startswith("streamfilter: line 1 (post 200000000000000001, dated 2012-05-04 14:07:00Z) is ")
     assert "it is recorded already expired, and no later post can match it" in warnings[0]
     fresh = replay(str(FIXTURES / "campaign.jsonl"), "--db", str(tmp_path / "fresh"))
