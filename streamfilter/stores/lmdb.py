@@ -388,6 +388,7 @@ class _Batch:
         self.new_runs: list[tuple[tuple[int, int, int], npt.NDArray[np.uint32] | None]] = []
         # (db key, last serial, entries) of each run, oldest first, once ``runs`` has read them
         self._headers: list[tuple[bytes, int, int]] | None = None
+        self._synced = False  # whether this transaction brought the key filter up to date
 
     # -- reading ---------------------------------------------------------------
     def runs(self) -> list[_Run]:
@@ -414,6 +415,7 @@ class _Batch:
         runs = self.runs()
         key_filter = self.store._key_filter
         key_filter.sync(runs)
+        self._synced = True
         maybe = key_filter.might_hold(queries)  # most keys of a novel post are in no run at all
         if len(maybe) == 0:
             return nothing
@@ -622,17 +624,20 @@ class _Batch:
                 if len(part_serials):
                     db_key, value = _encode_run(part_keys, part_serials)
                     txn.put(db_key, value, db=db)
-                    self._merged(value)
+                    self._merged(db_key, value)
             return None
         db_key, value = _encode_run(np.concatenate(keys), all_serials)
         txn.put(db_key, value, db=db)
-        self._merged(value)
+        self._merged(db_key, value)
         return db_key, len(all_serials)
 
-    def _merged(self, value: bytes) -> None:
-        """A run made of entries of runs already in the key filter: only its identity is new."""
-        first, last, count, _ = _RUN_HEADER.unpack_from(value)
-        self.new_runs.append(((first, last, count), None))
+    def _merged(self, db_key: bytes, value: bytes) -> None:
+        """A run made of entries of other runs. When this transaction synced the
+        key filter, those were all in it (or are this batch's run, taken in
+        with its keys), so only its identity is new; a batch without band keys
+        skips the sync, and then its keys are taken in too."""
+        run = _decode_run(db_key, value)
+        self.new_runs.append(((run.first, run.last, len(run.keys)), None if self._synced else run.keys))
 
 
 class LMDBStore:
