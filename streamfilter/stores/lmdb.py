@@ -146,6 +146,11 @@ class _Run:
     fence: npt.NDArray[np.uint32]  # fence[b]: the first entry whose key's top bits are >= b
     bits: int
 
+    @property
+    def identity(self) -> tuple[int, int, int]:
+        """(first serial, last serial, entries): fixes a run's contents."""
+        return self.first, self.last, len(self.keys)
+
     def find(self, queries: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(indexes of the queries found, the position of each one's first entry).
 
@@ -265,6 +270,11 @@ def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -
     return _U64.pack(first), header + sorted_keys.astype("<u4").tobytes() + offsets.tobytes() + fence.tobytes()
 
 
+# Runs a transaction wrote, for the key filter once it commits: (identity,
+# sorted keys), or (identity, None) for a merge of runs it holds already.
+_NewRuns = list[tuple[tuple[int, int, int], npt.NDArray[np.uint32] | None]]
+
+
 class _Bits:
     """One bit per key prefix, about 8 to 16 bits per key added; a key whose bit is clear was never added."""
 
@@ -331,35 +341,33 @@ class _KeyFilter:
             self._rebuild(runs, live)
             return
         for run in runs:
-            identity = (run.first, run.last, len(run.keys))
-            if identity not in self._seen:
+            if run.identity not in self._seen:
                 self._add(run.keys)
-                self._seen.add(identity)
+                self._seen.add(run.identity)
 
     def _sync_large(self, runs: list[_Run]) -> None:
         known, self._run_bits = self._run_bits, {}
         for run in runs:
             if len(run.keys) >= _FILTERED_RUN:
-                identity = (run.first, run.last, len(run.keys))
-                bits = known.get(identity)
+                bits = known.get(run.identity)
                 if bits is None:
                     bits = _Bits(len(run.keys))
                     bits.add(run.keys)
-                self._run_bits[identity] = bits
+                self._run_bits[run.identity] = bits
 
     def for_run(self, run: _Run) -> _Bits | None:
         """The bits of a large run (one ``sync`` saw), or None for a small one."""
-        return self._run_bits.get((run.first, run.last, len(run.keys))) if len(run.keys) >= _FILTERED_RUN else None
+        return self._run_bits.get(run.identity) if len(run.keys) >= _FILTERED_RUN else None
 
     def _rebuild(self, runs: list[_Run], live: int) -> None:
         self._bits = _Bits(live)
         self._empty = False
-        self._seen = {(run.first, run.last, len(run.keys)) for run in runs}
+        self._seen = {run.identity for run in runs}
         for run in runs:
             self._add(run.keys)
         self._added = 0  # counts the keys added since: at the size cap, the live ones can exceed the bits
 
-    def taken_in(self, new_runs: list[tuple[tuple[int, int, int], npt.NDArray[np.uint32] | None]]) -> None:
+    def taken_in(self, new_runs: _NewRuns) -> None:
         """Runs a committed transaction of this process wrote: (identity, sorted
         keys), or (identity, None) for a merge of runs already taken in."""
         for identity, keys in new_runs:
@@ -385,18 +393,15 @@ class _Batch:
         self.settings = settings
         self.cache = store._cache
         # runs written here, for the key filter once the transaction commits (_KeyFilter.taken_in)
-        self.new_runs: list[tuple[tuple[int, int, int], npt.NDArray[np.uint32] | None]] = []
-        # (db key, last serial, entries) of each run, oldest first, once ``runs`` has read them
-        self._headers: list[tuple[bytes, int, int]] | None = None
-        self._synced = False  # whether this transaction brought the key filter up to date
+        self.new_runs: _NewRuns = []
+        # the runs as judging read them, once the key filter is in step with them, then this batch's own
+        self.read: list[_Run] | None = None
 
     # -- reading ---------------------------------------------------------------
     def runs(self) -> list[_Run]:
         """The runs, oldest first; their arrays are valid until the next write."""
         cursor = self.txn.cursor(self.store._runs)
-        runs = [_decode_run(key, value) for key, value in cursor]
-        self._headers = [(run.db_key, run.last, len(run.keys)) for run in runs]
-        return runs
+        return [_decode_run(key, value) for key, value in cursor]
 
     def first_live_serial(self, next_serial: int) -> int:
         cursor = self.txn.cursor(self.store._posts)
@@ -415,7 +420,7 @@ class _Batch:
         runs = self.runs()
         key_filter = self.store._key_filter
         key_filter.sync(runs)
-        self._synced = True
+        self.read = runs
         maybe = key_filter.might_hold(queries)  # most keys of a novel post are in no run at all
         if len(maybe) == 0:
             return nothing
@@ -564,9 +569,9 @@ class _Batch:
         db_key, value = _encode_run(_short_keys(np.concatenate(keys)), serials)
         self.txn.put(db_key, value, db=self.store._runs)
         run = _decode_run(db_key, value)
-        self.new_runs.append(((run.first, run.last, len(run.keys)), run.keys))
-        if self._headers is not None:  # its first serial is the newest: it sorts last
-            self._headers.append((run.db_key, run.last, len(run.keys)))
+        self.new_runs.append((run.identity, run.keys))
+        if self.read is not None:  # its first serial is the newest: it sorts last
+            self.read.append(run)
 
     def purge(self, cutoff: float, limit: int) -> None:
         """Delete up to ``limit`` posts from the front while they have expired."""
@@ -589,8 +594,9 @@ class _Batch:
         # Only the headers, as judging read them: reading a run's value again
         # costs a touch of each of its pages (py-lmdb preloads values), 5% of
         # a batch at 7 M posts; until then only this batch's run was added.
-        headers = self._headers
-        if headers is None:
+        if self.read is not None:  # only their headers: their arrays may be stale after this batch's writes
+            headers = [(run.db_key, run.last, len(run.keys)) for run in self.read]
+        else:
             headers = [(bytes(db_key), *_RUN_HEADER.unpack_from(value)[1:3]) for db_key, value in txn.cursor(db)]
         for db_key, last, count in headers:  # read all before the first delete moves anything
             if last < first_live:
@@ -633,11 +639,11 @@ class _Batch:
 
     def _merged(self, db_key: bytes, value: bytes) -> None:
         """A run made of entries of other runs. When this transaction synced the
-        key filter, those were all in it (or are this batch's run, taken in
+        key filter (``read``), those were all in it (or are this batch's run, taken in
         with its keys), so only its identity is new; a batch without band keys
         skips the sync, and then its keys are taken in too."""
         run = _decode_run(db_key, value)
-        self.new_runs.append(((run.first, run.last, len(run.keys)), None if self._synced else run.keys))
+        self.new_runs.append((run.identity, None if self.read is not None else run.keys))
 
 
 class LMDBStore:
@@ -741,13 +747,12 @@ class LMDBStore:
         if settings is None:
             raise StoreError("the LMDB store is not open")
 
-        def apply(txn: lmdb.Transaction) -> list[Match | None]:
+        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], _NewRuns]:
             clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
             clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
             first_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
             batch = _Batch(self, txn, settings)
-            batches[:] = [batch]
             results, clock, next_serial, recorded = batch.judge(sketches, clock, first_serial)
             batch.append_run(sketches, recorded, first_serial)
             if settings.ttl_seconds > 0 and math.isfinite(clock):
@@ -762,17 +767,16 @@ class LMDBStore:
                 txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
             if before_commit is not None:
                 before_commit(results)
-            return results
+            return results, batch.new_runs
 
-        batches: list[_Batch] = []  # the last one run: the one whose transaction committed
-        results: list[Match | None] = self._write(
-            apply, buffers=True, committed=lambda: self._key_filter.taken_in(batches[0].new_runs)
+        done: tuple[list[Match | None], _NewRuns] = self._write(
+            apply, buffers=True, committed=lambda done: self._key_filter.taken_in(done[1])
         )
-        return results
+        return done[0]
 
     def _write(self, body, *, buffers: bool = False, committed=None):  # type: ignore[no-untyped-def]
         """``body(txn)`` in a write transaction, run again after the map grows;
-        ``committed()`` runs once it has committed, still under the lock."""
+        ``committed(result)`` runs once it has committed, still under the lock."""
         env = self._require_env()
         with self._lock:
             # Grow ahead of need: a map that fills at commit time forces the
@@ -799,7 +803,7 @@ class LMDBStore:
                     else:
                         raise
             if committed is not None:
-                committed()
+                committed(result)
             return result
 
     def _grow(self, env: lmdb.Environment, size: int) -> None:
