@@ -329,7 +329,7 @@ class Engine:
         self.prepare = self.sketcher.prepare
         # the newest event time judged, from the index's own clock when the store tells it
         self._latest = -math.inf
-        self._latest_dated = -math.inf  # the same, of dated posts only (see _watch_clock)
+        self._latest_dated = -math.inf  # the same, of dated posts only (see _place_in_time)
         self._warned_behind = False
         store.open(
             IndexSettings(
@@ -357,7 +357,7 @@ class Engine:
         ``before_commit`` gets the verdicts inside that transaction, before it
         commits (see BandStore.check_and_insert); ``progress`` is recorded in it.
         """
-        self._watch_clock(batch)
+        self._place_in_time(batch)
         built: list[list[Verdict]] = []
 
         def deliver(matches: list[Match | None]) -> None:
@@ -372,7 +372,7 @@ class Engine:
             deliver([])
         return built[-1]
 
-    def _watch_clock(self, batch: PreparedBatch) -> None:
+    def _place_in_time(self, batch: PreparedBatch) -> None:
         """Give undated posts the stream's time, and warn where one post
         moves the clock past every post before it, or arrives behind it, by
         more than a TTL.
