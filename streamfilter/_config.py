@@ -50,8 +50,10 @@ class FilterConfig:
     - ``seed``: seeds word hashing and the permutations.
     - ``ttl_seconds``: how long, in event time, a post keeps catching copies; 0 = forever.
     - ``retweet_policy``: see RetweetPolicy.
-    - ``batch_size``/``max_delay``: internal batching; a batch is flushed when
-      full or ``max_delay`` seconds after its first post arrived.
+    - ``batch_size``/``max_delay``: internal batching. A live source's posts
+      are judged as soon as the filter is free, up to ``batch_size`` at a
+      time; a replayed file's batch (``Chunks``) is flushed when full or
+      ``max_delay`` seconds after its first line arrived.
     - ``max_candidates_per_band``: newest posts checked per band key, which
       bounds the work of very common band keys.
     - ``sketch_processes``: worker processes that sketch a replayed file's

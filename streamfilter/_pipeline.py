@@ -1,19 +1,23 @@
 """The anyio pipeline: source -> sketch stage -> store stage -> verdicts.
 
-Stages are connected by bounded memory object streams, so a fast source
-waits for a slow store (backpressure) and an endless stream runs in bounded
-memory. One sketch stage and one store stage per pipeline keep verdicts in
-arrival order and equal to one-at-a-time processing.
+A live source (any iterable or async iterable of records) is judged as it
+comes: one task reads records into a bounded buffer, and the judging task
+takes whatever has arrived, up to ``batch_size``, as soon as it is free,
+sketching and judging it in one worker-thread call. A post that finds the
+filter idle is judged at once; under load, batches grow by themselves and
+amortise the per-batch cost. A full buffer holds the reader back
+(backpressure), so an endless stream runs in bounded memory.
 
+A replayed file (``Chunks`` of raw lines) goes through two stages instead.
 The sketch stage flushes a batch when it holds ``batch_size`` records, or
-``max_delay`` seconds after the batch's first record arrived, whichever
-comes first, so a trickle of posts is not held back waiting for a full batch.
+``max_delay`` seconds after the batch's first record arrived, and starts
+``sketch_processes`` worker processes (``_workers``), handing each batch to a
+free one; until the first is ready, and whenever all are lost, batches are
+sketched here. Several batches may then be in preparation at once; they reach
+the store stage in arrival order all the same.
 
-For a replayed file (``Chunks`` of raw lines) the sketch stage also starts
-``sketch_processes`` worker processes (``_workers``) and hands each batch to
-a free one; until the first is ready, and whenever all are lost, batches are
-sketched here. Several batches may then be in preparation at once; they
-reach the store stage in arrival order all the same.
+Either way, batches are judged one at a time in arrival order, so verdicts
+equal those of one-at-a-time processing.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
@@ -49,23 +53,36 @@ class Chunks:
         self.source = source
 
 
-async def _read(source: object, send: ObjectSendStream[list[tuple[int, Any]]]) -> None:
+async def _read(source: Chunks, send: ObjectSendStream[list[tuple[int, Any]]]) -> None:
+    line = 0
+    async with send, aclosing(source.source) as chunks:
+        async for chunk in chunks:
+            if isinstance(chunk, int):
+                line += chunk  # records skipped on resume keep their numbers
+                continue
+            numbered = list(enumerate(chunk, line + 1))
+            line += len(chunk)
+            await send.send(numbered)
+
+
+async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any]]) -> None:
+    """Numbers a live source's records into the buffer. Only a full buffer
+    makes it wait, so records that come in a burst are all there for the
+    next batch (a checkpoint per record would hand them over one by one)."""
+
+    async def put(item: tuple[int, Any]) -> None:
+        try:
+            send.send_nowait(item)
+        except anyio.WouldBlock:
+            await send.send(item)
+
     line = 0
     async with send:
-        if isinstance(source, Chunks):
-            async with aclosing(source.source) as chunks:
-                async for chunk in chunks:
-                    if isinstance(chunk, int):
-                        line += chunk  # records skipped on resume keep their numbers
-                        continue
-                    numbered = list(enumerate(chunk, line + 1))
-                    line += len(chunk)
-                    await send.send(numbered)
-        elif isinstance(source, AsyncIterable):
+        if isinstance(source, AsyncIterable):
             try:
                 async for record in source:
                     line += 1
-                    await send.send([(line, record)])
+                    await put((line, record))
             finally:
                 # A pipeline that stops early closes the source it drew from
                 # (an async generator would otherwise be left to the GC).
@@ -76,9 +93,51 @@ async def _read(source: object, send: ObjectSendStream[list[tuple[int, Any]]]) -
         elif isinstance(source, Iterable):
             for record in source:
                 line += 1
-                await send.send([(line, record)])
+                await put((line, record))
         else:
             raise TypeError(f"source must be an iterable or async iterable of records, not {type(source).__name__}")
+
+
+async def _judge_live(
+    engine: Engine,
+    source: object,
+    send: ObjectSendStream[list[Verdict] | BaseException],
+    hooks: CommitHooks | None,
+) -> None:
+    """Judge whatever has arrived, up to a batch, whenever the last batch is
+    done: no wait for more when the filter is idle (README, Streaming latency)."""
+    batch_size = engine.config.batch_size
+    records_send, records_receive = anyio.create_memory_object_stream[tuple[int, Any]](2 * batch_size)
+    async with records_receive, anyio.create_task_group() as task_group:
+        task_group.start_soon(_read_live, source, records_send)
+        async for record in records_receive:
+            records = [record]
+            while len(records) < batch_size:
+                try:
+                    records.append(records_receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            progress = hooks.progress(records[-1][0]) if hooks and hooks.progress else None
+            before_commit = hooks.before_commit if hooks else None
+            # One thread call for both stages; not cancellable mid-transaction,
+            # so a cancelled pipeline still commits or aborts the batch in flight.
+            verdicts = await anyio.to_thread.run_sync(
+                functools.partial(_judge_now, engine, records, progress, before_commit)
+            )
+            try:
+                await send.send(verdicts)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                break  # the consumer stopped listening; its pipeline ends here
+        task_group.cancel_scope.cancel()
+
+
+def _judge_now(
+    engine: Engine,
+    records: list[tuple[int, Any]],
+    progress: Mapping[str, int] | None,
+    before_commit: Callable[[list[Verdict]], None] | None,
+) -> list[Verdict]:
+    return engine.commit(engine.prepare(records), progress=progress, before_commit=before_commit)
 
 
 class _Local:
@@ -287,29 +346,13 @@ async def run_pipeline(
 ) -> None:
     """Run one pipeline until the source ends; errors are sent, not raised,
     so they surface in the consumer's task rather than in a task group."""
-    # Room for a whole batch to gather while the previous one is in the
-    # store; chunked sources send big lists, so a few of them are enough.
-    buffer = 4 if isinstance(source, Chunks) else 2 * engine.config.batch_size
-    # Worker processes pay off for files (raw lines, sent cheaply, in bulk),
-    # not for a live source's trickle of parsed records.
-    processes = 0
-    if isinstance(source, Chunks):
-        configured = engine.config.sketch_processes
-        processes = default_sketch_processes() if configured is None else configured
     with scope:
         async with send:
-            records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](buffer)
-            prepared_send, prepared_receive = anyio.create_memory_object_stream[PreparedBatch](1)
             try:
-                async with anyio.create_task_group() as task_group:
-                    task_group.start_soon(_read, source, records_send)
-                    # One worker thread at a time for both stages: their work is
-                    # Python under the GIL, and overlapping them measured slower
-                    # (README, Benchmarks); the event loop stays free meanwhile.
-                    limiter = anyio.CapacityLimiter(1)
-                    task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
-                    await _commit(engine, prepared_receive, send, hooks, limiter)
-                    task_group.cancel_scope.cancel()
+                if isinstance(source, Chunks):
+                    await _run_chunked(engine, source, send, hooks)
+                else:
+                    await _judge_live(engine, source, send, hooks)
             except Exception as exc:  # noqa: BLE001 - forwarded to the consumer
                 error: BaseException = exc
                 if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -318,3 +361,27 @@ async def run_pipeline(
                     await send.send(error)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     pass
+
+
+async def _run_chunked(
+    engine: Engine,
+    source: Chunks,
+    send: ObjectSendStream[list[Verdict] | BaseException],
+    hooks: CommitHooks | None,
+) -> None:
+    # Worker processes pay off for files: raw lines, sent cheaply, in bulk.
+    configured = engine.config.sketch_processes
+    processes = default_sketch_processes() if configured is None else configured
+    # Room for a whole batch to gather while the previous one is in the
+    # store: the reader sends big lists, so a few of them are enough.
+    records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](4)
+    prepared_send, prepared_receive = anyio.create_memory_object_stream[PreparedBatch](1)
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(_read, source, records_send)
+        # One worker thread at a time for both stages: their work is
+        # Python under the GIL, and overlapping them measured slower
+        # (README, Benchmarks); the event loop stays free meanwhile.
+        limiter = anyio.CapacityLimiter(1)
+        task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
+        await _commit(engine, prepared_receive, send, hooks, limiter)
+        task_group.cancel_scope.cancel()

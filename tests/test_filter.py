@@ -71,6 +71,35 @@ async def test_trickle_is_flushed_on_time_not_held_for_a_full_batch() -> None:
     assert arrived.is_set() and seen == ["1", "2"]
 
 
+async def test_a_post_that_finds_the_filter_idle_is_judged_at_once() -> None:
+    # A live source's post does not wait for others to fill its batch, even
+    # with a long max_delay (that applies to replayed files).
+    release = anyio.Event()
+
+    async def source():
+        yield {"id": "1", "text": "first post of a slow stream"}
+        await release.wait()
+
+    async with StreamFilter(FilterConfig(batch_size=1000, max_delay=60)) as sf:
+        with anyio.fail_after(5):
+            async with aclosing(sf.filter(source())) as novel:
+                async for post in novel:
+                    assert post.id == "1"
+                    release.set()
+
+
+async def test_a_burst_is_judged_in_full_batches() -> None:
+    # Posts that arrive together (no wait between them) share batches, so a
+    # backlog is judged at full speed rather than one post per transaction.
+    async def burst():
+        for i in range(600):
+            yield {"id": str(i), "text": distinct_text(i)}
+
+    async with StreamFilter(FilterConfig(batch_size=256), store=MemoryStore()) as sf:
+        sizes = [len(verdicts) async for verdicts in sf.judge_batches(burst())]
+    assert sizes == [256, 256, 88]
+
+
 async def test_closing_early_leaves_the_store_open_and_consistent(tmp_path: Path) -> None:
     async with StreamFilter(path=tmp_path / "index") as sf:
         stream = sf.filter(network_like(CAMPAIGN, 0.001))
