@@ -86,13 +86,6 @@ _FORMAT = b"streamfilter-lmdb-4"
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
-# A merge writes its run before the pages of the two it replaces can be
-# reused, so the file needs room for the largest merge on top of what is in
-# use. Merges make runs of at most a quarter of the index's entries (or of
-# this many): merging everything into one run made the file 1.3-1.9x the
-# pages in use, against 1.1-1.25x with the quarter (README, Index size).
-_MERGE_SHARE = 4
-_MIN_MERGE_CAP = 1 << 14
 # A post sharing band keys with more earlier posts than this is verified
 # against the ones that share the most bands with it.
 _MAX_VERIFIED = 64
@@ -595,7 +588,7 @@ class _Batch:
 
     def compact(self, first_live: int) -> None:
         """Delete runs whose posts are all purged; merge the newest runs while
-        they are of similar size, up to a share of the index."""
+        they are of similar size."""
         txn, db = self.txn, self.store._runs
         sizes: list[tuple[bytes, int]] = []  # (db key, entries)
         # Only the headers, as judging read them: reading a run's value again
@@ -610,10 +603,9 @@ class _Batch:
                 txn.delete(db_key, db=db)
             else:
                 sizes.append((db_key, count))
-        cap = min(_MAX_MERGED_ENTRIES, max(_MIN_MERGE_CAP, sum(size for _, size in sizes) // _MERGE_SHARE))
         while len(sizes) >= 2:
             (older, older_size), (newer, newer_size) = sizes[-2], sizes[-1]
-            if older_size > 2 * newer_size or older_size + newer_size > cap:
+            if older_size > 2 * newer_size or older_size + newer_size > _MAX_MERGED_ENTRIES:
                 break
             merged = self._merge(older, newer, first_live)
             sizes[-2:] = [merged] if merged is not None else []

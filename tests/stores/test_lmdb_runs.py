@@ -1,16 +1,11 @@
-"""The LMDB store's runs: a look-up through the fence finds what a plain binary search finds, and merges keep the file near the pages in use."""
+"""The LMDB store's runs: a look-up through the fence finds what a plain binary search finds."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import lmdb
 import numpy as np
 import pytest
 
-from streamfilter import StreamFilter
 from streamfilter.stores.lmdb import _decode_run, _encode_run
-from tests.conftest import distinct_text
 
 
 @pytest.mark.parametrize("size", [1, 5, 31, 32, 33, 1000, 70_000, (1 << 22) + 5000])
@@ -42,29 +37,3 @@ def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None
     for query in queries[found][:50]:
         positions = np.flatnonzero(run.keys == query)
         assert np.all(np.diff(run.offsets[positions].astype(np.int64)) > 0)
-
-
-def _file_and_used_bytes(path: Path) -> tuple[int, int]:
-    env = lmdb.open(str(path), max_dbs=4, readonly=True, lock=False)
-    try:
-        pages = 0
-        with env.begin() as txn:
-            for name in (b"meta", b"posts", b"runs"):
-                stat = txn.stat(env.open_db(name, txn=txn, create=False))
-                pages += stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
-        stat = env.stat()  # the main database, which names the others
-        pages += stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
-        return (path / "data.mdb").stat().st_size, pages * stat["psize"]
-    finally:
-        env.close()
-
-
-def test_the_index_file_stays_near_the_pages_in_use(tmp_path: Path) -> None:
-    # A merge writes its run before the pages of the runs it replaces can be
-    # reused, so merging the whole index into one run made the file need
-    # room for the index twice over (1.3-1.9x the pages in use).
-    with StreamFilter(path=tmp_path / "index") as sf:
-        for start in range(0, 12_000, 200):
-            sf.check_many([{"id": str(i), "text": distinct_text(i, 12)} for i in range(start, start + 200)])
-    file_bytes, used_bytes = _file_and_used_bytes(tmp_path / "index")
-    assert file_bytes <= 1.25 * used_bytes, (file_bytes, used_bytes)
