@@ -9,7 +9,8 @@ Named sub-databases:
   Mastodon) is stored as 8 bytes, any other id as its UTF-8 text.
 - ``runs``: the band index, log-structured. A run is one value: its first and
   last serial and its entry count, then that many sorted 32-bit band keys and
-  as many 32-bit serial offsets. Every batch appends one run for its novel
+  as many serial offsets from the first serial, 2, 3 or 4 bytes each as the
+  run's span of serials needs. Every batch appends one run for its novel
   posts; runs of similar size are merged, which drops purged posts, so a
   stream keeps a handful of runs, O(log n) of them.
 - ``meta``: the pinned signature settings, the clock and the next serial.
@@ -76,13 +77,13 @@ __all__ = ["LMDBStore"]
 _U64 = struct.Struct(">Q")
 _CLOCK = struct.Struct("<d")
 _TIMESTAMP = struct.Struct("<d")  # the first field of a post record
-_RUN_HEADER = struct.Struct("<QQQQ")  # first serial, last serial, entries, fence bits
+_RUN_HEADER = struct.Struct("<QQQQ")  # first serial, last serial, entries, fence bits | offset bytes << 8
 _CONFIG_KEY = b"config"
 _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
-_FORMAT = b"streamfilter-lmdb-4"
+_FORMAT = b"streamfilter-lmdb-5"  # 5: offsets of 2 or 3 bytes where the span allows
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
@@ -136,20 +137,33 @@ def _decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
     return timestamp, post_id, memoryview(value)[start:].cast("I")
 
 
+_ALL = slice(None)
+
+
 @dataclass(slots=True)
 class _Run:
     db_key: bytes
     first: int
     last: int
     keys: npt.NDArray[np.uint32]
-    offsets: npt.NDArray[np.uint32]
     fence: npt.NDArray[np.uint32]  # fence[b]: the first entry whose key's top bits are >= b
     bits: int
+    # each entry's serial minus ``first``: the low 16 or all 32 bits, and the
+    # high 8 bits of a 3-byte offset (None for 2 or 4 bytes)
+    low: npt.NDArray[np.uint16] | npt.NDArray[np.uint32]
+    high: npt.NDArray[np.uint8] | None
 
     @property
     def identity(self) -> tuple[int, int, int]:
         """(first serial, last serial, entries): fixes a run's contents."""
         return self.first, self.last, len(self.keys)
+
+    def serials(self, positions: npt.NDArray[np.int64] | slice = _ALL) -> npt.NDArray[np.int64]:
+        """The serials of the entries at ``positions`` (all by default)."""
+        offsets = self.low[positions].astype(np.int64)
+        if self.high is not None:
+            offsets |= self.high[positions].astype(np.int64) << 16
+        return offsets + self.first
 
     def find(self, queries: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(indexes of the queries found, the position of each one's first entry).
@@ -248,26 +262,46 @@ def _with_batch_sharers(
 
 def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
     assert value is not None
-    first, last, count, bits = _RUN_HEADER.unpack_from(value)
-    start = _RUN_HEADER.size
-    keys = np.frombuffer(value, dtype="<u4", count=count, offset=start)
-    offsets = np.frombuffer(value, dtype="<u4", count=count, offset=start + 4 * count)
-    fence = np.frombuffer(value, dtype="<u4", count=(1 << bits) + 1, offset=start + 8 * count)
-    return _Run(bytes(db_key), first, last, keys, offsets, fence, bits)
+    first, last, count, flags = _RUN_HEADER.unpack_from(value)
+    bits, width = flags & 0xFF, flags >> 8
+    at = _RUN_HEADER.size
+    keys = np.frombuffer(value, dtype="<u4", count=count, offset=at)
+    at += 4 * count
+    fence = np.frombuffer(value, dtype="<u4", count=(1 << bits) + 1, offset=at)
+    at += 4 * len(fence)
+    high = None
+    if width == 4:
+        low: npt.NDArray[np.uint16] | npt.NDArray[np.uint32] = np.frombuffer(value, dtype="<u4", count=count, offset=at)
+    else:
+        low = np.frombuffer(value, dtype="<u2", count=count, offset=at)
+        if width == 3:
+            high = np.frombuffer(value, dtype=np.uint8, count=count, offset=at + 2 * count)
+    return _Run(bytes(db_key), first, last, keys, fence, bits, low, high)
 
 
 def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -> tuple[bytes, bytes]:
-    """(db key, value) of a run over these entries; sorts them by key, stably."""
+    """(db key, value) of a run over these entries; sorts them by key, stably.
+    Offsets take 2 bytes an entry while the run spans fewer than 65,536
+    serials, 3 below 2**24: the runs of a batch and their early merges
+    need 2, the largest runs 3."""
     order = np.argsort(keys, kind="stable")
-    first = int(serials.min())
-    offsets = (serials[order] - np.uint64(first)).astype("<u4")
+    first, last = int(serials.min()), int(serials.max())
+    offsets = serials[order] - np.uint64(first)
     sorted_keys = keys[order]
     # only runs searched through their fence carry one (it is half a byte an entry)
     bits = min(24, (len(keys) // _ENTRIES_PER_BUCKET).bit_length()) if len(keys) > _FENCED_RUN else 0
     bounds = np.arange((1 << bits) + 1, dtype=np.uint64) << np.uint64(32 - bits)
     fence = np.searchsorted(sorted_keys, bounds, side="left").astype("<u4")
-    header = _RUN_HEADER.pack(first, int(serials.max()), len(keys), bits)
-    return _U64.pack(first), header + sorted_keys.astype("<u4").tobytes() + offsets.tobytes() + fence.tobytes()
+    span = last - first
+    if span < 1 << 16:
+        width, planes = 2, [offsets.astype("<u2")]
+    elif span < 1 << 24:
+        width, planes = 3, [(offsets & np.uint64(0xFFFF)).astype("<u2"), (offsets >> np.uint64(16)).astype(np.uint8)]
+    else:
+        width, planes = 4, [offsets.astype("<u4")]
+    header = _RUN_HEADER.pack(first, last, len(keys), bits | width << 8)
+    body = [sorted_keys.astype("<u4").tobytes(), fence.tobytes(), *(plane.tobytes() for plane in planes)]
+    return _U64.pack(first), header + b"".join(body)
 
 
 # Runs a transaction wrote, for the key filter once it commits: (identity,
@@ -445,7 +479,7 @@ class _Batch:
             # equal keys sit in serial order within a run
             ends = np.cumsum(counts)
             positions = np.repeat(high - ends, counts) + np.arange(int(ends[-1]))
-            serials = run.offsets[positions].astype(np.int64) + run.first
+            serials = run.serials(positions)
             live = serials >= first_live
             hit_queries.append(np.repeat(hits_in_batch, counts)[live])
             hit_serials.append(serials[live])
@@ -616,7 +650,7 @@ class _Batch:
         serials: list[npt.NDArray[np.uint64]] = []
         for db_key in (older, newer):  # read (and copy) both before any write
             run = _decode_run(db_key, txn.get(db_key, db=db))
-            run_serials = run.offsets.astype(np.uint64) + np.uint64(run.first)
+            run_serials = run.serials().astype(np.uint64)
             live = run_serials >= np.uint64(first_live)
             keys.append(run.keys[live].copy())
             serials.append(run_serials[live])

@@ -1,4 +1,4 @@
-"""The LMDB store's runs: a look-up through the fence finds what a plain binary search finds."""
+"""The LMDB store's runs: a look-up through the fence finds what a plain binary search finds, and serials take the bytes their span needs."""
 
 from __future__ import annotations
 
@@ -36,4 +36,24 @@ def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None
     # equal keys keep serial order, oldest first
     for query in queries[found][:50]:
         positions = np.flatnonzero(run.keys == query)
-        assert np.all(np.diff(run.offsets[positions].astype(np.int64)) > 0)
+        assert np.all(np.diff(run.serials(positions)) > 0)
+
+
+@pytest.mark.parametrize(
+    ("span", "entry_bytes"),
+    [(100, 6), ((1 << 16) - 1, 6), (1 << 16, 7), ((1 << 24) - 1, 7), (1 << 24, 8), ((1 << 32) - 1, 8)],
+)
+def test_a_run_stores_each_serial_in_as_few_bytes_as_its_span_needs(span: int, entry_bytes: int) -> None:
+    rng = np.random.default_rng(span)
+    first = 5_000_000_000
+    serials = np.concatenate([[first, first + span], first + rng.integers(0, span + 1, size=998)]).astype(np.uint64)
+    keys = rng.integers(0, 2**32, size=len(serials), dtype=np.uint32)
+    db_key, value = _encode_run(keys, serials)
+    run = _decode_run(db_key, value)
+    assert (run.first, run.last) == (first, first + span)
+    assert len(value) == 32 + 8 + entry_bytes * len(serials)  # the header, an empty fence, the entries
+    order = np.argsort(keys, kind="stable")
+    assert run.keys.tolist() == keys[order].tolist()
+    assert run.serials().tolist() == serials[order].astype(np.int64).tolist()
+    picked = np.array([0, 7, len(serials) - 1])
+    assert run.serials(picked).tolist() == serials[order][picked].astype(np.int64).tolist()
