@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import FilterConfig, LMDBStore, StreamFilter  # noqa: E402
 
 
-async def run(rate: float, seconds: float, durable: bool, max_delay: float) -> None:
+async def run(rate: float, seconds: float, durable: bool) -> None:
     rng = random.Random(5)
     vocabulary = [f"w{i}" for i in range(20000)]
     arrivals: dict[str, float] = {}
@@ -56,8 +56,7 @@ async def run(rate: float, seconds: float, durable: bool, max_delay: float) -> N
 
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as directory:
-        config = FilterConfig(max_delay=max_delay)
-        async with StreamFilter(config, store=LMDBStore(directory, durable=durable)) as sf:
+        async with StreamFilter(FilterConfig(), store=LMDBStore(directory, durable=durable)) as sf:
             async for verdict in sf.judge(source()):
                 latencies.append(time.perf_counter() - arrivals.pop(verdict.post_id))
     latencies.sort()
@@ -66,7 +65,7 @@ async def run(rate: float, seconds: float, durable: bool, max_delay: float) -> N
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
 
     print(
-        f"rate {rate:.0f}/s for {seconds:.0f} s, durable={durable}, max_delay={max_delay * 1000:.1f} ms: "
+        f"rate {rate:.0f}/s for {seconds:.0f} s, durable={durable}: "
         f"{len(latencies)} verdicts; latency p50 {at(0.5):.2f} ms, p99 {at(0.99):.2f} ms, max {at(1.0):.2f} ms; "
         f"source fell behind by at most {lag[0] * 1000:.1f} ms"
     )
@@ -76,10 +75,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=float, default=5000)
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--max-delay", type=float, default=0.002)
     parser.add_argument("--no-fsync", action="store_true", help="LMDBStore(durable=False)")
     args = parser.parse_args()
-    anyio.run(run, args.rate, args.seconds, not args.no_fsync, args.max_delay)
+    anyio.run(run, args.rate, args.seconds, not args.no_fsync)
 
 
 if __name__ == "__main__":
