@@ -558,7 +558,7 @@ async def _replay(args: argparse.Namespace) -> int:
             async with _filter(args, store, config) as sf:
                 if args.resume:
                     inputs.skip = sf.store.progress()
-                hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress)
+                hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
                 async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
                     progress.show(writer.counts)
             task_group.cancel_scope.cancel()
@@ -626,7 +626,7 @@ async def _follow(args: argparse.Namespace) -> int:
             async with _filter(args, store, config) as sf:
                 task_group.start_soon(live.pump, source, send)
                 async with receive:
-                    hooks = CommitHooks(before_commit=writer.write)
+                    hooks = CommitHooks(before_commit=writer.write, where=live.where)
                     async for _ in sf.judge_batches(receive, hooks):
                         pass
             task_group.cancel_scope.cancel()

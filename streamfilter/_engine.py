@@ -309,6 +309,10 @@ class Sketcher:
         )
 
 
+def _line(number: int) -> str:
+    return f"line {number}"
+
+
 def _utc(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
@@ -351,13 +355,15 @@ class Engine:
         *,
         progress: Mapping[str, int] | None = None,
         before_commit: Callable[[list[Verdict]], None] | None = None,
+        where: Callable[[int], str] | None = None,
     ) -> list[Verdict]:
         """Judge a prepared batch against the store in one transaction.
 
         ``before_commit`` gets the verdicts inside that transaction, before it
         commits (see BandStore.check_and_insert); ``progress`` is recorded in it.
+        ``where`` names a record number in warnings (by default "line N").
         """
-        self._place_in_time(batch)
+        self._place_in_time(batch, where or _line)
         built: list[list[Verdict]] = []
 
         def deliver(matches: list[Match | None]) -> None:
@@ -372,7 +378,7 @@ class Engine:
             deliver([])
         return built[-1]
 
-    def _place_in_time(self, batch: PreparedBatch) -> None:
+    def _place_in_time(self, batch: PreparedBatch, where: Callable[[int], str]) -> None:
         """Give undated posts the stream's time, and warn where one post
         moves the clock past every post before it, or arrives behind it, by
         more than a TTL.
@@ -414,6 +420,7 @@ class Engine:
                 if timestamp - latest > ttl:
                     self._warn(
                         entry,
+                        where,
                         timestamp,
                         f"is {_span(timestamp - latest)} newer than every post before it, "
                         "more than the TTL: every earlier post has expired and matches no more",
@@ -422,6 +429,7 @@ class Engine:
                     self._warned_behind = True
                     self._warn(
                         entry,
+                        where,
                         timestamp,
                         f"is {_span(latest - timestamp)} older than the newest post the index "
                         "has seen, more than the TTL: it is recorded already expired, and no later post can "
@@ -432,10 +440,10 @@ class Engine:
             latest = max(latest, undated.timestamp)
         self._latest, self._latest_dated = latest, dated
 
-    def _warn(self, entry: _Entry, timestamp: float, what: str) -> None:
+    def _warn(self, entry: _Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:
         post = entry.post
         when = "dated " + _utc(timestamp) if post is not None and post.timestamp is not None else "undated"
-        logger.warning("streamfilter: line %d (post %s, %s) %s", entry.line, post.id if post else None, when, what)
+        logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
 
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         verdicts: list[Verdict] = []

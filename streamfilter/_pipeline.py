@@ -118,12 +118,9 @@ async def _judge_live(
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
             progress = hooks.progress(records[-1][0]) if hooks and hooks.progress else None
-            before_commit = hooks.before_commit if hooks else None
             # One thread call for both stages; not cancellable mid-transaction,
             # so a cancelled pipeline still commits or aborts the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(
-                functools.partial(_judge_now, engine, records, progress, before_commit)
-            )
+            verdicts = await anyio.to_thread.run_sync(functools.partial(_judge_now, engine, records, progress, hooks))
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -132,12 +129,12 @@ async def _judge_live(
 
 
 def _judge_now(
-    engine: Engine,
-    records: list[tuple[int, Any]],
-    progress: Mapping[str, int] | None,
-    before_commit: Callable[[list[Verdict]], None] | None,
+    engine: Engine, records: list[tuple[int, Any]], progress: Mapping[str, int] | None, hooks: CommitHooks | None
 ) -> list[Verdict]:
-    return engine.commit(engine.prepare(records), progress=progress, before_commit=before_commit)
+    prepared = engine.prepare(records)
+    if hooks is None:
+        return engine.commit(prepared, progress=progress)
+    return engine.commit(prepared, progress=progress, before_commit=hooks.before_commit, where=hooks.where)
 
 
 class _Local:
@@ -312,10 +309,11 @@ async def _commit(
         async for prepared in receive:
             progress = hooks.progress(prepared.last_line) if hooks and hooks.progress else None
             before_commit = hooks.before_commit if hooks else None
+            where = hooks.where if hooks else None
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
             verdicts = await anyio.to_thread.run_sync(
-                functools.partial(engine.commit, prepared, progress=progress, before_commit=before_commit),
+                functools.partial(engine.commit, prepared, progress=progress, before_commit=before_commit, where=where),
                 limiter=limiter,
             )
             try:
@@ -330,11 +328,13 @@ class CommitHooks:
 
     ``before_commit`` gets each batch's verdicts inside its transaction,
     before the commit; ``progress`` maps the batch's last record number to
-    the input progress that the transaction records.
+    the input progress that the transaction records; ``where`` names a
+    record number in warnings (the CLI: "path:line").
     """
 
     before_commit: Callable[[list[Verdict]], None] | None = None
     progress: Callable[[int], Mapping[str, int]] | None = None
+    where: Callable[[int], str] | None = None
 
 
 async def run_pipeline(

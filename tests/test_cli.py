@@ -178,8 +178,25 @@ def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) 
     result = replay(str(mixed), "--verdicts", str(tmp_path / "v"))
     warnings = _warnings(result, "newer than every post before it")
     assert len(warnings) == 1, result.stderr.decode()
-    assert warnings[0].startswith("streamfilter: line 5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer")
+    assert warnings[0].startswith(
+        f"streamfilter: {mixed}:5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer"
+    )
     assert "more than the TTL: every earlier post has expired" in warnings[0]
+
+
+def test_a_time_warning_names_the_input_and_its_line(tmp_path: Path) -> None:
+    # With several inputs, the warning names the file and the line within it,
+    # as the report of an invalid line does (not the record's number in the run).
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    first.write_bytes(b"\n".join(lines[:6]) + b"\n")
+    misdated = json.loads(lines[6])
+    misdated.update(id_str="misdated", created_at="Wed Oct 10 20:19:24 +0000 2018")
+    second.write_bytes(b"\n".join([lines[7], json.dumps(misdated).encode(), b"{broken", *lines[8:10]]) + b"\n")
+    result = replay(str(first), str(second), "--verdicts", str(tmp_path / "v"))
+    warnings = _warnings(result, "newer than every post before it")
+    assert len(warnings) == 1 and warnings[0].startswith(f"streamfilter: {second}:2 (post misdated,"), result.stderr
+    assert f"streamfilter: {second}:3: invalid".encode() in result.stderr
 
 
 def test_an_undated_line_takes_the_time_of_the_stream_around_it(tmp_path: Path) -> None:
@@ -201,7 +218,7 @@ def test_an_undated_line_takes_the_time_of_the_stream_around_it(tmp_path: Path) 
         k: v for k, v in judged.items() if not k.startswith("undated")
     }
     assert judged["undated0"] == judged["undated1"] == "novel"
-    assert b"streamfilter: line" not in result.stderr
+    assert b"than every post before it" not in result.stderr and b"older than the newest post" not in result.stderr
 
 
 def test_old_posts_replayed_into_an_index_that_saw_newer_ones_are_named(tmp_path: Path) -> None:
@@ -214,7 +231,10 @@ def test_old_posts_replayed_into_an_index_that_saw_newer_ones_are_named(tmp_path
     older = replay(str(FIXTURES / "campaign.jsonl"), "--db", db)
     warnings = _warnings(older, "older than the newest post the index has seen")
     assert len(warnings) == 1, older.stderr.decode()
-    assert warnings[0].startswith("streamfilter: line 1 (post 200000000000000001, dated 2012-05-04 14:07:00Z) is ")
+    campaign = FIXTURES / "campaign.jsonl"
+    assert warnings[0].startswith(
+        f"streamfilter: {campaign}:1 (post 200000000000000001, dated 2012-05-04 14:07:00Z) is "
+    )
     assert "it is recorded already expired, and no later post can match it" in warnings[0]
     fresh = replay(str(FIXTURES / "campaign.jsonl"), "--db", str(tmp_path / "fresh"))
     assert b"older than the newest post" not in fresh.stderr
