@@ -411,9 +411,9 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
     env = lmdb.open(str(tmp_path / "index"), max_dbs=4)
     meta = env.open_db(b"meta")
     with env.begin(write=True) as txn:
-        txn.put(b"format", b"streamfilter-lmdb-1", db=meta)
+        txn.put(b"format", b"streamfilter-lmdb-4", db=meta)  # the layout before 2- and 3-byte offsets
     env.close()
-    with pytest.raises(StoreError, match="format streamfilter-lmdb-1, this streamfilter reads streamfilter-lmdb-4"):
+    with pytest.raises(StoreError, match="format streamfilter-lmdb-4, this streamfilter reads streamfilter-lmdb-5"):
         LMDBStore(tmp_path / "index").open(settings())
 
 
