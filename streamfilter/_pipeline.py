@@ -65,10 +65,12 @@ async def _read(source: Chunks, send: ObjectSendStream[list[tuple[int, Any]]]) -
             await send.send(numbered)
 
 
-async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any]]) -> None:
+async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any]], failed: list[Exception]) -> None:
     """Numbers a live source's records into the buffer. Only a full buffer
     makes it wait, so records that come in a burst are all there for the
-    next batch (a checkpoint per record would hand them over one by one)."""
+    next batch (a checkpoint per record would hand them over one by one).
+    An error of the source ends the buffer and goes to ``failed``, to be
+    raised once the records before it are judged."""
 
     async def put(item: tuple[int, Any]) -> None:
         try:
@@ -83,6 +85,8 @@ async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any
                 async for record in source:
                     line += 1
                     await put((line, record))
+            except Exception as exc:  # noqa: BLE001 - raised by _judge_live, after what came before
+                failed.append(exc)
             finally:
                 # A pipeline that stops early closes the source it drew from
                 # (an async generator would otherwise be left to the GC).
@@ -91,9 +95,12 @@ async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any
                     with anyio.CancelScope(shield=True):
                         await close()
         elif isinstance(source, Iterable):
-            for record in source:
-                line += 1
-                await put((line, record))
+            try:
+                for record in source:
+                    line += 1
+                    await put((line, record))
+            except Exception as exc:  # noqa: BLE001 - as above
+                failed.append(exc)
         else:
             raise TypeError(f"source must be an iterable or async iterable of records, not {type(source).__name__}")
 
@@ -105,11 +112,13 @@ async def _judge_live(
     hooks: CommitHooks | None,
 ) -> None:
     """Judge whatever has arrived, up to a batch, whenever the last batch is
-    done: no wait for more when the filter is idle (README, Streaming latency)."""
+    done: no wait for more when the filter is idle (README, Streaming latency).
+    A source's error is raised after the records it yielded before it."""
     batch_size = engine.config.batch_size
     records_send, records_receive = anyio.create_memory_object_stream[tuple[int, Any]](2 * batch_size)
+    failed: list[Exception] = []
     async with records_receive, anyio.create_task_group() as task_group:
-        task_group.start_soon(_read_live, source, records_send)
+        task_group.start_soon(_read_live, source, records_send, failed)
         async for record in records_receive:
             records = [record]
             while len(records) < batch_size:
@@ -125,6 +134,9 @@ async def _judge_live(
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 break  # the consumer stopped listening; its pipeline ends here
+        else:
+            if failed:
+                raise failed[0]
         task_group.cancel_scope.cancel()
 
 

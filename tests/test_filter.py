@@ -120,15 +120,20 @@ async def test_cancellation_mid_stream_keeps_the_filter_usable() -> None:
         assert verdicts[0].is_novel
 
 
-async def test_source_errors_reach_the_consumer() -> None:
+async def test_source_errors_reach_the_consumer_after_the_posts_before_them() -> None:
+    # The posts a source yielded before it broke are judged and passed on
+    # first: a caller that reconnects after the last post it saw loses none.
     async def broken():
         yield {"id": "1", "text": "fine"}
+        yield {"id": "2", "text": "another post that came in the same burst"}
         raise ConnectionError("stream dropped")
 
+    seen = []
     async with StreamFilter() as sf:
         with pytest.raises(ConnectionError, match="stream dropped"):
-            async for _ in sf.filter(broken()):
-                pass
+            async for post in sf.filter(broken()):
+                seen.append(post.id)
+    assert seen == ["1", "2"]
 
 
 @pytest.mark.parametrize(
