@@ -126,10 +126,10 @@ async def _judge_live(
                     records.append(records_receive.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            progress = hooks.progress(records[-1][0]) if hooks and hooks.progress else None
+            options = _commit_options(hooks, records[-1][0])
             # One thread call for both stages; not cancellable mid-transaction,
             # so a cancelled pipeline still commits or aborts the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(functools.partial(_judge_now, engine, records, progress, hooks))
+            verdicts = await anyio.to_thread.run_sync(functools.partial(_judge_now, engine, records, options))
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -140,13 +140,17 @@ async def _judge_live(
         task_group.cancel_scope.cancel()
 
 
-def _judge_now(
-    engine: Engine, records: list[tuple[int, Any]], progress: Mapping[str, int] | None, hooks: CommitHooks | None
-) -> list[Verdict]:
-    prepared = engine.prepare(records)
+def _judge_now(engine: Engine, records: list[tuple[int, Any]], options: dict[str, Any]) -> list[Verdict]:
+    return engine.commit(engine.prepare(records), **options)
+
+
+def _commit_options(hooks: CommitHooks | None, last_line: int) -> dict[str, Any]:
+    """``Engine.commit``'s keyword arguments for a batch ending at ``last_line``;
+    the progress is read here, on the event loop, where the reader updates it."""
     if hooks is None:
-        return engine.commit(prepared, progress=progress)
-    return engine.commit(prepared, progress=progress, before_commit=hooks.before_commit, where=hooks.where)
+        return {}
+    progress = hooks.progress(last_line) if hooks.progress else None
+    return {"progress": progress, "before_commit": hooks.before_commit, "where": hooks.where}
 
 
 class _Local:
@@ -319,13 +323,10 @@ async def _commit(
 ) -> None:
     async with receive:
         async for prepared in receive:
-            progress = hooks.progress(prepared.last_line) if hooks and hooks.progress else None
-            before_commit = hooks.before_commit if hooks else None
-            where = hooks.where if hooks else None
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
             verdicts = await anyio.to_thread.run_sync(
-                functools.partial(engine.commit, prepared, progress=progress, before_commit=before_commit, where=where),
+                functools.partial(engine.commit, prepared, **_commit_options(hooks, prepared.last_line)),
                 limiter=limiter,
             )
             try:
