@@ -279,14 +279,16 @@ def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) ->
     return _Run(bytes(db_key), first, last, keys, fence, bits, low, high)
 
 
-def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -> tuple[bytes, bytes]:
+def _encode_run(
+    keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64] | npt.NDArray[np.int64]
+) -> tuple[bytes, bytes]:
     """(db key, value) of a run over these entries; sorts them by key, stably.
     Offsets take 2 bytes an entry while the run spans fewer than 65,536
     serials, 3 below 2**24: the runs of a batch and their early merges
     need 2, the largest runs 3."""
     order = np.argsort(keys, kind="stable")
     first, last = int(serials.min()), int(serials.max())
-    offsets = serials[order] - np.uint64(first)
+    offsets = serials[order] - first  # a Python int keeps the array's dtype
     sorted_keys = keys[order]
     # only runs searched through their fence carry one (it is half a byte an entry)
     bits = min(24, (len(keys) // _ENTRIES_PER_BUCKET).bit_length()) if len(keys) > _FENCED_RUN else 0
@@ -296,7 +298,7 @@ def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64]) -
     if span < 1 << 16:
         width, planes = 2, [offsets.astype("<u2")]
     elif span < 1 << 24:
-        width, planes = 3, [(offsets & np.uint64(0xFFFF)).astype("<u2"), (offsets >> np.uint64(16)).astype(np.uint8)]
+        width, planes = 3, [(offsets & 0xFFFF).astype("<u2"), (offsets >> 16).astype(np.uint8)]
     else:
         width, planes = 4, [offsets.astype("<u4")]
     header = _RUN_HEADER.pack(first, last, len(keys), bits | width << 8)
@@ -647,12 +649,12 @@ class _Batch:
     def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
         txn, db = self.txn, self.store._runs
         keys: list[npt.NDArray[np.uint32]] = []
-        serials: list[npt.NDArray[np.uint64]] = []
-        for db_key in (older, newer):  # read (and copy) both before any write
+        serials: list[npt.NDArray[np.int64]] = []
+        for db_key in (older, newer):  # read both before any write (a mask's result is a copy)
             run = _decode_run(db_key, txn.get(db_key, db=db))
-            run_serials = run.serials().astype(np.uint64)
-            live = run_serials >= np.uint64(first_live)
-            keys.append(run.keys[live].copy())
+            run_serials = run.serials()
+            live = run_serials >= first_live
+            keys.append(run.keys[live])
             serials.append(run_serials[live])
         txn.delete(older, db=db)
         txn.delete(newer, db=db)
