@@ -87,6 +87,10 @@ _FORMAT = b"streamfilter-lmdb-5"  # 5: offsets of 2 or 3 bytes where the span al
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
+# A batch's own transaction merges runs only while the result stays this small
+# (about 1 ms); larger merges run on the store's merge thread (_Merger), so a
+# batch never waits for one: a merge of 336 k entries held a batch 17 ms.
+_INLINE_MERGED_ENTRIES = 1 << 15
 # A post sharing band keys with more earlier posts than this is verified
 # against the ones that share the most bands with it.
 _MAX_VERIFIED = 64
@@ -260,6 +264,34 @@ def _with_batch_sharers(
     return serials, [shared[serial] for serial in serials]
 
 
+def _mergeable(older: int, newer: int) -> bool:
+    """Whether two adjacent runs of these entry counts are merged: of similar size, and not too large together."""
+    return older <= 2 * newer and older + newer <= _MAX_MERGED_ENTRIES
+
+
+def _merge_plan(runs: list[_Run]) -> int | None:
+    """The index in ``runs`` (live ones, oldest first) of the older run of the
+    newest adjacent pair that is for the merge thread: too large to merge
+    inline, and with offsets that fit 32 bits; None when there is none."""
+    for at in range(len(runs) - 2, -1, -1):
+        older, newer = runs[at], runs[at + 1]
+        entries = len(older.keys) + len(newer.keys)
+        if (
+            _mergeable(len(older.keys), len(newer.keys))
+            and entries > _INLINE_MERGED_ENTRIES
+            and newer.last - older.first < 1 << 32
+        ):
+            return at
+    return None
+
+
+def _live_entries(run: _Run, first_live: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+    """(keys, serials) of a run's entries that are not purged; copies, valid after its transaction."""
+    serials = run.serials()
+    live = serials >= first_live
+    return run.keys[live], serials[live]
+
+
 def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
     assert value is not None
     first, last, count, flags = _RUN_HEADER.unpack_from(value)
@@ -411,6 +443,15 @@ class _KeyFilter:
                 self._add(keys)
             self._seen.add(identity)
 
+    def merged(
+        self, identity: tuple[int, int, int], parts: Sequence[tuple[int, int, int]], keys: npt.NDArray[np.uint32]
+    ) -> None:
+        """A run the merge thread made of ``parts`` and committed: its keys
+        are in already when both parts were, else they are added."""
+        if not all(part in self._seen for part in parts):
+            self._add(keys)
+        self._seen.add(identity)
+
     def _add(self, keys: npt.NDArray[np.uint32]) -> None:
         self._bits.add(keys)
         self._added += len(keys)
@@ -432,6 +473,7 @@ class _Batch:
         self.new_runs: _NewRuns = []
         # the runs as judging read them, once the key filter is in step with them, then this batch's own
         self.read: list[_Run] | None = None
+        self.merge_wanted = False  # a merge too large for this transaction is due (see compact)
 
     # -- reading ---------------------------------------------------------------
     def runs(self) -> list[_Run]:
@@ -641,7 +683,10 @@ class _Batch:
                 sizes.append((db_key, count))
         while len(sizes) >= 2:
             (older, older_size), (newer, newer_size) = sizes[-2], sizes[-1]
-            if older_size > 2 * newer_size or older_size + newer_size > _MAX_MERGED_ENTRIES:
+            if not _mergeable(older_size, newer_size):
+                break
+            if older_size + newer_size > _INLINE_MERGED_ENTRIES:
+                self.merge_wanted = True  # by the merge thread, once this batch has committed
                 break
             merged = self._merge(older, newer, first_live)
             sizes[-2:] = [merged] if merged is not None else []
@@ -651,11 +696,9 @@ class _Batch:
         keys: list[npt.NDArray[np.uint32]] = []
         serials: list[npt.NDArray[np.int64]] = []
         for db_key in (older, newer):  # read both before any write (a mask's result is a copy)
-            run = _decode_run(db_key, txn.get(db_key, db=db))
-            run_serials = run.serials()
-            live = run_serials >= first_live
-            keys.append(run.keys[live])
-            serials.append(run_serials[live])
+            live_keys, live_serials = _live_entries(_decode_run(db_key, txn.get(db_key, db=db)), first_live)
+            keys.append(live_keys)
+            serials.append(live_serials)
         txn.delete(older, db=db)
         txn.delete(newer, db=db)
         all_serials = np.concatenate(serials)
@@ -682,6 +725,83 @@ class _Batch:
         self.new_runs.append((run.identity, None if self.read is not None else run.keys))
 
 
+class _Merger:
+    """The store's merge thread: merges of runs too large for a batch's transaction.
+
+    A merge reads its two runs in a read transaction, builds the merged run
+    outside any transaction, then swaps it in with a short write transaction
+    of its own: two deletes and one put, if both runs are still there as they
+    were read (a batch, here or in another process, may have merged or dropped
+    them meanwhile; then the work is dropped and the next plan starts over).
+    Merging never changes a verdict: look-ups take each key's newest entries
+    across all runs, whatever their layout. A crash loses at most the merge
+    under way, never a post. The thread starts with the first merge it is
+    woken for; an error it meets is raised by the store's next batch.
+    """
+
+    def __init__(self, merge_step: Callable[[], bool]) -> None:
+        self._merge_step = merge_step
+        self._condition = threading.Condition()
+        self._wanted = False
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def wake(self) -> None:
+        with self._condition:
+            if self._stopping or self.error is not None:
+                return
+            self._wanted = True
+            self._condition.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="streamfilter-lmdb-merge", daemon=True)
+                self._thread.start()
+
+    def settle(self) -> None:
+        """Wait until no merge is wanted or under way."""
+        with self._condition:
+            while (self._wanted or self._busy) and self._thread is not None:
+                self._condition.wait()
+
+    def stop(self) -> None:
+        """Stop after the merge under way, if any; merges still due wait for a later batch."""
+        with self._condition:
+            self._stopping = True
+            self._condition.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._condition:
+            self._thread = None
+            self._stopping = self._wanted = False
+
+    def _loop(self) -> None:
+        while True:
+            with self._condition:
+                while not self._wanted and not self._stopping:
+                    self._condition.wait()
+                if self._stopping:
+                    self._busy = False
+                    self._condition.notify_all()
+                    return
+                self._wanted = False
+                self._busy = True
+            try:
+                while not self._stopping and self._merge_step():
+                    pass
+            except BaseException as exc:  # raised by the store's next batch
+                with self._condition:
+                    self.error = exc
+                    self._busy = self._wanted = False
+                    self._thread = None
+                    self._condition.notify_all()
+                return
+            with self._condition:
+                self._busy = False
+                self._condition.notify_all()
+
+
 class LMDBStore:
     """A band store in an LMDB directory; the directory is created if needed.
 
@@ -699,6 +819,7 @@ class LMDBStore:
         self._lock = threading.Lock()
         self._cache = PostCache(_decode_record)
         self._key_filter = _KeyFilter()
+        self._merger = _Merger(self._merge_step)
 
     # -- opening -------------------------------------------------------------
     def open(self, settings: IndexSettings) -> None:
@@ -720,6 +841,10 @@ class LMDBStore:
         except (OSError, lmdb.Error) as exc:
             raise _map_error(exc, f"cannot open LMDB index at {self.path}", self.path) from exc
         self._env = env
+        # A process killed inside a read transaction (the merge thread's) leaves
+        # its reader slot behind, and LMDB keeps every page that reader could
+        # see until the slot is cleared: the file would grow after each kill.
+        env.reader_check()
         self._cache.shingle_size = settings.shingle_size
         self._page_size = int(env.stat()["psize"])
         try:
@@ -782,8 +907,9 @@ class LMDBStore:
         settings = self._settings
         if settings is None:
             raise StoreError("the LMDB store is not open")
+        self._raise_merge_error()
 
-        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], _NewRuns]:
+        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], _NewRuns, bool]:
             clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
             clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
@@ -803,12 +929,63 @@ class LMDBStore:
                 txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
             if before_commit is not None:
                 before_commit(results)
-            return results, batch.new_runs
+            return results, batch.new_runs, batch.merge_wanted
 
-        done: tuple[list[Match | None], _NewRuns] = self._write(
+        done: tuple[list[Match | None], _NewRuns, bool] = self._write(
             apply, buffers=True, committed=lambda done: self._key_filter.taken_in(done[1])
         )
+        if done[2]:
+            self._merger.wake()
         return done[0]
+
+    def _raise_merge_error(self) -> None:
+        error = self._merger.error
+        if error is None:
+            return
+        self._merger.error = None
+        if isinstance(error, StoreError):
+            raise error
+        raise StoreError(f"merging runs of the LMDB index at {self.path} failed: {error!r}") from error
+
+    def _merge_step(self) -> bool:
+        """One merge for the merge thread (see _Merger); False when none is due."""
+        env = self._require_env()
+        with env.begin(buffers=True) as txn:
+            cursor = txn.cursor(self._posts)
+            if not cursor.first():
+                return False  # every post is purged: the next batch drops the runs
+            first_live = _U64.unpack(cursor.key())[0]
+            runs = [
+                run
+                for run in (_decode_run(key, value) for key, value in txn.cursor(self._runs))
+                if run.last >= first_live
+            ]
+            at = _merge_plan(runs)
+            if at is None:
+                return False
+            parts = [(run.db_key, run.identity) for run in runs[at : at + 2]]
+            live = [_live_entries(run, first_live) for run in runs[at : at + 2]]  # copies: valid after the txn
+        db_key, value = _encode_run(
+            np.concatenate([keys for keys, _ in live]), np.concatenate([serials for _, serials in live])
+        )
+        merged = _decode_run(db_key, value)
+
+        def swap(txn: lmdb.Transaction) -> bool:
+            for part_key, identity in parts:
+                stored = txn.get(part_key, db=self._runs)
+                if stored is None or _RUN_HEADER.unpack_from(stored)[:3] != identity:
+                    return False  # merged or dropped meanwhile
+            for part_key, _ in parts:
+                txn.delete(part_key, db=self._runs)
+            txn.put(db_key, value, db=self._runs)
+            return True
+
+        def committed(swapped: bool) -> None:
+            if swapped:
+                self._key_filter.merged(merged.identity, [identity for _, identity in parts], merged.keys)
+
+        self._write(swap, buffers=True, committed=committed)
+        return True
 
     def _write(self, body, *, buffers: bool = False, committed=None):  # type: ignore[no-untyped-def]
         """``body(txn)`` in a write transaction, run again after the map grows;
@@ -876,6 +1053,7 @@ class LMDBStore:
         return self._env
 
     def close(self) -> None:
+        self._merger.stop()
         if self._env is not None:
             with self._lock:
                 self._env.close()

@@ -358,10 +358,19 @@ def test_lmdb_runs_of_purged_posts_are_dropped(tmp_path: Path) -> None:
     assert _run_count(tmp_path / "index") == 1
 
 
+@pytest.mark.parametrize("inline_merges", [None, 64], ids=["default", "merge-thread"])
 @pytest.mark.parametrize("batch_size", [1, 7, 256])
-def test_lmdb_judges_like_the_memory_store(tmp_path: Path, batch_size: int) -> None:
+def test_lmdb_judges_like_the_memory_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_size: int, inline_merges: int | None
+) -> None:
     # same stream, same verdicts, whatever the batching: runs, merges and the
-    # batch's own earlier posts agree with a store that looks up one post at a time
+    # batch's own earlier posts agree with a store that looks up one post at a time.
+    # With inline_merges, every merge of more than 64 entries runs on the
+    # store's merge thread, while later batches are judged.
+    from streamfilter.stores import lmdb as lmdb_store
+
+    if inline_merges is not None:
+        monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", inline_merges)
     stream = _mutated_stream(1500, seed=batch_size)
     verdicts: dict[str, list[bool]] = {}
     for name, store in (("memory", MemoryStore()), ("lmdb", LMDBStore(tmp_path / "index", durable=False))):
@@ -373,6 +382,65 @@ def test_lmdb_judges_like_the_memory_store(tmp_path: Path, batch_size: int) -> N
         verdicts[name] = novel
     assert verdicts["lmdb"] == verdicts["memory"]
     assert 300 < sum(verdicts["lmdb"]) < 1200  # the stream holds both kinds
+
+
+def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no batch merges runs into more than _INLINE_MERGED_ENTRIES entries; the
+    # merge thread does, and the index still keeps a few runs that find every post
+    from streamfilter.stores import lmdb as lmdb_store
+
+    monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", 200)
+    inline: list[int] = []
+    original = lmdb_store._Batch._merge
+
+    def counted(self: lmdb_store._Batch, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
+        merged = original(self, older, newer, first_live)
+        inline.append(0 if merged is None else merged[1])
+        return merged
+
+    monkeypatch.setattr(lmdb_store._Batch, "_merge", counted)
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(1000)]
+    for start in range(0, 1000, 5):
+        batch = [sketch(f"a{i}", i, texts[i]) for i in range(start, start + 5)]
+        assert store.check_and_insert(batch) == [None] * 5
+    store._merger.settle()
+    with store._require_env().begin() as txn:
+        runs = int(txn.stat(store._runs)["entries"])
+    matches = store.check_and_insert([sketch(f"copy{i}", 2000 + i, texts[i]) for i in range(0, 1000, 37)])
+    store.close()
+    assert inline and max(inline) <= 200  # batches merged small runs only
+    assert runs <= 10  # 200 batches of 85 entries: the merge thread merged the rest
+    assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(0, 1000, 37)]
+
+
+def test_lmdb_merge_thread_error_is_raised_by_the_next_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a failed merge loses nothing: the next batch raises it before judging, and judged again it is novel
+    from streamfilter.stores import lmdb as lmdb_store
+
+    monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", 100)
+
+    def broken(runs: list[object]) -> int | None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lmdb_store, "_merge_plan", broken)
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    for start in range(0, 40, 5):  # 85 entries a batch: the second batch wants a merge of 170
+        store.check_and_insert(
+            [sketch(f"a{i}", i, f"post {i} x{i * 31} y{i * 17} about it") for i in range(start, start + 5)]
+        )
+        store._merger.settle()
+        if store._merger.error is not None:
+            break
+    last = [sketch("late", 100, "a post judged after the merge failed")]
+    with pytest.raises(StoreError, match="merging runs of the LMDB index .* failed: .*No space left"):
+        store.check_and_insert(last)
+    assert store.check_and_insert(last) == [None]
+    store.close()
 
 
 def test_lmdb_verdicts_do_not_depend_on_batch_boundaries_under_crowded_keys(tmp_path: Path) -> None:
