@@ -24,6 +24,7 @@ from ._filter import StreamFilter
 from ._lsh import choose_for_rates
 from ._pipeline import Chunks, CommitHooks
 from ._post import RetweetPolicy, Verdict, VerdictKind
+from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 from .stores import BandStore, LMDBStore
 from .stores.redis import RedisStore
 
@@ -314,6 +315,12 @@ class _Inputs:
             self._starts.append(self.lines_read)
             to_skip = self.skip.get(key, 0)
             pending: list[bytes] = []  # the blocks of a line not yet ended
+            pending_bytes = 0
+            # A line over MAX_LINE_BYTES keeps only its first CLIPPED_LINE_BYTES
+            # (the adapter rejects it by its line number, and --rejects gets
+            # that much of it); the rest is read past, so a line that never
+            # ends (a binary file given by mistake) cannot exhaust memory.
+            clipping = False
             read = getattr(handle, "read1", None) or handle.read
             while not self.stopping:
                 try:
@@ -328,11 +335,20 @@ class _Inputs:
                     break
                 if not block:
                     break
-                pending.append(block)
                 if b"\n" not in block:
-                    continue  # joined once the line ends: a line of many blocks costs one copy, not one per block
+                    # joined once the line ends: a line of many blocks costs one copy, not one per block
+                    if not clipping:
+                        pending.append(block)
+                        pending_bytes += len(block)
+                        if pending_bytes > MAX_LINE_BYTES:
+                            pending, clipping = [b"".join(pending)[:CLIPPED_LINE_BYTES]], True
+                    continue
+                if clipping:  # the rest of the clipped line ends in this block
+                    block, clipping = block[block.index(b"\n") :], False
+                pending.append(block)
                 lines = b"".join(pending).split(b"\n")
                 pending = [lines.pop()]
+                pending_bytes = len(pending[0])
                 if to_skip:
                     skipped = min(to_skip, len(lines))
                     to_skip -= skipped

@@ -97,6 +97,65 @@ def test_invalid_lines_are_reported_rejected_and_the_stream_goes_on(tmp_path: Pa
     assert len((tmp_path / "out").read_bytes().splitlines()) == 3
 
 
+# Runs the command and writes its peak RSS (VmHWM, KiB) to argv[1] at exit; wait4's
+# ru_maxrss would count the pages of the forking test process as well.
+_PEAK_RSS = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def peak():
+    with open("/proc/self/status") as status, open(out, "w") as handle:
+        handle.write(status.read().split("VmHWM:")[1].split()[0])
+atexit.register(peak)
+runpy.run_module("streamfilter", run_name="__main__", alter_sys=True)
+"""
+
+
+def _peak_rss_of_replay(peak: Path, *args: str) -> tuple[int, subprocess.CompletedProcess[bytes]]:
+    """(peak RSS in KiB, result) of one replay process."""
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, str(peak), "replay", "--sketch-processes", "0", *args],
+        capture_output=True,
+        timeout=120,
+    )
+    return int(peak.read_text()), result
+
+
+def test_a_line_over_the_limit_is_rejected_without_being_held_whole(tmp_path: Path) -> None:
+    # 48 MB with no line end in sight (a binary file, a stuck producer): it is
+    # rejected by its line number, --rejects gets its first 4 MB, the stream goes
+    # on, and the replay does not hold the whole line in memory
+    def post(post_id: str, text: str) -> bytes:
+        return json.dumps({"id_str": post_id, "text": text, "created_at": "Mon Feb 16 00:00:00 +0000 2015"}).encode()
+
+    peaks = {}
+    for name, middle in (
+        ("short", post("2", "a short line")),
+        ("long", b'{"id_str": "2", "text": "' + b"a" * (48 << 20)),
+    ):
+        stream = tmp_path / f"{name}.jsonl"
+        stream.write_bytes(
+            b"\n".join([post("1", "a post before the long line"), middle, post("3", "and one after it")]) + b"\n"
+        )
+        verdicts, rejects = tmp_path / f"{name}.verdicts", tmp_path / f"{name}.rejects"
+        peaks[name], result = _peak_rss_of_replay(
+            tmp_path / f"{name}.peak",
+            str(stream),
+            "--verdicts",
+            str(verdicts),
+            "--rejects",
+            str(rejects),
+            "--out",
+            os.devnull,
+        )
+        assert result.returncode == 0, result.stderr.decode()[-2000:]
+    judged = [json.loads(line) for line in verdicts.read_text().splitlines()]
+    assert [(v["line"], v["verdict"]) for v in judged] == [(1, "novel"), (2, "invalid"), (3, "novel")]
+    assert judged[1]["reason"] == "line is at least 4194305 bytes, over the 4194304 byte limit"
+    assert f"long.jsonl:2: invalid: {judged[1]['reason']}" in result.stderr.decode()
+    assert rejects.read_bytes() == (b'{"id_str": "2", "text": "' + b"a" * (48 << 20))[:4194305] + b"\n"
+    assert peaks["long"] < peaks["short"] + 24 * 1024, peaks  # KiB: the head, not the 48 MB line
+
+
 def test_stdin_dash_and_gzip_inputs(tmp_path: Path) -> None:
     data = (FIXTURES / "campaign.jsonl").read_bytes()
     from_stdin = replay(stdin=data)

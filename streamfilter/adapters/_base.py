@@ -9,9 +9,21 @@ from typing import Any, Protocol, runtime_checkable
 from .._exceptions import ConfigError, InvalidRecordError
 from .._post import Post
 
-__all__ = ["MAX_LINE_BYTES", "MAX_TEXT_CHARS", "Adapter", "NotAPost", "RecordAdapter", "decode_line", "text_of"]
+__all__ = [
+    "CLIPPED_LINE_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_TEXT_CHARS",
+    "Adapter",
+    "NotAPost",
+    "RecordAdapter",
+    "decode_line",
+    "text_of",
+]
 
 MAX_LINE_BYTES = 4 << 20
+# A reader that cuts an over-long line short passes on this much of it: one
+# byte over the limit, so the line is still rejected, as "at least" that long.
+CLIPPED_LINE_BYTES = MAX_LINE_BYTES + 1
 MAX_TEXT_CHARS = 100_000
 _MAX_DEPTH = 64
 
@@ -112,7 +124,8 @@ def text_of(value: object, field: str) -> str:
 def _decode_text(line: bytes | str) -> str:
     """A raw line as text, or InvalidRecordError for what no format can use."""
     if len(line) > MAX_LINE_BYTES:
-        raise InvalidRecordError(f"line is {len(line)} bytes, over the {MAX_LINE_BYTES} byte limit")
+        at_least = "at least " if len(line) == CLIPPED_LINE_BYTES else ""
+        raise InvalidRecordError(f"line is {at_least}{len(line)} bytes, over the {MAX_LINE_BYTES} byte limit")
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
