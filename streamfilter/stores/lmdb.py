@@ -52,7 +52,8 @@ import math
 import os
 import struct
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -725,6 +726,48 @@ class _Batch:
         self.new_runs.append((run.identity, None if self.read is not None else run.keys))
 
 
+class _MapGuard:
+    """Keeps this process's read transactions and the map's growth apart.
+
+    LMDB lets a process resize its map only while no transaction of that
+    process is open (py-lmdb also invalidates the open ones). Write
+    transactions are kept apart by the store's lock; read transactions,
+    such as the merge thread's, by this: growth waits for the open ones
+    to end, and new ones wait for growth to end.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._growing = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._condition:
+            while self._growing:
+                self._condition.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def growing(self) -> Iterator[None]:
+        with self._condition:
+            self._growing = True
+            while self._readers:
+                self._condition.wait()
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._growing = False
+                self._condition.notify_all()
+
+
 class _Merger:
     """The store's merge thread: merges of runs too large for a batch's transaction.
 
@@ -820,6 +863,7 @@ class LMDBStore:
         self._cache = PostCache(_decode_record)
         self._key_filter = _KeyFilter()
         self._merger = _Merger(self._merge_step)
+        self._map_guard = _MapGuard()
 
     # -- opening -------------------------------------------------------------
     def open(self, settings: IndexSettings) -> None:
@@ -949,8 +993,7 @@ class LMDBStore:
 
     def _merge_step(self) -> bool:
         """One merge for the merge thread (see _Merger); False when none is due."""
-        env = self._require_env()
-        with env.begin(buffers=True) as txn:
+        with self._reading(buffers=True) as txn:
             cursor = txn.cursor(self._posts)
             if not cursor.first():
                 return False  # every post is purged: the next batch drops the runs
@@ -1009,7 +1052,8 @@ class LMDBStore:
                     if isinstance(exc, lmdb.MapFullError):
                         self._grow(env, env.info()["map_size"] * 2)
                     elif isinstance(exc, lmdb.MapResizedError):
-                        env.set_mapsize(0)  # another process grew the map: adopt its size
+                        with self._map_guard.growing():
+                            env.set_mapsize(0)  # another process grew the map: adopt its size
                     elif isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
                         # (a closed stdout, from the caller's before_commit, is not the index's failure)
                         raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
@@ -1021,27 +1065,32 @@ class LMDBStore:
 
     def _grow(self, env: lmdb.Environment, size: int) -> None:
         try:
-            env.set_mapsize(size)
+            with self._map_guard.growing():
+                env.set_mapsize(size)
         except lmdb.Error as exc:
             raise _map_error(exc, f"cannot grow the LMDB map of {self.path} to {size} bytes", self.path) from exc
 
+    @contextmanager
+    def _reading(self, *, buffers: bool = False) -> Iterator[lmdb.Transaction]:
+        """A read transaction, which the map's growth waits for (see _MapGuard)."""
+        env = self._require_env()
+        with self._map_guard.reading(), env.begin(None, None, False, buffers) as txn:  # type: ignore[call-overload]
+            yield txn
+
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int]:
-        env = self._require_env()
-        with env.begin(db=self._meta) as txn:
-            stored = txn.get(_PROGRESS_KEY)
-        return {} if stored is None else {str(k): int(v) for k, v in json.loads(stored).items()}
+        with self._reading() as txn:
+            stored = txn.get(_PROGRESS_KEY, db=self._meta)
+        return {} if stored is None else {str(k): int(v) for k, v in json.loads(bytes(stored)).items()}
 
     def post_count(self) -> int:
-        env = self._require_env()
-        with env.begin(db=self._posts) as txn:
+        with self._reading() as txn:
             return int(txn.stat(self._posts)["entries"])
 
     def clock(self) -> float:
         """The newest event time the index has seen (-inf for none yet)."""
-        env = self._require_env()
-        with env.begin(db=self._meta) as txn:
-            stored = txn.get(_CLOCK_KEY)
+        with self._reading() as txn:
+            stored = txn.get(_CLOCK_KEY, db=self._meta)
         return _CLOCK.unpack(stored)[0] if stored else -math.inf
 
     def map_size(self) -> int:

@@ -417,6 +417,36 @@ def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
     assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(0, 1000, 37)]
 
 
+def test_lmdb_map_grows_only_once_no_read_transaction_is_open(tmp_path: Path) -> None:
+    # LMDB may resize a process's map only while none of its transactions is
+    # open (py-lmdb invalidates them): the merge thread's read, open while a
+    # batch grows the map, broke off a 10 M-post replay at 1 M posts
+    import threading
+    import time
+
+    store = LMDBStore(tmp_path / "index", durable=False, map_size=1 << 20)
+    store.open(settings())
+    store.check_and_insert([sketch("first", 1, TEXT)])
+    opened, seen = threading.Event(), []
+
+    def read() -> None:
+        with store._reading(buffers=True) as txn:
+            opened.set()
+            time.sleep(0.3)
+            seen.append((int(txn.stat(store._posts)["entries"]), time.monotonic()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    opened.wait()
+    store._grow(store._require_env(), 4 << 20)
+    grown = time.monotonic()
+    reader.join()
+    (match,) = store.check_and_insert([sketch("copy", 2, TEXT)])
+    store.close()
+    assert seen and seen[0][0] == 1 and seen[0][1] <= grown  # the read finished first, unharmed
+    assert match is not None and match.duplicate_of == "first"
+
+
 def test_lmdb_merge_thread_error_is_raised_by_the_next_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a failed merge loses nothing: the next batch raises it before judging, and judged again it is novel
     from streamfilter.stores import lmdb as lmdb_store
