@@ -335,6 +335,8 @@ class Engine:
         self._latest = -math.inf
         self._latest_dated = -math.inf  # the same, of dated posts only (see _place_in_time)
         self._warned_behind = False
+        # the last dated post was more than a TTL after the clock, and was held at it (see _place_in_time)
+        self._held_jump = False
         store.open(
             IndexSettings(
                 fingerprint=config.fingerprint(),
@@ -395,8 +397,11 @@ class Engine:
         earlier at once, and one more than a TTL behind the clock is
         recorded already expired: nothing after it can match it. A
         mis-dated line in an old replay, or posts replayed into an index
-        that saw newer ones, silently stop the filtering. The posts are
-        judged as they are; the warnings say where."""
+        that saw newer ones, silently stop the filtering. So one post more
+        than a TTL ahead of the clock is judged and recorded at the clock's
+        time; only when the next dated post is past the TTL too has the
+        stream moved on, and that post moves the clock (a replay of two
+        recordings months apart holds back one post). The warnings say where."""
         ttl = self.config.ttl_seconds
         latest, dated = self._latest, self._latest_dated
         waiting: list[Sketch] = []  # undated, before the stream's first dated post
@@ -411,6 +416,19 @@ class Engine:
                     waiting.append(sketch)
                     continue
             else:
+                jumped = ttl > 0 and math.isfinite(latest) and sketch.timestamp - latest > ttl
+                if jumped and not self._held_jump:
+                    self._warn(
+                        entry,
+                        where,
+                        sketch.timestamp,
+                        f"is {_span(sketch.timestamp - latest)} newer than every post before it, "
+                        f"more than the TTL: it is judged at the stream's time ({_utc(latest)}), so that "
+                        "one mis-dated post does not expire the index; if the next dated post is that far "
+                        "ahead too, the clock moves",
+                    )
+                    sketch.timestamp = latest
+                self._held_jump = jumped and not self._held_jump
                 for undated in waiting:
                     undated.timestamp = sketch.timestamp
                 waiting.clear()
@@ -422,8 +440,9 @@ class Engine:
                         entry,
                         where,
                         timestamp,
-                        f"is {_span(timestamp - latest)} newer than every post before it, "
-                        "more than the TTL: every earlier post has expired and matches no more",
+                        f"is {_span(timestamp - latest)} newer than every post before it, more than "
+                        "the TTL, as was the dated post before it: every earlier post has expired "
+                        "and matches no more",
                     )
                 elif latest - timestamp > ttl and not self._warned_behind:
                     self._warned_behind = True

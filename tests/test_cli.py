@@ -218,12 +218,13 @@ def _warnings(result: subprocess.CompletedProcess[bytes], phrase: str) -> list[s
     return [line for line in stderr.splitlines() if phrase in line]
 
 
-def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) -> None:
-    # One mis-dated line moves the index's clock years ahead: every earlier
-    # post expires at once, and the copies after it pass as novel. The
-    # verdicts stay what the rules say; stderr says which line did it. An
-    # undated line takes the stream's time, and moves nothing.
+def test_one_post_dated_past_the_ttl_does_not_expire_the_index(tmp_path: Path) -> None:
+    # One mis-dated line would move the index's clock years ahead: every
+    # earlier post would expire at once, and the copies after it pass as
+    # novel. It is judged at the stream's time instead, and stderr names it.
+    # An undated line takes the stream's time, and moves nothing.
     lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    expected = [json.loads(line) for line in (FIXTURES / "campaign.expected.jsonl").read_text().splitlines()]
     clean = replay(str(FIXTURES / "campaign.jsonl"))
     assert clean.returncode == 0 and b"newer than every post before it" not in clean.stderr
     misdated = json.loads(lines[0])
@@ -240,7 +241,33 @@ def test_a_post_dated_past_the_ttl_says_where_filtering_stopped(tmp_path: Path) 
     assert warnings[0].startswith(
         f"streamfilter: {mixed}:5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer"
     )
-    assert "more than the TTL: every earlier post has expired" in warnings[0]
+    assert "it is judged at the stream's time (2012-05-04 14:" in warnings[0]
+    judged = {v["id"]: v["verdict"] for v in map(json.loads, (tmp_path / "v").read_text().splitlines())}
+    assert judged.pop("misdated") == judged.pop("undated") == "novel"
+    assert judged == {post["id"]: post["verdict"] for post in expected}  # the copies after it are still found
+
+
+def test_two_posts_in_a_row_past_the_ttl_move_the_clock(tmp_path: Path) -> None:
+    # The stream moved on (a second recording, months later): the second post
+    # that far ahead moves the clock, every earlier post expires, and the
+    # copies after it pass as novel. stderr names both lines.
+    lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    later = []
+    for index in range(2):
+        post = json.loads(lines[index])
+        post.update(id_str=f"later{index}", created_at="Wed Oct 10 20:19:24 +0000 2018", text=distinct_text(index))
+        later.append(json.dumps(post).encode())
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"\n".join([*lines[:4], *later, *lines[4:]]) + b"\n")
+    result = replay(str(mixed), "--verdicts", str(tmp_path / "v"))
+    warnings = _warnings(result, "newer than every post before it")
+    assert [warning.split(" (post ")[0] for warning in warnings] == [
+        f"streamfilter: {mixed}:5",
+        f"streamfilter: {mixed}:6",
+    ], result.stderr.decode()
+    assert "as was the dated post before it: every earlier post has expired" in warnings[1]
+    judged = [json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()]
+    assert judged[6:].count("duplicate") == 0  # the originals expired with the jump
 
 
 def test_a_time_warning_names_the_input_and_its_line(tmp_path: Path) -> None:
