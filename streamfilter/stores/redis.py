@@ -631,6 +631,7 @@ class RedisStore:
         settings: IndexSettings,
     ) -> _Judged:
         ttl, threshold = settings.ttl_seconds, settings.jaccard_threshold
+        limit = settings.max_candidates_per_band
         stored_clock = self._client.get(self._clock_key)
         clock = float(stored_clock) if stored_clock is not None else float("-inf")
         members, stored = self._read_on_cluster(
@@ -646,7 +647,11 @@ class RedisStore:
             clock = max(clock, sketch.timestamp)
             horizon = clock - ttl if ttl > 0 else float("-inf")
             horizons.append(max(horizon, -1e300))
-            candidates = dict.fromkeys(m for key in band_keys for m in (*members.get(key, ()), *local.get(key, ())))
+            # a key offers its newest ``limit`` posts, stored or recorded earlier in this batch,
+            # as a band key's list does, so batch boundaries change no verdict
+            candidates = dict.fromkeys(
+                m for key in band_keys for m in [*members.get(key, ()), *local.get(key, ())][-limit:]
+            )
             best: Match | None = None
             if sketch.refers_to is not None:
                 # a repost without text: a duplicate when the post it reposts is live here
@@ -670,7 +675,10 @@ class RedisStore:
                 novel.append(index)
                 stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, query, sketch.words)
                 for key in band_keys:
-                    local.setdefault(key, []).append(suffix)
+                    under = local.setdefault(key, [])
+                    under.append(suffix)
+                    if len(under) > limit:  # only the newest ``limit`` are ever offered
+                        del under[0]
         lives = [self._life_ms(sketch.timestamp, clock, ttl) for sketch in sketches]
         # Claim the record keys of the novel posts worth recording.
         claims = [i for i in novel if lives[i] >= 0]

@@ -80,14 +80,15 @@ def make_store(request: pytest.FixtureRequest, store_kind: str, tmp_path: Path) 
     elif store_kind == "redis-cluster":
         url = unique_prefix(request.getfixturevalue("redis_cluster").url)
 
-    def make(ttl: float = 0, purge_limit: int = 1024) -> BandStore:
+    def make(ttl: float = 0, purge_limit: int = 1024, index: str = "") -> BandStore:
+        """A store on the test's index, or on another one named ``index``."""
         store: BandStore
         if store_kind == "memory":
             store = MemoryStore()
         elif store_kind == "lmdb":
-            store = LMDBStore(tmp_path / "index")
+            store = LMDBStore(tmp_path / f"index{index}")
         else:
-            store = RedisStore(url)
+            store = RedisStore(url + index)
         store.open(settings(ttl, purge_limit))
         opened.append(store)
         return store
@@ -473,7 +474,7 @@ def test_lmdb_merge_thread_error_is_raised_by_the_next_batch(tmp_path: Path, mon
     store.close()
 
 
-def test_lmdb_verdicts_do_not_depend_on_batch_boundaries_under_crowded_keys(tmp_path: Path) -> None:
+def test_verdicts_do_not_depend_on_batch_boundaries_under_crowded_keys(make_store: Callable[..., BandStore]) -> None:
     # A viral phrase quoted over and over: its band keys hold far more posts
     # than a key offers (max_candidates_per_band). A key still offers the same
     # newest posts whether they were stored by earlier batches or recorded
@@ -492,8 +493,7 @@ def test_lmdb_verdicts_do_not_depend_on_batch_boundaries_under_crowded_keys(tmp_
         stream.append(sketch(f"p{index}", 1000 + index, " ".join(words)))
     named: dict[int, list[str | None]] = {}
     for batch_size in (1, 7, 64, 256, 800):
-        store = LMDBStore(tmp_path / f"index-{batch_size}", durable=False)
-        store.open(settings())
+        store = make_store(index=f"-{batch_size}")
         named[batch_size] = []
         for start in range(0, len(stream), batch_size):
             batch = store.check_and_insert(stream[start : start + batch_size])
