@@ -317,6 +317,11 @@ def _utc(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+# A post this far (or a TTL, if longer) ahead of the clock is held at the
+# clock's time unless the next dated post is as far ahead (see _place_in_time).
+_HELD_JUMP = 86400.0
+
+
 def _span(seconds: float) -> str:
     days = seconds / 86400
     return f"{days / 365.25:.1f} years" if days >= 365.25 else f"{days:.1f} days"
@@ -401,7 +406,9 @@ class Engine:
         than a TTL ahead of the clock is judged and recorded at the clock's
         time; only when the next dated post is past the TTL too has the
         stream moved on, and that post moves the clock (a replay of two
-        recordings months apart holds back one post). The warnings say where."""
+        recordings months apart holds back one post). A gap of less than a
+        day is no mis-dating (a quiet hour of a live stream under a short
+        TTL): such a post moves the clock at once. The warnings say where."""
         ttl = self.config.ttl_seconds
         latest, dated = self._latest, self._latest_dated
         waiting: list[Sketch] = []  # undated, before the stream's first dated post
@@ -416,19 +423,18 @@ class Engine:
                     waiting.append(sketch)
                     continue
             else:
-                jumped = ttl > 0 and math.isfinite(latest) and sketch.timestamp - latest > ttl
-                if jumped and not self._held_jump:
+                ahead = sketch.timestamp - latest if ttl > 0 and math.isfinite(latest) else 0.0
+                held, self._held_jump = self._held_jump, ahead > max(ttl, _HELD_JUMP) and not self._held_jump
+                if self._held_jump:
                     self._warn(
                         entry,
                         where,
                         sketch.timestamp,
-                        f"is {_span(sketch.timestamp - latest)} newer than every post before it, "
-                        f"more than the TTL: it is judged at the stream's time ({_utc(latest)}), so that "
-                        "one mis-dated post does not expire the index; if the next dated post is that far "
-                        "ahead too, the clock moves",
+                        f"is {_span(ahead)} newer than every post before it, more than the TTL: it is "
+                        f"judged at the stream's time ({_utc(latest)}), so that one mis-dated post does not "
+                        "expire the index; if the next dated post is that far ahead too, the clock moves",
                     )
                     sketch.timestamp = latest
-                self._held_jump = jumped and not self._held_jump
                 for undated in waiting:
                     undated.timestamp = sketch.timestamp
                 waiting.clear()
@@ -440,9 +446,9 @@ class Engine:
                         entry,
                         where,
                         timestamp,
-                        f"is {_span(timestamp - latest)} newer than every post before it, more than "
-                        "the TTL, as was the dated post before it: every earlier post has expired "
-                        "and matches no more",
+                        f"is {_span(timestamp - latest)} newer than every post before it, more than the TTL"
+                        f"{', as was the dated post before it' if held else ''}: every earlier post has "
+                        "expired and matches no more",
                     )
                 elif latest - timestamp > ttl and not self._warned_behind:
                     self._warned_behind = True

@@ -270,6 +270,24 @@ def test_two_posts_in_a_row_past_the_ttl_move_the_clock(tmp_path: Path) -> None:
     assert judged[6:].count("duplicate") == 0  # the originals expired with the jump
 
 
+def test_a_quiet_spell_longer_than_a_short_ttl_moves_the_clock_at_once(tmp_path: Path) -> None:
+    # Under --ttl 5m, a live stream that falls quiet for ten minutes is not
+    # mis-dated: the first post after the gap moves the clock, and the post
+    # before the gap has expired for it
+    def post(post_id: str, when: str) -> bytes:
+        text = "the same announcement posted twice, ten minutes apart"
+        return json.dumps({"id_str": post_id, "text": text, "created_at": f"Mon Feb 16 {when} +0000 2015"}).encode()
+
+    stream = tmp_path / "quiet.jsonl"
+    stream.write_bytes(b"\n".join([post("before", "10:00:00"), post("after", "10:10:00")]) + b"\n")
+    result = replay(str(stream), "--ttl", "5m", "--verdicts", str(tmp_path / "v"))
+    warnings = _warnings(result, "newer than every post before it")
+    assert len(warnings) == 1 and warnings[0].endswith(
+        "more than the TTL: every earlier post has expired and matches no more"
+    )
+    assert [json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()] == ["novel", "novel"]
+
+
 def test_a_time_warning_names_the_input_and_its_line(tmp_path: Path) -> None:
     # With several inputs, the warning names the file and the line within it,
     # as the report of an invalid line does (not the record's number in the run).
