@@ -726,6 +726,29 @@ class _Batch:
         self.new_runs.append((run.identity, None if self.read is not None else run.keys))
 
 
+def _release_freed_memory() -> None:
+    """Hand the pages that a large merge freed back to the system.
+
+    glibc gives each thread that allocates a heap (arena) of its own and
+    keeps what is freed there for reuse: the merge thread's arrays, hundreds
+    of MB for runs of millions of entries, stayed resident between merges
+    (a 3 M-post replay held 442 MB against 227 MB with one arena).
+    ``malloc_trim`` returns the free pages of every arena; elsewhere than
+    glibc this does nothing.
+    """
+    if not _malloc_trim:
+        import ctypes
+
+        try:
+            _malloc_trim.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError):
+            _malloc_trim.append(lambda pad: 0)
+    _malloc_trim[0](0)
+
+
+_malloc_trim: list[Callable[[int], int]] = []  # loaded by the first large merge
+
+
 class _MapGuard:
     """Keeps this process's read transactions and the map's growth apart.
 
@@ -1028,6 +1051,8 @@ class LMDBStore:
                 self._key_filter.merged(merged.identity, [identity for _, identity in parts], merged.keys)
 
         self._write(swap, buffers=True, committed=committed)
+        if len(merged.keys) >= _FILTERED_RUN:
+            _release_freed_memory()
         return True
 
     def _write(self, body, *, buffers: bool = False, committed=None):  # type: ignore[no-untyped-def]
