@@ -30,7 +30,7 @@ from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
-from ._shingle import ShingleSets, WordHasher, shingles_of_words, verification_hashes
+from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match, Sketch
 
@@ -165,7 +165,7 @@ class Sketcher:
         config = self.config
         assert config.bands is not None and config.rows is not None
         words, word_offsets = self._hash_words(word_lists)
-        signatures = self._minhasher.signatures(shingles_of_words(words, word_offsets, config.shingle_size))
+        signatures = self._minhasher.signatures(minhash_shingles(words, word_offsets, config.shingle_size))
         verified = verification_hashes(words, word_offsets, config.shingle_size)
         return verified, band_keys(signatures, config.bands, config.rows)
 
@@ -177,7 +177,7 @@ class Sketcher:
         offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
         words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else _NO_WORDS
-        signatures = self._minhasher.signatures(shingles_of_words(words, offsets, config.shingle_size))
+        signatures = self._minhasher.signatures(minhash_shingles(words, offsets, config.shingle_size))
         return np.column_stack([band_keys(signatures, config.bands, config.rows), id_keys(post_ids, config.seed)])
 
     # -- the two stages ----------------------------------------------------------

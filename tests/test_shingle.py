@@ -7,9 +7,11 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamfilter._minhash import MinHasher
 from streamfilter._shingle import (
     WordHasher,
     hash_words,
+    minhash_shingles,
     shingle_batch,
     shingle_words,
     verification_hashes,
@@ -80,3 +82,16 @@ def test_remembered_word_hashes_are_the_hashes_and_stay_bounded() -> None:
     sent = pickle.loads(pickle.dumps(hasher))  # to a worker process: settings, not memory
     assert (sent.seed, sent.capacity, sent._known) == (7, 4, {})
     assert sent(batch)[0].tolist() == hashes.tolist()
+
+
+@given(st.lists(words, max_size=8), st.integers(1, 4))
+def test_minhash_reads_the_unsorted_shingles_as_it_reads_the_sets(batch: list[list[str]], k: int) -> None:
+    # Sketching skips sorting a post's shingles and dropping repeats: the
+    # signatures, and so the band keys, are those of the sets all the same.
+    hashes, offsets = hash_words(batch, 3)
+    minhasher = MinHasher(16, 3)
+    as_sets = minhasher.signatures(shingle_batch(batch, k, 3))
+    unsorted = minhash_shingles(hashes, offsets, k)
+    assert np.array_equal(minhasher.signatures(unsorted), as_sets)
+    for index, post in enumerate(batch):
+        assert set(unsorted[index].tolist()) == set(shingle_words(post, k, 3).tolist())
