@@ -281,3 +281,15 @@ async def test_eight_tasks_share_one_filter(tmp_path: Path) -> None:
             for n in range(8):
                 tasks.start_soon(worker, n, sf)
     assert sorted(passed) == sorted(texts)  # each campaign text exactly once across the 8 tasks
+
+
+def test_a_batch_larger_than_the_post_cache_still_finds_its_own_early_posts(tmp_path: Path) -> None:
+    # 9,000 distinct posts push the first ones out of the store's cache of
+    # recent posts (8,192) before the batch ends; copies of them at the end
+    # must still find them, written to the index or not.
+    posts = [{"id": str(i), "text": distinct_text(i, 9)} for i in range(9000)]
+    copies = [{"id": f"copy-{i}", "text": f"@someone {posts[i]['text']} http://t.co/x{i}"} for i in (0, 1, 2)]
+    with StreamFilter(FilterConfig(batch_size=10_000, ttl_seconds=0), path=tmp_path / "index") as sf:
+        verdicts = sf.check_many(posts + copies)
+    assert [(v.kind, v.duplicate_of) for v in verdicts[-3:]] == [(VerdictKind.DUPLICATE, str(i)) for i in (0, 1, 2)]
+    assert sum(v.is_novel for v in verdicts) == 9000

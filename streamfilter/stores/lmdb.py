@@ -115,8 +115,8 @@ _ID_NUMBER = struct.Struct("<Q")
 _ID_LENGTH = struct.Struct("<H")
 
 
-def _encode_record(timestamp: float, post_id: str, words: npt.NDArray[np.uint32]) -> bytes:
-    hashes = words.astype("<u4", copy=False).tobytes()
+def _encode_record(timestamp: float, post_id: str, hashes: bytes) -> bytes:
+    """A post's record: its time, its id and ``hashes``, its word hashes as little-endian uint32."""
     if post_id.isdigit() and post_id.isascii() and len(post_id) <= 19 and (post_id[0] != "0" or len(post_id) == 1):
         return _RECORD_HEADER.pack(timestamp, _NUMERIC_ID) + _ID_NUMBER.pack(int(post_id)) + hashes
     encoded = post_id.encode("utf-8")[:0xFFFF]
@@ -253,6 +253,8 @@ def _with_batch_sharers(
     that share keys (serial: keys), in one order: most keys, then newest.
     ``crowded_out`` says under how many keys a stored serial gave way to the
     batch's newer posts; one left under none is no candidate."""
+    if stored is None and len(in_batch) == 1:  # the common case: copies of one post of this batch
+        return list(in_batch), list(in_batch.values())
     shared = dict(zip(*stored, strict=True)) if stored is not None else {}
     for serial, keys in crowded_out.items():
         remaining = shared.get(serial, 0) - keys
@@ -474,6 +476,8 @@ class _Batch:
         self.new_runs: _NewRuns = []
         # the runs as judging read them, once the key filter is in step with them, then this batch's own
         self.read: list[_Run] | None = None
+        # (serial key, record) of posts recorded and not yet written: written in one call (``write_posts``)
+        self.unwritten: list[tuple[bytes, bytes]] = []
         self.merge_wanted = False  # a merge too large for this transaction is due (see compact)
 
     # -- reading ---------------------------------------------------------------
@@ -538,7 +542,15 @@ class _Batch:
         return query_of[keep], serial_of[keep]
 
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
+        if self.unwritten:  # a post recorded in this batch and no longer in the cache (a batch of thousands)
+            self.write_posts()
         return self.txn.get(_U64.pack(serial), db=self.store._posts)
+
+    def write_posts(self) -> None:
+        """Write the records of the posts judging recorded, in serial order at the end of the table."""
+        with self.txn.cursor(self.store._posts) as cursor:
+            cursor.putmulti(self.unwritten, append=True)
+        self.unwritten.clear()
 
     # -- judging -----------------------------------------------------------------
     def judge(
@@ -576,10 +588,12 @@ class _Batch:
         filed = np.flatnonzero(owner < last_holder[inverse])
         filed_keys = inverse[filed].tolist()
         filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
-        # repeated key -> serials of the batch's recorded sketches under it, oldest
-        # first; like the runs, it holds recorded posts only, so a campaign's
-        # thousand copies in one batch are checked against its one original
-        recorded_under: dict[int, list[int]] = {}
+        # repeated key (its index in ``queries``) -> serials of the batch's
+        # recorded sketches under it, oldest first; like the runs, it holds
+        # recorded posts only, so a campaign's thousand copies in one batch
+        # are checked against its one original
+        recorded_under: list[list[int] | None] = [None] * len(queries)
+        any_recorded = False
         limit = settings.max_candidates_per_band
         # A key offers a post its newest ``limit`` recorded posts, wherever
         # the batch boundaries fall: under a key that holds recorded posts of
@@ -590,16 +604,17 @@ class _Batch:
         hit_serials = hit_serial.tolist()
         results: list[Match | None] = []
         recorded: list[int] = []
+        unwritten = self.unwritten
         for index, sketch in enumerate(sketches):
             clock = max(clock, sketch.timestamp)
             best: Match | None = None
             own: CachedPost | None = None
             candidates = stored.get(index)
-            if recorded_under and lookup_ends[index] < lookup_ends[index + 1]:
+            if any_recorded and lookup_ends[index] < lookup_ends[index + 1]:
                 in_batch: dict[int, int] = {}
                 crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
                 for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
-                    under = recorded_under.get(query)
+                    under = recorded_under[query]
                     if under is None:
                         continue
                     for serial in under:
@@ -621,20 +636,24 @@ class _Batch:
                 own = CachedPost.of(sketch)
                 best = best_match(self, self.cache, serials[:_MAX_VERIFIED], sketch, own, horizon, threshold)
             if best is None:
-                self.cache.put(next_serial, own if own is not None else CachedPost.of(sketch))
+                if own is None:
+                    own = CachedPost.of(sketch)
+                self.cache.put(next_serial, own)
                 for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
-                    under = recorded_under.get(query)
+                    any_recorded = True
+                    under = recorded_under[query]
                     if under is None:
                         recorded_under[query] = [next_serial]
                     else:
                         under.append(next_serial)
                         if len(under) > limit:  # like the runs' look-ups: the newest ``limit`` a key
                             del under[0]
-                record = _encode_record(sketch.timestamp, sketch.post_id, sketch.words)
-                self.txn.put(_U64.pack(next_serial), record, db=self.store._posts, append=True)
+                unwritten.append((_U64.pack(next_serial), _encode_record(sketch.timestamp, sketch.post_id, own.words)))
                 next_serial += 1
                 recorded.append(index)
             results.append(best)
+        if unwritten:
+            self.write_posts()
         return results, clock, next_serial, recorded
 
     # -- writing -------------------------------------------------------------------
