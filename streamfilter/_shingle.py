@@ -170,11 +170,7 @@ def minhash_shingles(
     run_counts = _shingle_counts(word_offsets, shingle_size)
     offsets = np.zeros(len(run_counts) + 1, dtype=np.int64)
     np.cumsum(run_counts, out=offsets[1:])
-    owner = np.repeat(np.arange(len(run_counts)), run_counts)
-    first = offsets[:-1]
-    starts = word_offsets[:-1][owner] + (np.arange(int(offsets[-1])) - first[owner])
-    padded = np.concatenate([words.astype(np.uint64), np.zeros(shingle_size, dtype=np.uint64)])
-    hashes = _shingle_hashes(padded, starts, word_offsets[1:][owner], shingle_size)
+    hashes, _ = _unsorted_runs(words, word_offsets, [(shingle_size, run_counts)], _shingle_hashes)
     return ShingleSets(hashes, offsets, words, word_offsets)
 
 
@@ -215,15 +211,15 @@ def _run_values(padded: U64, starts: npt.NDArray[np.int64], ends: npt.NDArray[np
     return combined
 
 
-def _runs(
+def _unsorted_runs(
     words: npt.NDArray[np.uint32],
     word_offsets: npt.NDArray[np.int64],
     sizes: Sequence[tuple[int, npt.NDArray[np.int64]]],
     value: Callable[[U64, npt.NDArray[np.int64], npt.NDArray[np.int64], int], U64],
-) -> ShingleSets:
-    """Sorted, de-duplicated sets of ``value``s of runs of words: for each
-    (size, runs per post), that many runs of up to ``size`` words (cut at the
-    post's end), from each post's first word on."""
+) -> tuple[U64, npt.NDArray[np.int64]]:
+    """(``value``s of runs of words, the post of each): for each (size, runs
+    per post), that many runs of up to ``size`` words (cut at the post's
+    end), from each post's first word on; within a size, in post order."""
     posts = len(word_offsets) - 1
     word_starts, word_ends = word_offsets[:-1], word_offsets[1:]
     longest = max(size for size, _ in sizes)
@@ -236,8 +232,18 @@ def _runs(
         starts = word_starts[owner] + (np.arange(int(run_counts.sum())) - first[owner])
         parts.append(value(padded, starts, word_ends[owner], size))
         owners.append(owner)
-    hashes = np.concatenate(parts)
-    owner = np.concatenate(owners)
+    return np.concatenate(parts), np.concatenate(owners)
+
+
+def _runs(
+    words: npt.NDArray[np.uint32],
+    word_offsets: npt.NDArray[np.int64],
+    sizes: Sequence[tuple[int, npt.NDArray[np.int64]]],
+    value: Callable[[U64, npt.NDArray[np.int64], npt.NDArray[np.int64], int], U64],
+) -> ShingleSets:
+    """``_unsorted_runs`` as sorted, de-duplicated sets, one per post."""
+    posts = len(word_offsets) - 1
+    hashes, owner = _unsorted_runs(words, word_offsets, sizes, value)
 
     # Sort each post's hashes and drop repeats, for all posts at once: by
     # hash, then stably by post, which sorts the small post numbers by radix

@@ -253,8 +253,6 @@ def _with_batch_sharers(
     that share keys (serial: keys), in one order: most keys, then newest.
     ``crowded_out`` says under how many keys a stored serial gave way to the
     batch's newer posts; one left under none is no candidate."""
-    if stored is None and len(in_batch) == 1:  # the common case: copies of one post of this batch
-        return list(in_batch), list(in_batch.values())
     shared = dict(zip(*stored, strict=True)) if stored is not None else {}
     for serial, keys in crowded_out.items():
         remaining = shared.get(serial, 0) - keys
@@ -593,7 +591,6 @@ class _Batch:
         # recorded posts only, so a campaign's thousand copies in one batch
         # are checked against its one original
         recorded_under: list[list[int] | None] = [None] * len(queries)
-        any_recorded = False
         limit = settings.max_candidates_per_band
         # A key offers a post its newest ``limit`` recorded posts, wherever
         # the batch boundaries fall: under a key that holds recorded posts of
@@ -610,7 +607,7 @@ class _Batch:
             best: Match | None = None
             own: CachedPost | None = None
             candidates = stored.get(index)
-            if any_recorded and lookup_ends[index] < lookup_ends[index + 1]:
+            if recorded and lookup_ends[index] < lookup_ends[index + 1]:
                 in_batch: dict[int, int] = {}
                 crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
                 for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
@@ -640,7 +637,6 @@ class _Batch:
                     own = CachedPost.of(sketch)
                 self.cache.put(next_serial, own)
                 for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
-                    any_recorded = True
                     under = recorded_under[query]
                     if under is None:
                         recorded_under[query] = [next_serial]
