@@ -12,7 +12,10 @@ Named sub-databases:
   as many serial offsets from the first serial, 2, 3 or 4 bytes each as the
   run's span of serials needs. Every batch appends one run for its novel
   posts; runs of similar size are merged, which drops purged posts, so a
-  stream keeps a handful of runs, O(log n) of them.
+  stream keeps a handful of runs, O(log n) of them. A run's key is its first
+  serial, then the id of the write transaction that made it, so no key is
+  ever used twice (see _RunCache); indexes written before that have keys of
+  the first serial alone, and both are read.
 - ``meta``: the pinned signature settings, the clock and the next serial.
 
 A batch looks its band keys up in every run at once (numpy ``searchsorted``
@@ -79,6 +82,7 @@ _U64 = struct.Struct(">Q")
 _CLOCK = struct.Struct("<d")
 _TIMESTAMP = struct.Struct("<d")  # the first field of a post record
 _RUN_HEADER = struct.Struct("<QQQQ")  # first serial, last serial, entries, fence bits | offset bytes << 8
+_RUN_KEY = struct.Struct(">QQ")  # first serial, id of the write transaction that made the run
 _CONFIG_KEY = b"config"
 _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
@@ -106,6 +110,10 @@ _FENCED_RUN = 1 << 22
 _MAX_FILTER_BITS = 30
 # Runs of at least this many entries get a key filter of their own (see _KeyFilter).
 _FILTERED_RUN = 1 << 20
+# Runs whose value takes at least this many bytes stay decoded across
+# transactions (see _RunCache): far more than the half page above which LMDB
+# puts a value on overflow pages of its own.
+_CACHED_RUN_BYTES = 1 << 16
 
 
 _RECORD_HEADER = struct.Struct("<dB")  # timestamp, then the id's length, or one of:
@@ -312,10 +320,8 @@ def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) ->
     return _Run(bytes(db_key), first, last, keys, fence, bits, low, high)
 
 
-def _encode_run(
-    keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64] | npt.NDArray[np.int64]
-) -> tuple[bytes, bytes]:
-    """(db key, value) of a run over these entries; sorts them by key, stably.
+def _encode_run(keys: npt.NDArray[np.uint32], serials: npt.NDArray[np.uint64] | npt.NDArray[np.int64]) -> bytes:
+    """The value of a run over these entries; sorts them by key, stably.
     Offsets take 2 bytes an entry while the run spans fewer than 65,536
     serials, 3 below 2**24: the runs of a batch and their early merges
     need 2, the largest runs 3."""
@@ -336,7 +342,63 @@ def _encode_run(
         width, planes = 4, [offsets.astype("<u4")]
     header = _RUN_HEADER.pack(first, last, len(keys), bits | width << 8)
     body = [sorted_keys.astype("<u4").tobytes(), fence.tobytes(), *(plane.tobytes() for plane in planes)]
-    return _U64.pack(first), header + b"".join(body)
+    return header + b"".join(body)
+
+
+def _put_run(txn: lmdb.Transaction, db: lmdb._Database, value: bytes) -> bytes:
+    """Write a run under a key no other run has had or will have; returns the key."""
+    db_key = _RUN_KEY.pack(_RUN_HEADER.unpack_from(value)[0], txn.id())
+    txn.put(db_key, value, db=db)
+    return db_key
+
+
+class _RunCache:
+    """Large runs as decoded once, kept across transactions.
+
+    py-lmdb touches every page of a value it returns, so reading a run costs
+    a memory access per 4 KB page: at 10 M posts, with some fourteen runs of
+    up to 50 MB read by every batch and every merge plan, that was about a
+    tenth of the replay process's time, and it grew with the index.
+
+    A run read once is valid later for two reasons. A run's key is never
+    used again (it carries the id of the write transaction that made it),
+    so a key listed now names the very value read before; and a value that
+    large sits on overflow pages of its own, which LMDB does not write while
+    the value exists (a smaller one lives in a page that is copied whenever
+    a neighbour changes). Not kept: runs read by the transaction that wrote
+    them (their pages are its private copies until it commits), and runs of
+    older indexes, whose keys are the first serial alone. Growing the map
+    moves it, so growth drops every kept run (``clear``, under _MapGuard).
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[bytes, _Run] = {}
+
+    def listed(self, txn: lmdb.Transaction, db: lmdb._Database) -> list[_Run]:
+        """The runs ``txn`` sees, oldest first, reading only the values of runs not kept."""
+        known, kept = self._runs, {}
+        runs = []
+        cursor = txn.cursor(db)
+        for listed_key in cursor.iternext(keys=True, values=False):  # keys only: no value is touched
+            db_key = bytes(listed_key)
+            run = known.get(db_key)
+            keep = run is not None
+            if run is None:
+                value = cursor.value()
+                run = _decode_run(db_key, value)
+                keep = (
+                    len(value) >= _CACHED_RUN_BYTES
+                    and len(db_key) == _RUN_KEY.size
+                    and _RUN_KEY.unpack(db_key)[1] < txn.id()  # not this transaction's own
+                )
+            if keep:
+                kept[db_key] = run
+            runs.append(run)
+        self._runs = kept  # the runs no longer listed are gone for good
+        return runs
+
+    def clear(self) -> None:
+        self._runs = {}
 
 
 # Runs a transaction wrote, for the key filter once it commits: (identity,
@@ -481,8 +543,7 @@ class _Batch:
     # -- reading ---------------------------------------------------------------
     def runs(self) -> list[_Run]:
         """The runs, oldest first; their arrays are valid until the next write."""
-        cursor = self.txn.cursor(self.store._runs)
-        return [_decode_run(key, value) for key, value in cursor]
+        return self.store._run_cache.listed(self.txn, self.store._runs)
 
     def first_live_serial(self, next_serial: int) -> int:
         cursor = self.txn.cursor(self.store._posts)
@@ -660,9 +721,8 @@ class _Batch:
         serials = np.repeat(
             np.arange(first_serial, first_serial + len(recorded), dtype=np.uint64), [len(k) for k in keys]
         )
-        db_key, value = _encode_run(_short_keys(np.concatenate(keys)), serials)
-        self.txn.put(db_key, value, db=self.store._runs)
-        run = _decode_run(db_key, value)
+        value = _encode_run(_short_keys(np.concatenate(keys)), serials)
+        run = _decode_run(_put_run(self.txn, self.store._runs, value), value)
         self.new_runs.append((run.identity, run.keys))
         if self.read is not None:  # its first serial is the newest: it sorts last
             self.read.append(run)
@@ -691,7 +751,7 @@ class _Batch:
         if self.read is not None:  # only their headers: their arrays may be stale after this batch's writes
             headers = [(run.db_key, run.last, len(run.keys)) for run in self.read]
         else:
-            headers = [(bytes(db_key), *_RUN_HEADER.unpack_from(value)[1:3]) for db_key, value in txn.cursor(db)]
+            headers = [(run.db_key, run.last, len(run.keys)) for run in self.store._run_cache.listed(txn, db)]
         for db_key, last, count in headers:  # read all before the first delete moves anything
             if last < first_live:
                 txn.delete(db_key, db=db)
@@ -723,12 +783,11 @@ class _Batch:
         if int(all_serials.max()) - int(all_serials.min()) >= 1 << 32:  # offsets must fit 32 bits
             for part_keys, part_serials in zip(keys, serials, strict=True):
                 if len(part_serials):
-                    db_key, value = _encode_run(part_keys, part_serials)
-                    txn.put(db_key, value, db=db)
-                    self._merged(db_key, value)
+                    value = _encode_run(part_keys, part_serials)
+                    self._merged(_put_run(txn, db, value), value)
             return None
-        db_key, value = _encode_run(np.concatenate(keys), all_serials)
-        txn.put(db_key, value, db=db)
+        value = _encode_run(np.concatenate(keys), all_serials)
+        db_key = _put_run(txn, db, value)
         self._merged(db_key, value)
         return db_key, len(all_serials)
 
@@ -902,6 +961,7 @@ class LMDBStore:
         self._key_filter = _KeyFilter()
         self._merger = _Merger(self._merge_step)
         self._map_guard = _MapGuard()
+        self._run_cache = _RunCache()
 
     # -- opening -------------------------------------------------------------
     def open(self, settings: IndexSettings) -> None:
@@ -1036,20 +1096,16 @@ class LMDBStore:
             if not cursor.first():
                 return False  # every post is purged: the next batch drops the runs
             first_live = _U64.unpack(cursor.key())[0]
-            runs = [
-                run
-                for run in (_decode_run(key, value) for key, value in txn.cursor(self._runs))
-                if run.last >= first_live
-            ]
+            runs = [run for run in self._run_cache.listed(txn, self._runs) if run.last >= first_live]
             at = _merge_plan(runs)
             if at is None:
                 return False
             parts = [(run.db_key, run.identity) for run in runs[at : at + 2]]
             live = [_live_entries(run, first_live) for run in runs[at : at + 2]]  # copies: valid after the txn
-        db_key, value = _encode_run(
+        value = _encode_run(
             np.concatenate([keys for keys, _ in live]), np.concatenate([serials for _, serials in live])
         )
-        merged = _decode_run(db_key, value)
+        merged = _decode_run(b"", value)
 
         def swap(txn: lmdb.Transaction) -> bool:
             for part_key, identity in parts:
@@ -1058,7 +1114,7 @@ class LMDBStore:
                     return False  # merged or dropped meanwhile
             for part_key, _ in parts:
                 txn.delete(part_key, db=self._runs)
-            txn.put(db_key, value, db=self._runs)
+            _put_run(txn, self._runs, value)
             return True
 
         def committed(swapped: bool) -> None:
@@ -1092,8 +1148,7 @@ class LMDBStore:
                     if isinstance(exc, lmdb.MapFullError):
                         self._grow(env, env.info()["map_size"] * 2)
                     elif isinstance(exc, lmdb.MapResizedError):
-                        with self._map_guard.growing():
-                            env.set_mapsize(0)  # another process grew the map: adopt its size
+                        self._remap(env, 0)  # another process grew the map: adopt its size
                     elif isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
                         # (a closed stdout, from the caller's before_commit, is not the index's failure)
                         raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
@@ -1105,10 +1160,15 @@ class LMDBStore:
 
     def _grow(self, env: lmdb.Environment, size: int) -> None:
         try:
-            with self._map_guard.growing():
-                env.set_mapsize(size)
+            self._remap(env, size)
         except lmdb.Error as exc:
             raise _map_error(exc, f"cannot grow the LMDB map of {self.path} to {size} bytes", self.path) from exc
+
+    def _remap(self, env: lmdb.Environment, size: int) -> None:
+        """Map the file anew at ``size`` (0: the size another process set); what was read before is gone."""
+        with self._map_guard.growing():
+            self._run_cache.clear()
+            env.set_mapsize(size)
 
     @contextmanager
     def _reading(self, *, buffers: bool = False) -> Iterator[lmdb.Transaction]:
@@ -1145,6 +1205,7 @@ class LMDBStore:
         self._merger.stop()
         if self._env is not None:
             with self._lock:
+                self._run_cache.clear()
                 self._env.close()
                 self._env = None
 

@@ -359,30 +359,54 @@ def test_lmdb_runs_of_purged_posts_are_dropped(tmp_path: Path) -> None:
     assert _run_count(tmp_path / "index") == 1
 
 
-@pytest.mark.parametrize("inline_merges", [None, 64], ids=["default", "merge-thread"])
+@pytest.mark.parametrize("variant", ["default", "merge-thread", "kept-runs"])
 @pytest.mark.parametrize("batch_size", [1, 7, 256])
 def test_lmdb_judges_like_the_memory_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_size: int, inline_merges: int | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_size: int, variant: str
 ) -> None:
     # same stream, same verdicts, whatever the batching: runs, merges and the
     # batch's own earlier posts agree with a store that looks up one post at a time.
-    # With inline_merges, every merge of more than 64 entries runs on the
-    # store's merge thread, while later batches are judged.
+    # With "merge-thread", every merge of more than 64 entries runs on the
+    # store's merge thread, while later batches are judged. "kept-runs" also
+    # keeps every run of 4 KB or more decoded across batches, while merges
+    # replace them, purges drop them and the map, starting at 64 KB, grows
+    # several times.
     from streamfilter.stores import lmdb as lmdb_store
 
-    if inline_merges is not None:
-        monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", inline_merges)
+    map_size = 64 << 20
+    reused: list[int] = []
+    if variant != "default":
+        monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", 64)
+    if variant == "kept-runs":
+        monkeypatch.setattr(lmdb_store, "_CACHED_RUN_BYTES", 4096)
+        map_size = 64 << 10
+        listed = lmdb_store._RunCache.listed
+
+        def counted(cache: lmdb_store._RunCache, txn: object, db: object) -> list[object]:
+            known = set(cache._runs)
+            runs = listed(cache, txn, db)  # type: ignore[arg-type]
+            reused.append(sum(run.db_key in known for run in runs))
+            return runs  # type: ignore[return-value]
+
+        monkeypatch.setattr(lmdb_store._RunCache, "listed", counted)
     stream = _mutated_stream(1500, seed=batch_size)
     verdicts: dict[str, list[bool]] = {}
-    for name, store in (("memory", MemoryStore()), ("lmdb", LMDBStore(tmp_path / "index", durable=False))):
+    lmdb = LMDBStore(tmp_path / "index", durable=False, map_size=map_size)
+    for name, store in (("memory", MemoryStore()), ("lmdb", lmdb)):
         store.open(settings(ttl=300, purge_limit=50))
         novel: list[bool] = []
         for start in range(0, len(stream), batch_size):
             novel.extend(match is None for match in store.check_and_insert(stream[start : start + batch_size]))
+            if store is lmdb and variant == "kept-runs":
+                lmdb._merger.settle()  # every merge due is made: runs large enough to keep, replaced often
+        if store is lmdb:
+            grown_to = lmdb._require_env().info()["map_size"]
         store.close()
         verdicts[name] = novel
     assert verdicts["lmdb"] == verdicts["memory"]
     assert 300 < sum(verdicts["lmdb"]) < 1200  # the stream holds both kinds
+    if variant == "kept-runs":
+        assert grown_to >= 4 * map_size and sum(reused) > 0  # the map grew, and kept runs were used
 
 
 def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
@@ -515,21 +539,23 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
         LMDBStore(tmp_path / "index").open(settings())
 
 
-@pytest.mark.parametrize("filtered_run", [None, 32], ids=["small-runs", "runs-with-own-filters"])
-def test_lmdb_runs_of_another_process_are_found(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filtered_run: int | None
-) -> None:
+@pytest.mark.parametrize("variant", ["small-runs", "runs-with-own-filters", "kept-runs"])
+def test_lmdb_runs_of_another_process_are_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str) -> None:
     # each process keeps its own filter of the keys in the runs; runs written
-    # (and merged) by another process must still be found. With filtered_run,
-    # every run of 32 entries or more (a batch of 10 posts has 170) is a large
-    # one, searched only for the keys its own bits may hold
+    # (and merged) by another process must still be found. With
+    # "runs-with-own-filters", every run of 32 entries or more (a batch of 10
+    # posts has 170) is a large one, searched only for the keys its own bits
+    # may hold. With "kept-runs", this process keeps runs of 4 KB or more
+    # decoded across batches, while the other process merges them away.
     import subprocess
     import sys
 
     from streamfilter.stores import lmdb as lmdb_store
 
-    if filtered_run is not None:
-        monkeypatch.setattr(lmdb_store, "_FILTERED_RUN", filtered_run)
+    if variant == "runs-with-own-filters":
+        monkeypatch.setattr(lmdb_store, "_FILTERED_RUN", 32)
+    if variant == "kept-runs":
+        monkeypatch.setattr(lmdb_store, "_CACHED_RUN_BYTES", 4096)
 
     texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(240)]
     store = LMDBStore(tmp_path / "index", durable=False)

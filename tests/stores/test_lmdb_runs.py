@@ -16,8 +16,7 @@ def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None
         [rng.integers(0, 2**32, size=size - size // 3, dtype=np.uint32), rng.choice([0, 7, 2**32 - 1], size // 3)]
     ).astype(np.uint32)
     serials = np.arange(1000, 1000 + size, dtype=np.uint64)
-    db_key, value = _encode_run(keys, serials)
-    run = _decode_run(db_key, value)
+    run = _decode_run(b"run", _encode_run(keys, serials))
     assert np.all(np.diff(run.keys.astype(np.int64)) >= 0)
     queries = np.unique(
         np.concatenate(
@@ -48,8 +47,8 @@ def test_a_run_stores_each_serial_in_as_few_bytes_as_its_span_needs(span: int, e
     first = 5_000_000_000
     serials = np.concatenate([[first, first + span], first + rng.integers(0, span + 1, size=998)]).astype(np.uint64)
     keys = rng.integers(0, 2**32, size=len(serials), dtype=np.uint32)
-    db_key, value = _encode_run(keys, serials)
-    run = _decode_run(db_key, value)
+    value = _encode_run(keys, serials)
+    run = _decode_run(b"run", value)
     assert (run.first, run.last) == (first, first + span)
     assert len(value) == 32 + 8 + entry_bytes * len(serials)  # the header, an empty fence, the entries
     order = np.argsort(keys, kind="stable")
