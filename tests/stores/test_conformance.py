@@ -539,6 +539,47 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
         LMDBStore(tmp_path / "index").open(settings())
 
 
+def test_lmdb_runs_keyed_by_first_serial_alone_are_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # indexes written before run keys carried the writing transaction's id
+    # keyed each run by its first serial alone: they go on judging, and their
+    # runs merge with the new ones (and are never kept decoded: their keys
+    # come back after a merge)
+    import struct
+
+    from streamfilter.stores import lmdb as lmdb_store
+
+    monkeypatch.setattr(lmdb_store, "_CACHED_RUN_BYTES", 4096)
+    monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", 64)
+    new_style = lmdb_store._put_run
+
+    def old_style(txn: object, db: object, value: bytes) -> bytes:
+        db_key = struct.pack(">Q", struct.unpack_from("<Q", value)[0])
+        txn.put(db_key, value, db=db)  # type: ignore[attr-defined]
+        return db_key
+
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(400)]
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    monkeypatch.setattr(lmdb_store, "_put_run", old_style)
+    for start in range(0, 200, 10):
+        assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(start, start + 10)]) == [None] * 10
+        store._merger.settle()
+    store.close()
+    assert _run_count(tmp_path / "index") >= 1
+    monkeypatch.setattr(lmdb_store, "_put_run", new_style)
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings())
+    for start in range(200, 400, 10):
+        assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(start, start + 10)]) == [None] * 10
+        store._merger.settle()
+    matches = store.check_and_insert([sketch(f"copy{i}", 1000 + i, texts[i]) for i in range(0, 400, 7)])
+    with store._require_env().begin() as txn:
+        key_lengths = {len(key) for key in txn.cursor(store._runs).iternext(keys=True, values=False)}
+    store.close()
+    assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(0, 400, 7)]
+    assert 16 in key_lengths  # runs written since carry the transaction's id
+
+
 @pytest.mark.parametrize("variant", ["small-runs", "runs-with-own-filters", "kept-runs"])
 def test_lmdb_runs_of_another_process_are_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str) -> None:
     # each process keeps its own filter of the keys in the runs; runs written
