@@ -305,6 +305,8 @@ def _live_entries(run: _Run, first_live: int, base: int) -> tuple[npt.NDArray[np
         offsets += np.uint32(run.first - base)
     if run.first >= first_live:  # nothing purged: no mask to build and apply
         return run.keys.copy(), offsets
+    if run.last < first_live:  # all purged (and ``first_live - base`` may not fit 32 bits)
+        return run.keys[:0].copy(), offsets[:0]
     live = offsets >= np.uint32(first_live - base)
     return run.keys[live], offsets[live]
 

@@ -57,7 +57,7 @@ def test_a_run_stores_each_serial_in_as_few_bytes_as_its_span_needs(span: int, e
     assert run.serials(picked).tolist() == serials[order][picked].astype(np.int64).tolist()
 
 
-@pytest.mark.parametrize("first_live", [0, 1000, 1025, 1050, (1 << 20) + 1010, (1 << 20) + 2000])
+@pytest.mark.parametrize("first_live", [0, 1000, 1025, 1050, (1 << 20) + 1010, (1 << 20) + 2000, 1 << 33])
 def test_a_merge_keeps_the_entries_of_posts_not_purged_under_their_serials(first_live: int) -> None:
     rng = np.random.default_rng(first_live)
     runs = [
