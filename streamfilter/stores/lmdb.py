@@ -59,6 +59,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import lmdb
 import numpy as np
@@ -151,6 +152,7 @@ def _decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
 
 
 _ALL = slice(None)
+_Offset = TypeVar("_Offset", np.int64, np.uint32)
 
 
 @dataclass(slots=True)
@@ -171,12 +173,16 @@ class _Run:
         """(first serial, last serial, entries): fixes a run's contents."""
         return self.first, self.last, len(self.keys)
 
+    def offsets(self, dtype: type[_Offset], positions: npt.NDArray[np.int64] | slice = _ALL) -> npt.NDArray[_Offset]:
+        """Each serial minus the run's first, of the entries at ``positions`` (all by default)."""
+        offsets = self.low[positions].astype(dtype)
+        if self.high is not None:
+            offsets |= self.high[positions].astype(dtype) << dtype(16)
+        return offsets
+
     def serials(self, positions: npt.NDArray[np.int64] | slice = _ALL) -> npt.NDArray[np.int64]:
         """The serials of the entries at ``positions`` (all by default)."""
-        offsets = self.low[positions].astype(np.int64)
-        if self.high is not None:
-            offsets |= self.high[positions].astype(np.int64) << 16
-        return offsets + self.first
+        return self.offsets(np.int64, positions) + self.first
 
     def find(self, queries: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(indexes of the queries found, the position of each one's first entry).
@@ -278,6 +284,12 @@ def _mergeable(older: int, newer: int) -> bool:
     return older <= 2 * newer and older + newer <= _MAX_MERGED_ENTRIES
 
 
+def _one_run_spans(*runs: _Run) -> bool:
+    """Whether one run can hold the entries of ``runs``: their serials less
+    than 2**32 apart, so that offsets fit 32 bits."""
+    return max(run.last for run in runs) - min(run.first for run in runs) < 1 << 32
+
+
 def _merge_plan(runs: list[_Run]) -> int | None:
     """The index in ``runs`` (live ones, oldest first) of the older run of the
     newest adjacent pair that is for the merge thread: too large to merge
@@ -288,7 +300,7 @@ def _merge_plan(runs: list[_Run]) -> int | None:
         if (
             _mergeable(len(older.keys), len(newer.keys))
             and entries > _INLINE_MERGED_ENTRIES
-            and newer.last - older.first < 1 << 32
+            and _one_run_spans(older, newer)
         ):
             return at
     return None
@@ -298,9 +310,7 @@ def _live_entries(run: _Run, first_live: int, base: int) -> tuple[npt.NDArray[np
     """(keys, serials minus ``base``) of a run's entries that are not purged;
     copies, valid after its transaction. ``base`` is at most ``run.first``,
     and the run's serials less than 2**32 past it."""
-    offsets = run.low.astype(np.uint32)
-    if run.high is not None:
-        offsets |= run.high.astype(np.uint32) << np.uint32(16)
+    offsets = run.offsets(np.uint32)
     if run.first > base:
         offsets += np.uint32(run.first - base)
     if run.first >= first_live:  # nothing purged: no mask to build and apply
@@ -803,7 +813,7 @@ class _Batch:
         txn, db = self.txn, self.store._runs
         runs = [_decode_run(db_key, txn.get(db_key, db=db)) for db_key in (older, newer)]
         # read before the first write moves them
-        if max(run.last for run in runs) - min(run.first for run in runs) < 1 << 32:
+        if _one_run_spans(*runs):
             groups = [_merge_entries(runs, first_live)]
         else:  # offsets must fit 32 bits: each is rewritten alone, without its purged entries
             groups = [_merge_entries([run], first_live) for run in runs]
