@@ -426,6 +426,17 @@ def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
         return merged
 
     monkeypatch.setattr(lmdb_store._Batch, "_merge", counted)
+    write_pending = lmdb_store._Batch._write_pending
+
+    def counted_pending(
+        self: lmdb_store._Batch, pending: lmdb_store._Run, newest: tuple[bytes, int] | None, first_live: int
+    ) -> tuple[tuple[bytes, int], bool]:
+        written, replaced = write_pending(self, pending, newest, first_live)
+        if replaced:  # the batch's run merged with the newest
+            inline.append(written[1])
+        return written, replaced
+
+    monkeypatch.setattr(lmdb_store._Batch, "_write_pending", counted_pending)
     store = LMDBStore(tmp_path / "index", durable=False)
     store.open(settings())
     texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(1000)]
