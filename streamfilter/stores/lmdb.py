@@ -419,6 +419,9 @@ class _RunCache:
     them (their pages are its private copies until it commits), and runs of
     older indexes, whose keys are the first serial alone. Growing the map
     moves it, so growth drops every kept run (``clear``, under _MapGuard).
+
+    A smaller run is kept as a copy of its value, made when first read, so
+    that a batch does not decode every small run again.
     """
 
     def __init__(self) -> None:
@@ -435,12 +438,11 @@ class _RunCache:
             keep = run is not None
             if run is None:
                 value = cursor.value()
+                # not this transaction's own, nor an older index's
+                keep = len(db_key) == _RUN_KEY.size and _RUN_KEY.unpack(db_key)[1] < txn.id()
+                if keep and len(value) < _CACHED_RUN_BYTES:
+                    value = bytes(value)  # a small run is kept as a copy (see above)
                 run = _decode_run(db_key, value)
-                keep = (
-                    len(value) >= _CACHED_RUN_BYTES
-                    and len(db_key) == _RUN_KEY.size
-                    and _RUN_KEY.unpack(db_key)[1] < txn.id()  # not this transaction's own
-                )
             if keep:
                 kept[db_key] = run
             runs.append(run)

@@ -367,10 +367,10 @@ def test_lmdb_judges_like_the_memory_store(
     # same stream, same verdicts, whatever the batching: runs, merges and the
     # batch's own earlier posts agree with a store that looks up one post at a time.
     # With "merge-thread", every merge of more than 64 entries runs on the
-    # store's merge thread, while later batches are judged. "kept-runs" also
-    # keeps every run of 4 KB or more decoded across batches, while merges
-    # replace them, purges drop them and the map, starting at 64 KB, grows
-    # several times.
+    # store's merge thread, while later batches are judged. Runs are kept
+    # decoded across batches, smaller ones as copies; "kept-runs" also keeps
+    # every run of 4 KB or more in place in the map, while merges replace
+    # them, purges drop them and the map, starting at 64 KB, grows several times.
     from streamfilter.stores import lmdb as lmdb_store
 
     map_size = 64 << 20
