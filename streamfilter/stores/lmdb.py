@@ -690,17 +690,21 @@ class _Batch:
         stored = _stored_sharers(hit_serial, per_query, first_hit, inverse, owner)
         # A sketch looks for posts recorded earlier in this batch only under the
         # keys an earlier sketch holds too, and files itself only under the keys
-        # a later sketch holds too.
-        first_holder = np.full(len(queries), count, dtype=np.int64)
-        last_holder = np.full(len(queries), -1, dtype=np.int64)
-        np.minimum.at(first_holder, inverse, owner)
-        np.maximum.at(last_holder, inverse, owner)
-        looked_up = np.flatnonzero(owner > first_holder[inverse])
-        lookup_keys = inverse[looked_up].tolist()
-        lookup_ends = [0, *np.cumsum(np.bincount(owner[looked_up], minlength=count)).tolist()]
-        filed = np.flatnonzero(owner < last_holder[inverse])
-        filed_keys = inverse[filed].tolist()
-        filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
+        # a later sketch holds too. Small batches mostly share no key at all.
+        if len(queries) == len(every):
+            lookup_keys = filed_keys = []
+            lookup_ends = filed_ends = [0] * (count + 1)
+        else:
+            first_holder = np.full(len(queries), count, dtype=np.int64)
+            last_holder = np.full(len(queries), -1, dtype=np.int64)
+            np.minimum.at(first_holder, inverse, owner)
+            np.maximum.at(last_holder, inverse, owner)
+            looked_up = np.flatnonzero(owner > first_holder[inverse])
+            lookup_keys = inverse[looked_up].tolist()
+            lookup_ends = [0, *np.cumsum(np.bincount(owner[looked_up], minlength=count)).tolist()]
+            filed = np.flatnonzero(owner < last_holder[inverse])
+            filed_keys = inverse[filed].tolist()
+            filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
         # repeated key (its index in ``queries``) -> serials of the batch's
         # recorded sketches under it, oldest first; like the runs, it holds
         # recorded posts only, so a campaign's thousand copies in one batch
