@@ -651,6 +651,8 @@ class _Batch:
         serial_of = np.concatenate(hit_serials)
         order = np.lexsort((-serial_of, query_of))  # by query, newest first
         query_of, serial_of = query_of[order], serial_of[order]
+        if len(hit_queries) == 1:  # hits of one run: at most ``limit`` a query already
+            return query_of, serial_of
         keep = _rank_in_group(query_of) < limit
         return query_of[keep], serial_of[keep]
 
