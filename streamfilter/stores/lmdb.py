@@ -835,9 +835,9 @@ class _Batch:
         """Write the batch's run, merged at once with the newest run (db key,
         entries) when ``compact`` would merge the two: the same runs as
         writing it alone and then merging, without encoding, writing and
-        reading it back in between (in batches of a dozen posts, that was a
-        sixth of the store's time). Returns the run's (db key, entries) and
-        whether it took the newest's place."""
+        reading it back in between (45 k of the 2.3 M instructions a
+        transaction of a dozen posts took). Returns the run's (db key,
+        entries) and whether it took the newest's place."""
         txn, db = self.txn, self.store._runs
         parts = [pending]
         if newest is not None:
