@@ -18,6 +18,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -26,16 +27,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import FilterConfig, LMDBStore, StreamFilter  # noqa: E402
 
 
-async def run(rate: float, seconds: float, durable: bool) -> None:
-    rng = random.Random(5)
+def texts(seed: int = 5) -> Iterator[str]:
+    """The benchmark's posts, endlessly: 6 to 20 words of a 20,000-word
+    vocabulary, and 30% copies of one of the last 1,000 novel texts under
+    a new @mention."""
+    rng = random.Random(seed)
     vocabulary = [f"w{i}" for i in range(20000)]
+    recent: list[str] = []
+    while True:
+        if recent and rng.random() < 0.3:
+            yield "@copy " + rng.choice(recent)
+        else:
+            text = " ".join(rng.choices(vocabulary, k=rng.randint(6, 20)))
+            recent = (recent + [text])[-1000:]
+            yield text
+
+
+async def run(rate: float, seconds: float, durable: bool) -> None:
     arrivals: dict[str, float] = {}
     total = int(rate * seconds)
     lag = [0.0]
 
     async def source():  # type: ignore[no-untyped-def]
         start = time.perf_counter()
-        recent: list[str] = []
+        made = texts()
         for i in range(total):
             due = start + i / rate
             now = time.perf_counter()
@@ -43,11 +58,7 @@ async def run(rate: float, seconds: float, durable: bool) -> None:
                 await anyio.sleep(due - now)
             else:
                 lag[0] = max(lag[0], now - due)
-            if recent and rng.random() < 0.3:
-                text = "@copy " + rng.choice(recent)
-            else:
-                text = " ".join(rng.choices(vocabulary, k=rng.randint(6, 20)))
-                recent = (recent + [text])[-1000:]
+            text = next(made)
             # A post arrives when it is due, even if this loop was too busy
             # to take it then (it would wait in a socket buffer): latency
             # counts from the schedule, so a source held back shows in it.
