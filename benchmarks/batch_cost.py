@@ -43,7 +43,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         with StreamFilter(FilterConfig(), store=LMDBStore(directory, durable=args.fsync)) as sf:
             engine = sf._require_engine()
-            batches = sketching = judging = 0.0
+            batches = 0
+            sketching = judging = 0.0
             for start in range(0, len(posts), size):
                 records = list(enumerate(posts[start : start + size], start + 1))
                 began = time.process_time()

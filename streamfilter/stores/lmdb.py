@@ -284,6 +284,12 @@ def _mergeable(older: int, newer: int) -> bool:
     return older <= 2 * newer and older + newer <= _MAX_MERGED_ENTRIES
 
 
+def _merged_inline(older: int, newer: int) -> bool:
+    """Whether a batch's own transaction merges two adjacent runs of these
+    entry counts; a larger merge that is due is the merge thread's."""
+    return _mergeable(older, newer) and older + newer <= _INLINE_MERGED_ENTRIES
+
+
 def _one_run_spans(*runs: _Run) -> bool:
     """Whether one run can hold the entries of ``runs``: their serials less
     than 2**32 apart, so that offsets fit 32 bits."""
@@ -821,10 +827,9 @@ class _Batch:
                 sizes.append(written)
         while len(sizes) >= 2:
             (older, older_size), (newer, newer_size) = sizes[-2], sizes[-1]
-            if not _mergeable(older_size, newer_size):
-                break
-            if older_size + newer_size > _INLINE_MERGED_ENTRIES:
-                self.merge_wanted = True  # by the merge thread, once this batch has committed
+            if not _merged_inline(older_size, newer_size):
+                # too large for a batch: the merge thread's, once this batch has committed
+                self.merge_wanted |= _mergeable(older_size, newer_size)
                 break
             merged = self._merge(older, newer, first_live)
             sizes[-2:] = [merged] if merged is not None else []
@@ -842,15 +847,14 @@ class _Batch:
         parts = [pending]
         if newest is not None:
             newest_key, newest_size = newest
-            if _mergeable(newest_size, len(pending.keys)) and newest_size + len(pending.keys) <= _INLINE_MERGED_ENTRIES:
+            if _merged_inline(newest_size, len(pending.keys)):
                 older = _decode_run(newest_key, txn.get(newest_key, db=db))
                 if _one_run_spans(older, pending):
                     parts.insert(0, older)
         entries = _merge_entries(parts, first_live)  # copies, made before a write moves the newest's value
         if len(parts) == 2:
             txn.delete(newest_key, db=db)
-        value = _encode_run(*entries)
-        run = _decode_run(_put_run(txn, db, value), value)  # our buffer: valid after the transaction
+        run = self._put_entries(entries)
         # The key filter takes in the batch's keys; the newest run's are in it
         # already when judging synced it (``read``).
         self.new_runs.append((run.identity, np.sort(pending.keys) if self.read is not None else run.keys))
@@ -867,21 +871,21 @@ class _Batch:
         txn.delete(older, db=db)
         txn.delete(newer, db=db)
         written = []
-        for keys, offsets, base in groups:
-            if len(keys):
-                value = _encode_run(keys, offsets, base)
-                db_key = _put_run(txn, db, value)
-                self._merged(db_key, value)
-                written.append((db_key, len(keys)))
+        for entries in groups:
+            if len(entries[0]):
+                run = self._put_entries(entries)
+                # Made of entries of other runs. When this transaction synced the
+                # key filter (``read``), those were all in it, so only its identity
+                # is new; a batch without band keys skips the sync, and then its
+                # keys are taken in too.
+                self.new_runs.append((run.identity, None if self.read is not None else run.keys))
+                written.append((run.db_key, len(run.keys)))
         return written[0] if len(groups) == 1 and written else None
 
-    def _merged(self, db_key: bytes, value: memoryview) -> None:
-        """A run made of entries of other runs. When this transaction synced the
-        key filter (``read``), those were all in it (or are this batch's run, taken in
-        with its keys), so only its identity is new; a batch without band keys
-        skips the sync, and then its keys are taken in too."""
-        run = _decode_run(db_key, value)
-        self.new_runs.append((run.identity, None if self.read is not None else run.keys))
+    def _put_entries(self, entries: tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], int]) -> _Run:
+        """Write a run of (keys, offsets, base); decoded from its own buffer, so valid after the transaction."""
+        value = _encode_run(*entries)
+        return _decode_run(_put_run(self.txn, self.store._runs, value), value)
 
 
 def _release_freed_memory() -> None:
