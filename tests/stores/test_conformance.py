@@ -635,6 +635,52 @@ def test_lmdb_runs_of_another_process_are_found(tmp_path: Path, monkeypatch: pyt
     assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(240)]
 
 
+def test_lmdb_run_masks_never_lose_a_key_of_a_live_large_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The table that says which large runs may hold a key must hold every key
+    # of every live large run, whatever came and went before: more large runs
+    # than planes (shared planes), runs gone (stale planes, cleared later),
+    # and a run larger than the table was sized for (the table built again).
+    # A key it lost would be a duplicate let through.
+    import numpy as np
+
+    from streamfilter.stores import lmdb as lmdb_store
+
+    monkeypatch.setattr(lmdb_store, "_FILTERED_RUN", 64)
+    rng = np.random.default_rng(7)
+
+    def run(first: int, entries: int) -> lmdb_store._Run:
+        keys = np.sort(rng.integers(0, 1 << 32, entries, dtype=np.uint64).astype(np.uint32))
+        offsets = np.arange(entries, dtype=np.uint32)
+        return lmdb_store._Run(b"", first, first + entries - 1, keys, keys[:0], 0, offsets, None)
+
+    masks = lmdb_store._RunMasks()
+    live: list[lmdb_store._Run] = []
+    sizes = [64, 500, 3000, 20000] * 10 + [300_000]  # the last outgrows a table sized for the others
+    for step, entries in enumerate(sizes):
+        live.append(run(step * 1_000_000, entries))
+        if step % 3 == 2:
+            live.pop(int(rng.integers(0, len(live))))  # a run merged away or purged
+        small = run(999_000_000 + step, 10)  # below _FILTERED_RUN: never in the table
+        masks.sync([*live, small])
+        assert masks.bit_of(small) is None
+        for each in live:
+            bit = masks.bit_of(each)
+            assert bit is not None
+            found = masks.masks(each.keys)
+            assert found is not None and np.all(found & bit), f"step {step}: a key of a live run is missing"
+    assert len(live) > lmdb_store._RunMasks.PLANES  # planes were shared
+    # keys in no run pass for a run's plane about as often as its plane is set
+    strangers = rng.integers(0, 1 << 32, 100_000, dtype=np.uint64).astype(np.uint32)
+    found = masks.masks(strangers)
+    assert found is not None
+    for each in live:
+        bit = masks.bit_of(each)
+        assert bit is not None
+        assert np.count_nonzero(found & bit) / len(strangers) < 0.15
+    masks.sync([])
+    assert masks.masks(strangers) is None  # no large run left: the table is freed
+
+
 def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path: Path) -> None:
     # The key filter takes in the runs this process writes only once they commit:
     # after an aborted batch, another process writes its own run at the same
