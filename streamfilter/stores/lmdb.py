@@ -462,9 +462,12 @@ class _RunCache:
         self._runs = {}
 
 
-# Runs a transaction wrote, for the key filter once it commits: (identity,
-# sorted keys), or (identity, None) for a merge of runs it holds already.
-_NewRuns = list[tuple[tuple[int, int, int], npt.NDArray[np.uint32] | None]]
+# A run a transaction wrote, for the key filter once it commits: its
+# identity, its sorted keys, the identities of the runs it was merged from,
+# and the keys that none of those held (None: none), sorted.
+_NewRun = tuple[
+    tuple[int, int, int], npt.NDArray[np.uint32], Sequence[tuple[int, int, int]], npt.NDArray[np.uint32] | None
+]
 
 
 class _Bits:
@@ -575,89 +578,92 @@ class _RunMasks:
         return self._table[keys >> self._shift] if self._plane_of else None
 
     def bit_of(self, run: _Run) -> np.uint16 | None:
-        """The bit of a large run's plane (one ``sync`` saw), or None for a small run."""
-        plane = self._plane_of.get(run.identity) if len(run.keys) >= _FILTERED_RUN else None
-        return None if plane is None else np.uint16(1 << plane)
+        """The bit of a large run's plane (the last ``sync`` must have seen it), or None for a small run."""
+        if len(run.keys) < _FILTERED_RUN:
+            return None
+        return np.uint16(1 << self._plane_of[run.identity])
 
 
 class _KeyFilter:
-    """Which band keys might be in some run: one bit per key prefix, in this process.
+    """Which band keys might be in some run, in this process: ``run_masks``
+    for the runs of ``_FILTERED_RUN`` entries or more, and one bit per key
+    prefix for the smaller runs.
 
-    It always holds every key of every run (a superset: a bit set for a key
-    that has gone costs one search, never a verdict). Before any look-up, a
-    transaction adds the runs it has not seen: those written by other
-    processes. A run is known by (first serial, last serial, entries), which
-    fixes its contents. The runs this process writes are taken in only once
-    their transaction has committed (``taken_in``): a batch's new run with its
-    keys, and a merged run as seen, without its keys, which its two parts
-    brought in already. (Adding merged runs again was 8% of the store's time
-    at 2 M posts, since each key is merged again about log2(posts / batch) times.)
-    It is rebuilt from the live runs when they outgrow it, and after a quarter
-    as many keys were added as it has bits (so bits of purged posts do not pile up).
-    Without it, every key of a novel post is searched for in every run; with
-    ~8 bits per entry, about 88% of those searches are skipped.
+    Both always hold every key of the runs they are for (a superset: a bit
+    set for a key that has gone costs one search, never a verdict). Before
+    any look-up, a transaction adds the runs it has not seen: those written
+    by other processes. A run is known by (first serial, last serial,
+    entries), which fixes its contents. The runs this process writes are
+    taken in only once their transaction has committed (``taken_in``): a
+    batch's new run with its keys, and a merged run as seen, without its
+    keys, which its two parts brought in already. (Adding merged runs again
+    was 8% of the store's time at 2 M posts, since each key is merged again
+    about log2(posts / batch) times.) The bits are rebuilt from the live
+    small runs when they outgrow them, and after a quarter as many keys were
+    added as there are bits (so bits of purged posts do not pile up).
+    Without them, every key of a novel post is searched for in every run;
+    with ~8 bits per entry, about 88% of those searches are skipped.
 
-    A key that passes it is searched for in every run, and a copy's keys all
-    pass: a 10 M-post index keeps about fourteen runs of millions of entries,
-    each search in one costs a few cache misses, and those searches grew to
-    the largest part of a batch. So the runs of ``_FILTERED_RUN`` entries or
-    more are also in ``run_masks``, built from their keys when first seen: a
-    key is searched for only in the large runs that may hold it.
+    A 10 M-post index keeps about fourteen runs of millions of entries, and a
+    copy's keys are in one of them: with one filter for all runs, each of its
+    keys was searched for in every large run, a few cache misses each, and
+    those searches grew to the largest part of a batch. The large runs are
+    also most of the keys: had the bits held them too, they would have taken
+    128 MB from about 6 M posts on, and rebuilding them took a second when a
+    process opened such an index.
     """
 
     def __init__(self) -> None:
         self._bits = _Bits(0)
         self._empty = True
-        self._seen: set[tuple[int, int, int]] = set()
+        self._seen: set[tuple[int, int, int]] = set()  # small runs whose keys are in the bits
         self._added = 0
         self.run_masks = _RunMasks()
 
     def sync(self, runs: list[_Run]) -> None:
         self.run_masks.sync(runs)
-        live = sum(len(run.keys) for run in runs)
+        small = [run for run in runs if len(run.keys) < _FILTERED_RUN]
+        live = sum(len(run.keys) for run in small)
         capacity = self._bits.capacity
         outgrown = live * 8 > capacity and capacity < 1 << _MAX_FILTER_BITS
         # Bits of purged posts stay set: once a quarter as many keys were added
         # as there are bits, at most about a third of the bits are set, so rebuild.
         if self._empty or outgrown or self._added > capacity // 4:
-            self._rebuild(runs, live)
+            self._rebuild(small, live)
             return
-        for run in runs:
+        for run in small:
             if run.identity not in self._seen:
                 self._add(run.keys)
                 self._seen.add(run.identity)
 
-    def _rebuild(self, runs: list[_Run], live: int) -> None:
+    def _rebuild(self, small: list[_Run], live: int) -> None:
         self._bits = _Bits(live)
         self._empty = False
-        self._seen = {run.identity for run in runs}
-        for run in runs:
+        self._seen = {run.identity for run in small}
+        for run in small:
             self._add(run.keys)
         self._added = 0  # counts the keys added since: at the size cap, the live ones can exceed the bits
 
-    def taken_in(self, new_runs: _NewRuns) -> None:
-        """Runs a committed transaction of this process wrote: (identity, sorted
-        keys), or (identity, None) for a merge of runs already taken in."""
-        for identity, keys in new_runs:
-            if keys is not None:
-                self._add(keys)
+    def taken_in(self, new_runs: list[_NewRun]) -> None:
+        """Runs that a committed transaction of this process wrote (a batch's,
+        or the merge thread's). A small one's keys are added, or only its
+        fresh ones when the bits hold the keys of every run it was merged
+        from; a large one is the run masks' at the next sync."""
+        for identity, keys, parts, fresh in new_runs:
+            if identity[2] >= _FILTERED_RUN:
+                continue
+            if not all(part in self._seen for part in parts):
+                self._add(keys)  # a part was another process's, or a large run
+            elif fresh is not None:
+                self._add(fresh)
             self._seen.add(identity)
-
-    def merged(
-        self, identity: tuple[int, int, int], parts: Sequence[tuple[int, int, int]], keys: npt.NDArray[np.uint32]
-    ) -> None:
-        """A run the merge thread made of ``parts`` and committed: its keys
-        are in already when both parts were, else they are added."""
-        if not all(part in self._seen for part in parts):
-            self._add(keys)
-        self._seen.add(identity)
 
     def _add(self, keys: npt.NDArray[np.uint32]) -> None:
         self._bits.add(keys)
         self._added += len(keys)
 
     def might_hold(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
-        """Indexes of the keys that may be in a run."""
+        """Indexes of the keys that may be in a small run."""
         return self._bits.might_hold(keys)
 
 
@@ -670,7 +676,7 @@ class _Batch:
         self.settings = settings
         self.cache = store._cache
         # runs written here, for the key filter once the transaction commits (_KeyFilter.taken_in)
-        self.new_runs: _NewRuns = []
+        self.new_runs: list[_NewRun] = []
         # the runs as judging read them, once the key filter is in step with them, then this batch's own
         self.read: list[_Run] | None = None
         # (serial key, record) of posts recorded and not yet written: written in one call (``write_posts``)
@@ -702,27 +708,27 @@ class _Batch:
         key_filter = self.store._key_filter
         key_filter.sync(runs)
         self.read = runs
-        maybe = key_filter.might_hold(queries)  # most keys of a novel post are in no run at all
-        if len(maybe) == 0:
-            return nothing
-        queries = queries[maybe]
+        # most keys of a novel post are in no run at all
+        maybe = key_filter.might_hold(queries)  # in a small run
+        maybe_queries = queries[maybe]
+        masks = key_filter.run_masks.masks(queries)  # in which large runs
         limit = self.settings.max_candidates_per_band
-        run_masks = key_filter.run_masks
-        masks = run_masks.masks(queries)
         for run in runs:
             if run.last < first_live or len(run.keys) == 0:
                 continue
-            bit = run_masks.bit_of(run)
+            bit = key_filter.run_masks.bit_of(run)
             if bit is None:
-                hits, low = run.find(queries)
+                passed, searched = maybe, maybe_queries
             else:
                 assert masks is not None
                 passed = np.flatnonzero(masks & bit)
-                hits, low = run.find(queries[passed])
-                hits = passed[hits]
+                searched = queries[passed]
+            if len(passed) == 0:
+                continue
+            hits, low = run.find(searched)
             if len(hits) == 0:
                 continue
-            hits_in_batch = maybe[hits]
+            hits = passed[hits]
             high = np.searchsorted(run.keys, queries[hits], side="right")
             counts = np.minimum(high - low, limit)
             # the last ``counts`` entries of each key's range: its newest, since
@@ -731,7 +737,7 @@ class _Batch:
             positions = np.repeat(high - ends, counts) + np.arange(int(ends[-1]))
             serials = run.serials(positions)
             live = serials >= first_live
-            hit_queries.append(np.repeat(hits_in_batch, counts)[live])
+            hit_queries.append(np.repeat(hits, counts)[live])
             hit_serials.append(serials[live])
         if not hit_queries:
             return nothing
@@ -937,9 +943,8 @@ class _Batch:
         if len(parts) == 2:
             txn.delete(newest_key, db=db)
         run = self._put_entries(entries)
-        # The key filter takes in the batch's keys; the newest run's are in it
-        # already when judging synced it (``read``).
-        self.new_runs.append((run.identity, np.sort(pending.keys) if self.read is not None else run.keys))
+        # for the key filter: the batch's keys are fresh, the newest run's it may hold already
+        self.new_runs.append((run.identity, run.keys, [part.identity for part in parts[:-1]], np.sort(pending.keys)))
         return (run.db_key, len(run.keys)), len(parts) == 2
 
     def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
@@ -956,11 +961,8 @@ class _Batch:
         for entries in groups:
             if len(entries[0]):
                 run = self._put_entries(entries)
-                # Made of entries of other runs. When this transaction synced the
-                # key filter (``read``), those were all in it, so only its identity
-                # is new; a batch without band keys skips the sync, and then its
-                # keys are taken in too.
-                self.new_runs.append((run.identity, None if self.read is not None else run.keys))
+                # made of entries of other runs: no fresh keys
+                self.new_runs.append((run.identity, run.keys, [part.identity for part in runs], None))
                 written.append((run.db_key, len(run.keys)))
         return written[0] if len(groups) == 1 and written else None
 
@@ -1221,7 +1223,7 @@ class LMDBStore:
             raise StoreError("the LMDB store is not open")
         self._raise_merge_error()
 
-        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], _NewRuns, bool]:
+        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], list[_NewRun], bool]:
             clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
             clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
@@ -1243,7 +1245,7 @@ class LMDBStore:
                 before_commit(results)
             return results, batch.new_runs, batch.merge_wanted
 
-        done: tuple[list[Match | None], _NewRuns, bool] = self._write(
+        done: tuple[list[Match | None], list[_NewRun], bool] = self._write(
             apply, buffers=True, committed=lambda done: self._key_filter.taken_in(done[1])
         )
         if done[2]:
@@ -1287,7 +1289,7 @@ class LMDBStore:
 
         def committed(swapped: bool) -> None:
             if swapped:
-                self._key_filter.merged(merged.identity, [identity for _, identity in parts], merged.keys)
+                self._key_filter.taken_in([(merged.identity, merged.keys, [identity for _, identity in parts], None)])
 
         self._write(swap, buffers=True, committed=committed)
         if len(merged.keys) >= _FILTERED_RUN:

@@ -681,6 +681,37 @@ def test_lmdb_run_masks_never_lose_a_key_of_a_live_large_run(monkeypatch: pytest
     assert masks.masks(strangers) is None  # no large run left: the table is freed
 
 
+@pytest.mark.parametrize("merges", ["inline", "merge-thread"])
+def test_lmdb_large_run_purged_small_is_still_searched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merges: str
+) -> None:
+    # Large runs are in the run masks and small ones in the key filter's bits.
+    # When purging makes a merge with a large run small, the merged run's keys
+    # must go into the bits: the large run's were never there, and the posts
+    # of it that are still live would never be found.
+    from streamfilter.stores import lmdb as lmdb_store
+
+    monkeypatch.setattr(lmdb_store, "_FILTERED_RUN", 600)
+    if merges == "merge-thread":
+        monkeypatch.setattr(lmdb_store, "_INLINE_MERGED_ENTRIES", 0)
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(60)]
+    store = LMDBStore(tmp_path / "index", durable=False)
+    store.open(settings(ttl=55))
+    # a large run: 40 posts, one a second, 17 keys each (680 entries)
+    assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(40)]) == [None] * 40
+    # at t=88 the posts up to t=33 are purged; two runs of 10 posts merge
+    # (340 entries), then with the large one: 6 of its posts are left, 442 entries
+    for start in (40, 50):
+        assert store.check_and_insert([sketch(f"a{i}", 88, texts[i]) for i in range(start, start + 10)]) == [None] * 10
+        store._merger.settle()
+    with store._reading(buffers=True) as txn:
+        sizes = [len(lmdb_store._decode_run(key, value).keys) for key, value in txn.cursor(db=store._runs)]
+    assert sizes == [442]  # the large run is gone into a small one
+    matches = store.check_and_insert([sketch(f"copy{i}", 88, texts[i]) for i in range(34, 60)])
+    store.close()
+    assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(34, 60)]
+
+
 def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path: Path) -> None:
     # The key filter takes in the runs this process writes only once they commit:
     # after an aborted batch, another process writes its own run at the same
