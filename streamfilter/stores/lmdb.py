@@ -109,7 +109,7 @@ _ENTRIES_PER_BUCKET = 8
 _FENCED_RUN = 1 << 22
 # The key filter's size at most: 2**30 bits, 128 MB, enough for ~130 M entries.
 _MAX_FILTER_BITS = 30
-# Runs of at least this many entries get a plane of their own in the run masks (see _RunMasks).
+# Runs of at least this many entries are in the run masks, smaller ones in the key filter's bits (see _KeyFilter).
 _FILTERED_RUN = 1 << 20
 # The run masks' table at most: 2**26 slots of 16 bits, 128 MB, 8 slots an
 # entry for the largest run merging makes (_MAX_MERGED_ENTRIES).
@@ -497,16 +497,20 @@ class _RunMasks:
 
     Each run of ``_FILTERED_RUN`` entries or more is given a plane, one bit
     of every slot, set where a key of the run falls. One look-up in the table
-    answers for every large run at once. Bits of a run of their own cost a
-    cache miss per run for every key that passes the index-wide filter: at
-    6.5 M posts, with about a dozen large runs, a fifth of a batch's look-ups.
+    answers for every large run at once, where bits of each large run's own
+    cost a cache miss per run for every key that might be in one (at 6.5 M
+    posts, with about a dozen large runs, a fifth of a batch's look-ups).
+    With 8 slots an entry, a key not in a run passes for it 12% of the time,
+    and is searched for in it. (Two slots a key, one at random or one in the
+    same cache line, pass about 5%, but measured no faster, and adding a
+    run's keys took 2 to 5 times as long.)
 
     With more than 16 large runs, a plane holds several, and a key that may
     be in any of them is searched for in each. A run that has gone (merged,
     or purged whole) leaves its keys set in its plane until the plane is
     cleared, which is done for all such planes at once, in one pass over the
-    table, when a new run needs a plane: a superset, like the index-wide
-    filter. The table is sized for 8 slots an entry of the largest run and
+    table, when a new run needs a plane: a superset, like the key filter's
+    bits. The table is sized for 8 slots an entry of the largest run and
     built again (every large run added anew) when a larger one comes.
     """
 
@@ -595,8 +599,8 @@ class _KeyFilter:
     by other processes. A run is known by (first serial, last serial,
     entries), which fixes its contents. The runs this process writes are
     taken in only once their transaction has committed (``taken_in``): a
-    batch's new run with its keys, and a merged run as seen, without its
-    keys, which its two parts brought in already. (Adding merged runs again
+    batch's new run with its keys, and a merged run with none but its fresh
+    ones when its parts brought the rest in already. (Adding merged runs again
     was 8% of the store's time at 2 M posts, since each key is merged again
     about log2(posts / batch) times.) The bits are rebuilt from the live
     small runs when they outgrow them, and after a quarter as many keys were
