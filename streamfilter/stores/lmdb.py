@@ -114,6 +114,8 @@ _FILTERED_RUN = 1 << 20
 # The run masks' table at most: 2**26 slots of 16 bits, 128 MB, 8 slots an
 # entry for the largest run merging makes (_MAX_MERGED_ENTRIES).
 _MAX_MASK_BITS = 26
+# A run's keys go into the run masks this many at a time (bounded temporaries).
+_MASK_CHUNK = 1 << 20
 # Runs whose value takes at least this many bytes stay decoded across
 # transactions (see _RunCache): far more than the half page above which LMDB
 # puts a value on overflow pages of its own.
@@ -492,6 +494,11 @@ class _Bits:
         return np.flatnonzero((self.bytes[slots >> np.uint32(3)] >> (slots & np.uint32(7)).astype(np.uint8)) & 1)
 
 
+def _large(entries: int) -> bool:
+    """Whether a run of this many entries is in the run masks, not in the key filter's bits."""
+    return entries >= _FILTERED_RUN
+
+
 class _RunMasks:
     """Which large runs might hold a key: one table of 16-bit masks by key prefix, in this process.
 
@@ -527,7 +534,7 @@ class _RunMasks:
 
     def sync(self, runs: list[_Run]) -> None:
         """Give the large runs in ``runs`` a plane each; forget the runs not among them."""
-        large = {run.identity: run for run in runs if len(run.keys) >= _FILTERED_RUN}
+        large = {run.identity: run for run in runs if _large(len(run.keys))}
         for identity in [identity for identity in self._plane_of if identity not in large]:
             self._stale |= 1 << self._plane_of.pop(identity)
         if not large:
@@ -571,8 +578,8 @@ class _RunMasks:
     def _add(self, run: _Run, plane: int) -> None:
         bit = np.uint16(1 << plane)
         table, shift = self._table, self._shift
-        for start in range(0, len(run.keys), _FILTERED_RUN):  # bounded temporaries
-            slots = run.keys[start : start + _FILTERED_RUN] >> shift
+        for start in range(0, len(run.keys), _MASK_CHUNK):  # bounded temporaries
+            slots = run.keys[start : start + _MASK_CHUNK] >> shift
             # a slot repeated among the keys is written the same value each time
             table[slots] |= bit
         self._plane_of[run.identity] = plane
@@ -583,7 +590,7 @@ class _RunMasks:
 
     def bit_of(self, run: _Run) -> np.uint16 | None:
         """The bit of a large run's plane (the last ``sync`` must have seen it), or None for a small run."""
-        if len(run.keys) < _FILTERED_RUN:
+        if not _large(len(run.keys)):
             return None
         return np.uint16(1 << self._plane_of[run.identity])
 
@@ -626,7 +633,7 @@ class _KeyFilter:
 
     def sync(self, runs: list[_Run]) -> None:
         self.run_masks.sync(runs)
-        small = [run for run in runs if len(run.keys) < _FILTERED_RUN]
+        small = [run for run in runs if not _large(len(run.keys))]
         live = sum(len(run.keys) for run in small)
         capacity = self._bits.capacity
         outgrown = live * 8 > capacity and capacity < 1 << _MAX_FILTER_BITS
@@ -654,7 +661,7 @@ class _KeyFilter:
         fresh ones when the bits hold the keys of every run it was merged
         from; a large one is the run masks' at the next sync."""
         for identity, keys, parts, fresh in new_runs:
-            if identity[2] >= _FILTERED_RUN:
+            if _large(identity[2]):
                 continue
             if not all(part in self._seen for part in parts):
                 self._add(keys)  # a part was another process's, or a large run
@@ -948,7 +955,8 @@ class _Batch:
             txn.delete(newest_key, db=db)
         run = self._put_entries(entries)
         # for the key filter: the batch's keys are fresh, the newest run's it may hold already
-        self.new_runs.append((run.identity, run.keys, [part.identity for part in parts[:-1]], np.sort(pending.keys)))
+        fresh = np.sort(pending.keys) if len(parts) == 2 else run.keys  # alone, the run is its keys sorted
+        self.new_runs.append((run.identity, run.keys, [part.identity for part in parts[:-1]], fresh))
         return (run.db_key, len(run.keys)), len(parts) == 2
 
     def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
