@@ -34,7 +34,6 @@ import html
 import re
 import unicodedata
 
-import emoji
 import regex
 
 __all__ = ["NORMALIZER_VERSION", "has_retweet_prefix", "normalize", "normalize_fallback", "normalize_words"]
@@ -45,15 +44,18 @@ NORMALIZER_VERSION = 3
 
 
 def _emoji_code_points() -> frozenset[int]:
+    import emoji  # its data takes 20-30 ms to load: only where posts are normalised
+
     code_points: set[int] = set()
     for sequence in emoji.EMOJI_DATA:
         code_points.update(ord(char) for char in sequence)
     # Digits, '#' and '*' only count as emoji inside keycap sequences (handled apart).
     code_points = {cp for cp in code_points if cp >= 0x80}
-    # Pictographs newer than the emoji package's data.
+    # Pictographs newer than the emoji package's data, found in one pass per block.
     pictographic = regex.compile(r"[\p{Extended_Pictographic}\p{Emoji_Modifier}]")
     for block_start, block_end in ((0x2000, 0x3300), (0x1F000, 0x1FB00)):
-        code_points.update(cp for cp in range(block_start, block_end) if pictographic.match(chr(cp)))
+        block = "".join(map(chr, range(block_start, block_end)))
+        code_points.update(map(ord, pictographic.findall(block)))
     code_points.update(range(0x1F1E6, 0x1F200))  # regional indicators (flags)
     return frozenset(code_points - _INVISIBLE_IN_EMOJI)
 
@@ -70,14 +72,20 @@ _DRESSED_LETTERS = {
 # Letters that render as nothing, used as blanks between words.
 _BLANKS = (0x115F, 0x1160, 0x3164, 0xFFA0)
 
-# One translation of a non-ASCII run: dressed letters become letters, emoji a
-# space, what only modifies an emoji nothing.
-_RUN_TABLE = (
-    {cp: " " for cp in _emoji_code_points() if cp not in _DRESSED_LETTERS}
-    | dict.fromkeys(_INVISIBLE_IN_EMOJI)
-    | dict.fromkeys(_BLANKS, " ")
-    | _DRESSED_LETTERS
-)
+@functools.cache
+def _run_table() -> dict[int, str | None]:
+    """One translation of a non-ASCII run: dressed letters become letters,
+    emoji a space, what only modifies an emoji nothing.
+
+    Built on the first post that needs it, not on import: a replay's own
+    process imports this module but leaves normalising to its workers, and
+    the table costs 40-50 ms to build (most of it loading the emoji data)."""
+    return (
+        {cp: " " for cp in _emoji_code_points() if cp not in _DRESSED_LETTERS}
+        | dict.fromkeys(_INVISIBLE_IN_EMOJI)
+        | dict.fromkeys(_BLANKS, " ")
+        | _DRESSED_LETTERS
+    )
 
 
 _LOOKALIKES = str.maketrans(
@@ -198,7 +206,7 @@ def _fold_run(match: re.Match[str]) -> str:
 
 
 def _fold_any_run(run: str) -> str:
-    return _fold(run.translate(_RUN_TABLE))
+    return _fold(run.translate(_run_table()))
 
 
 _CACHED_RUN_CHARS = 16
