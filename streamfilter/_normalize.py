@@ -72,6 +72,7 @@ _DRESSED_LETTERS = {
 # Letters that render as nothing, used as blanks between words.
 _BLANKS = (0x115F, 0x1160, 0x3164, 0xFFA0)
 
+
 @functools.cache
 def _run_table() -> dict[int, str | None]:
     """One translation of a non-ASCII run: dressed letters become letters,

@@ -205,6 +205,15 @@ def test_a_worker_imports_nothing_of_the_parents_side() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_the_commands_own_process_does_not_load_the_emoji_data() -> None:
+    # With a worker, the command's process never normalises a post: loading
+    # the emoji data there would only delay its first batch (40-50 ms).
+    check = "import sys; from streamfilter import _cli, _workers; print('emoji' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
 @needs_proc
 def test_replay_with_workers_gives_the_verdicts_of_one_process(tmp_path: Path) -> None:
     stream = tmp_path / "stream.jsonl"
