@@ -12,10 +12,9 @@ A replayed file (``Chunks`` of raw lines) goes through two stages instead.
 The sketch stage flushes a batch when it holds ``batch_size`` records, or
 ``max_delay`` seconds after the batch's first record arrived, and starts
 ``sketch_processes`` worker processes (``_workers``), handing each batch to a
-free one; until the first is ready (unless the command started it early),
-and whenever all are lost, batches are sketched here. Several batches may
-then be in preparation at once; they reach the store stage in arrival order
-all the same.
+free one; until the first is ready, and whenever all are lost, batches are
+sketched here. Several batches may then be in preparation at once; they reach
+the store stage in arrival order all the same.
 
 Either way, batches are judged one at a time in arrival order, so verdicts
 equal those of one-at-a-time processing.
@@ -37,7 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
 from ._post import Verdict
-from ._workers import SketchProcess, WorkerLost, default_sketch_processes, prestarted
+from ._workers import SketchProcess, WorkerLost, default_sketch_processes
 
 __all__ = ["Chunks", "CommitHooks", "run_pipeline"]
 
@@ -191,28 +190,19 @@ async def _sketch(
     slots = 1 + _BATCHES_PER_WORKER * processes
     free_send, free_receive = anyio.create_memory_object_stream[_Local | SketchProcess](slots)
     order_send, order_receive = anyio.create_memory_object_stream[_Pending](slots)
-    # A worker the command started first thing is ready about when this
-    # process is: a first batch sketched here would take its caches and the
-    # emoji table cold, and hold up the event loop that feeds the worker.
-    # Sketch here only if that worker cannot start.
-    local_retired = bool(processes and prestarted())  # out of the free slots
-    if not local_retired:
-        free_send.send_nowait(local)
+    free_send.send_nowait(local)
     workers: list[SketchProcess] = []
     live: set[SketchProcess] = set()  # started and not lost
+    local_retired = False
     starting = anyio.CancelScope()
 
     async def start_workers() -> None:
-        nonlocal local_retired
         with starting:
             for _ in range(processes):
                 try:
                     worker = await SketchProcess.start(engine.sketcher)
                 except WorkerLost as exc:
                     logger.warning("streamfilter: sketching in this process only: %s", exc)
-                    if not live and local_retired:
-                        local_retired = False
-                        free_send.send_nowait(local)
                     return
                 workers.append(worker)
                 live.add(worker)

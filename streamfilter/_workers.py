@@ -220,11 +220,6 @@ def hand_over(process: subprocess.Popen[bytes], connection: socket.socket) -> No
     _handed_over.append((process, connection))
 
 
-def prestarted() -> bool:
-    """Whether a child that ``_launch`` started is waiting for ``SketchProcess.start``."""
-    return bool(_handed_over)
-
-
 def close_unused() -> None:
     """End the children handed over and never started (the command failed
     before its pipeline ran): they hold nothing yet, so they are killed."""

@@ -8,16 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import anyio
 import numpy as np
 import pytest
 
-from streamfilter import FilterConfig, StreamFilter, _launch, _pipeline, _workers
+from streamfilter import FilterConfig, _launch, _workers
 from streamfilter._engine import Sketcher
-from streamfilter._pipeline import Chunks
 from streamfilter._workers import SketchProcess
 from streamfilter.adapters import record_adapter
 from tests.conftest import FIXTURES
@@ -125,37 +123,6 @@ async def test_a_worker_started_early_that_died_is_replaced() -> None:
     finally:
         await worker.aclose()
     assert entry_view(there) == entry_view(sketcher.prepare(mixed_lines()[:50]))
-
-
-@pytest.mark.anyio
-async def test_a_replay_whose_early_worker_cannot_start_sketches_here(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # With a worker started early, this process leaves the first batches to
-    # it; when no worker can start at all, it sketches them itself rather
-    # than wait for one forever.
-    lines = [raw for _, raw in mixed_lines()]
-
-    async def chunks() -> AsyncGenerator[list[bytes], None]:
-        for start in range(0, len(lines), 7):
-            yield lines[start : start + 7]
-
-    async def cannot_start(cls: type[SketchProcess], sketcher: Sketcher) -> SketchProcess:
-        raise _workers.WorkerLost("cannot start a worker process: no room")
-
-    judged = {}
-    for processes in (0, 1):
-        if processes:
-            monkeypatch.setattr(SketchProcess, "start", classmethod(cannot_start))
-            monkeypatch.setattr(_pipeline, "prestarted", lambda: True)
-        config = FilterConfig(sketch_processes=processes, batch_size=16)
-        async with StreamFilter(config, path=tmp_path / f"db{processes}") as sf:
-            with anyio.fail_after(60):
-                judged[processes] = [
-                    verdict.json_line() async for batch in sf.judge_batches(Chunks(chunks())) for verdict in batch
-                ]
-    assert {json.loads(line)["line"] for line in judged[1]} == set(range(1, len(lines) + 1))
-    assert judged[1] == judged[0]
 
 
 def test_a_worker_started_early_and_never_used_is_ended() -> None:
