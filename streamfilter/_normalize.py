@@ -36,7 +36,14 @@ import unicodedata
 
 import regex
 
-__all__ = ["NORMALIZER_VERSION", "has_retweet_prefix", "normalize", "normalize_fallback", "normalize_words"]
+__all__ = [
+    "NORMALIZER_VERSION",
+    "has_retweet_prefix",
+    "load_tables",
+    "normalize",
+    "normalize_fallback",
+    "normalize_words",
+]
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
@@ -87,6 +94,11 @@ def _run_table() -> dict[int, str | None]:
         | dict.fromkeys(_BLANKS, " ")
         | _DRESSED_LETTERS
     )
+
+
+def load_tables() -> None:
+    """Build now what the first post with a non-ASCII character would."""
+    _run_table()
 
 
 _LOOKALIKES = str.maketrans(

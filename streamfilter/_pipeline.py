@@ -119,6 +119,8 @@ async def _judge_live(
     failed: list[Exception] = []
     async with records_receive, anyio.create_task_group() as task_group:
         task_group.start_soon(_read_live, source, records_send, failed)
+        # while the source connects, not in the first post's time
+        await anyio.to_thread.run_sync(engine.sketcher.warm_up)
         async for record in records_receive:
             records = [record]
             while len(records) < batch_size:

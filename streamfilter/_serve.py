@@ -46,6 +46,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
             return
         sketcher: Sketcher = pickle.loads(frame)
         _write_frame(answers, ("ready", None))
+        sketcher.warm_up()  # while the parent sends the first batch
         while (frame := _read_frame(requests)) is not None:
             records = pickle.loads(frame)
             try:
