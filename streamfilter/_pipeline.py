@@ -114,13 +114,13 @@ async def _judge_live(
     """Judge whatever has arrived, up to a batch, whenever the last batch is
     done: no wait for more when the filter is idle (README, Streaming latency).
     A source's error is raised after the records it yielded before it."""
+    # before the first record is read, so no post waits for it
+    await anyio.to_thread.run_sync(engine.sketcher.warm_up)
     batch_size = engine.config.batch_size
     records_send, records_receive = anyio.create_memory_object_stream[tuple[int, Any]](2 * batch_size)
     failed: list[Exception] = []
     async with records_receive, anyio.create_task_group() as task_group:
         task_group.start_soon(_read_live, source, records_send, failed)
-        # while the source connects, not in the first post's time
-        await anyio.to_thread.run_sync(engine.sketcher.warm_up)
         async for record in records_receive:
             records = [record]
             while len(records) < batch_size:
