@@ -85,9 +85,11 @@ def _run_table() -> dict[int, str | None]:
     """One translation of a non-ASCII run: dressed letters become letters,
     emoji a space, what only modifies an emoji nothing.
 
-    Built on the first post that needs it, not on import: a replay's own
-    process imports this module but leaves normalising to its workers, and
-    the table costs 40-50 ms to build (most of it loading the emoji data)."""
+    Built when first needed, not on import: it costs 30-40 ms (most of it
+    loading the emoji data), and a process may import this module and never
+    meet a non-ASCII post, or meet one only after it has started (``params``,
+    an ASCII-only replay, a replay's own process whose worker sketches).
+    Workers and live pipelines build it ahead with ``load_tables``."""
     return (
         {cp: " " for cp in _emoji_code_points() if cp not in _DRESSED_LETTERS}
         | dict.fromkeys(_INVISIBLE_IN_EMOJI)
