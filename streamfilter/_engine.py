@@ -28,7 +28,7 @@ from ._config import FilterConfig
 from ._exceptions import InvalidRecordError
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
-from ._normalize import load_tables, normalize_fallback, normalize_words
+from ._normalize import normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 from .adapters import NotAPost, RecordAdapter
@@ -150,11 +150,6 @@ class Sketcher:
         self.adapter = adapter
         self._minhasher = MinHasher(config.num_perm, config.seed)
         self._hash_words = WordHasher(config.seed)
-
-    def warm_up(self) -> None:
-        """Load the normaliser's tables (the emoji data, 30-40 ms) before the
-        first post needs them, where that time would be idle anyway."""
-        load_tables()
 
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> list[str]:

@@ -95,8 +95,8 @@ def _exit_without_teardown(code: int) -> NoReturn:
     running, or without CPython's hook for the handlers, the exit is normal.
     """
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    others = [thread for thread in threading.enumerate() if thread is not threading.main_thread()]
-    if run_exit_handlers is None or any(not thread.daemon for thread in others):
+    main_thread = threading.main_thread()
+    if run_exit_handlers is None or any(not t.daemon for t in threading.enumerate() if t is not main_thread):
         sys.exit(code)
     run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):

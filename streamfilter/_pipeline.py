@@ -35,6 +35,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
+from ._normalize import load_tables
 from ._post import Verdict
 from ._workers import SketchProcess, WorkerLost, default_sketch_processes
 
@@ -115,7 +116,7 @@ async def _judge_live(
     done: no wait for more when the filter is idle (README, Streaming latency).
     A source's error is raised after the records it yielded before it."""
     # before the first record is read, so no post waits for it
-    await anyio.to_thread.run_sync(engine.sketcher.warm_up)
+    await anyio.to_thread.run_sync(load_tables)
     batch_size = engine.config.batch_size
     records_send, records_receive = anyio.create_memory_object_stream[tuple[int, Any]](2 * batch_size)
     failed: list[Exception] = []

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from ._engine import Sketcher
 from ._launch import FRAME_BYTES, FRAME_HEADER, pace_collector_for_batches
+from ._normalize import load_tables
 
 __all__ = ["serve_socket", "serve_stdio"]
 
@@ -46,7 +47,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
             return
         sketcher: Sketcher = pickle.loads(frame)
         _write_frame(answers, ("ready", None))
-        sketcher.warm_up()  # while the parent sends the first batch
+        load_tables()  # while the parent sends the first batch
         while (frame := _read_frame(requests)) is not None:
             records = pickle.loads(frame)
             try:
