@@ -5,9 +5,11 @@
 Exact Jaccard, no LSH: for every labelled variant, its similarity to its
 base ("missed" when under the threshold); for every base, its highest
 similarity to an earlier base ("false" when at or over it: the filter would
-call it a duplicate). Retweets are left out (they are judged by id). Three
+call it a duplicate). Retweets are left out (they are judged by id). Four
 measures over the normalised words: the words alone, the word pairs alone,
-and both together (what streamfilter verifies with its default k = 2).
+both together (what streamfilter verifies with its default k = 2), and
+both with skip pairs (words one apart, which an edited word leaves intact;
+measured, not used).
 Earlier bases are found through words that are in fewer than 300 of them,
 so a pair of bases that shares only common words is not compared: it is far
 below any threshold in the table.
@@ -33,16 +35,18 @@ def _text(record: dict) -> str:  # type: ignore[type-arg]
     return str(shown.get("full_text") or shown.get("text") or "")
 
 
-def _sets(text: str) -> tuple[set[str], set[tuple[str, ...]]]:
+_Sets = tuple[set[str], set[tuple[str, ...]], set[tuple[str, str]]]
+
+
+def _sets(text: str) -> _Sets:
     words = normalize(text).split()
     pairs = {(words[i], words[i + 1]) for i in range(len(words) - 1)} or {tuple(words)}
-    return set(words), pairs
+    skips = {(words[i], words[i + 2]) for i in range(len(words) - 2)}
+    return set(words), pairs, skips
 
 
-def _similarities(
-    a: tuple[set[str], set[tuple[str, ...]]], b: tuple[set[str], set[tuple[str, ...]]]
-) -> tuple[float, ...]:
-    (words_a, pairs_a), (words_b, pairs_b) = a, b
+def _similarities(a: _Sets, b: _Sets) -> tuple[float, ...]:
+    (words_a, pairs_a, skips_a), (words_b, pairs_b, skips_b) = a, b
 
     def jaccard(x: set, y: set) -> float:  # type: ignore[type-arg]
         union = len(x | y)
@@ -51,7 +55,10 @@ def _similarities(
     together = (len(words_a & words_b) + len(pairs_a & pairs_b)) / max(
         1, len(words_a | words_b) + len(pairs_a | pairs_b)
     )
-    return jaccard(words_a, words_b), jaccard(pairs_a, pairs_b), together
+    with_skips = (len(words_a & words_b) + len(pairs_a & pairs_b) + len(skips_a & skips_b)) / max(
+        1, len(words_a | words_b) + len(pairs_a | pairs_b) + len(skips_a | skips_b)
+    )
+    return jaccard(words_a, words_b), jaccard(pairs_a, pairs_b), together, with_skips
 
 
 def main() -> None:
@@ -61,8 +68,8 @@ def main() -> None:
     args = parser.parse_args()
     lines = Path(args.stream).read_bytes().splitlines()
     labels = [json.loads(line) for line in Path(args.labels).read_text().splitlines()]
-    base_of: dict[object, tuple[set[str], set[tuple[str, ...]]]] = {}
-    bases: list[tuple[set[str], set[tuple[str, ...]]]] = []
+    base_of: dict[object, _Sets] = {}
+    bases: list[_Sets] = []
     by_word: dict[str, list[int]] = defaultdict(list)
     variants: list[tuple[str, tuple[float, ...]]] = []
     nearest_base: list[tuple[float, ...]] = []
@@ -75,7 +82,7 @@ def main() -> None:
                 variants.append((label["kind"], _similarities(sets, base_of[label["cluster"]])))
             continue
         candidates = {other for word in sets[0] if len(by_word[word]) < _COMMON for other in by_word[word]}
-        best = [0.0, 0.0, 0.0]
+        best = [0.0, 0.0, 0.0, 0.0]
         for other in candidates:
             best = [max(old, new) for old, new in zip(best, _similarities(sets, bases[other]), strict=True)]
         nearest_base.append(tuple(best))
@@ -87,7 +94,7 @@ def main() -> None:
     print(f"{len(variants)} labelled variants, {len(nearest_base)} bases")
     print("| measure | threshold | missed variants | false (bases) | word_edit recall |")
     print("|---|---|---|---|---|")
-    for index, name in enumerate(("words", "word pairs", "words and pairs")):
+    for index, name in enumerate(("words", "word pairs", "words and pairs", "words, pairs and skip pairs")):
         for threshold in THRESHOLDS:
             missed = sum(similarity[index] < threshold for _, similarity in variants)
             false = sum(best[index] >= threshold for best in nearest_base)
