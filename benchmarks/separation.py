@@ -65,6 +65,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stream")
     parser.add_argument("labels")
+    parser.add_argument(
+        "--lengths",
+        type=float,
+        metavar="T",
+        help="also print the word counts of the variants under T and the bases at T-0.08 or over (words and pairs)",
+    )
     args = parser.parse_args()
     lines = Path(args.stream).read_bytes().splitlines()
     labels = [json.loads(line) for line in Path(args.labels).read_text().splitlines()]
@@ -73,6 +79,8 @@ def main() -> None:
     by_word: dict[str, list[int]] = defaultdict(list)
     variants: list[tuple[str, tuple[float, ...]]] = []
     nearest_base: list[tuple[float, ...]] = []
+    variant_words: list[int] = []  # the base's words, of each variant
+    base_words: list[int] = []
     for line, label in zip(lines, labels, strict=True):
         if label["kind"] in ("retweet_api", "retweet_unseen"):
             continue
@@ -80,12 +88,14 @@ def main() -> None:
         if label["duplicate"]:
             if label["cluster"] in base_of:
                 variants.append((label["kind"], _similarities(sets, base_of[label["cluster"]])))
+                variant_words.append(len(base_of[label["cluster"]][0]))
             continue
         candidates = {other for word in sets[0] if len(by_word[word]) < _COMMON for other in by_word[word]}
         best = [0.0, 0.0, 0.0, 0.0]
         for other in candidates:
             best = [max(old, new) for old, new in zip(best, _similarities(sets, bases[other]), strict=True)]
         nearest_base.append(tuple(best))
+        base_words.append(len(sets[0]))
         base_of[label["cluster"]] = sets
         for word in sets[0]:
             by_word[word].append(len(bases))
@@ -100,6 +110,11 @@ def main() -> None:
             false = sum(best[index] >= threshold for best in nearest_base)
             recall = 1 - sum(similarity[index] < threshold for similarity in edits) / max(1, len(edits))
             print(f"| {name} | {threshold:.2f} | {missed} | {false} | {recall:.3f} |")
+    if args.lengths is not None:
+        under = sorted(n for (_, similarity), n in zip(variants, variant_words, strict=True) if similarity[2] < args.lengths)
+        near = sorted(n for best, n in zip(nearest_base, base_words, strict=True) if best[2] >= args.lengths - 0.08)
+        print(f"distinct words of the bases of the variants under {args.lengths} (words and pairs): {under}")
+        print(f"distinct words of the bases at {args.lengths - 0.08:.2f} or over against an earlier base: {near}")
 
 
 if __name__ == "__main__":
