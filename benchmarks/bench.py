@@ -17,8 +17,10 @@ install, and streamfilter, run from a checkout, writes its own on that first
 run. An environment with PYTHONDONTWRITEBYTECODE set (as some sandboxes and
 containers have) would otherwise make streamfilter compile its modules from
 source in every timed run, a cost no installed copy pays: small here (7
-alternating replays each way, medians 1.06 s without caches, 1.03 s with). Index bytes: for streamfilter, the pages its sub-databases use, and
-in brackets the file up to its last page, which also holds pages that merges
+alternating replays each way, medians 1.06 s without caches, 1.03 s with).
+
+Index bytes: for streamfilter, the pages its sub-databases use, and in
+brackets the file up to its last page, which also holds pages that merges
 freed and later batches reuse; for datasketch, its pickled index; rensa keeps
 its index in Rust memory, so only RSS speaks for it.
 """

@@ -52,13 +52,12 @@ def _similarities(a: _Sets, b: _Sets) -> tuple[float, ...]:
         union = len(x | y)
         return len(x & y) / union if union else 1.0
 
-    together = (len(words_a & words_b) + len(pairs_a & pairs_b)) / max(
-        1, len(words_a | words_b) + len(pairs_a | pairs_b)
-    )
-    with_skips = (len(words_a & words_b) + len(pairs_a & pairs_b) + len(skips_a & skips_b)) / max(
-        1, len(words_a | words_b) + len(pairs_a | pairs_b) + len(skips_a | skips_b)
-    )
-    return jaccard(words_a, words_b), jaccard(pairs_a, pairs_b), together, with_skips
+    def together(*kinds: tuple[set, set]) -> float:  # type: ignore[type-arg]
+        """Jaccard of the union of several kinds of members (their values never collide)."""
+        return sum(len(x & y) for x, y in kinds) / max(1, sum(len(x | y) for x, y in kinds))
+
+    words, pairs, skips = (words_a, words_b), (pairs_a, pairs_b), (skips_a, skips_b)
+    return jaccard(*words), jaccard(*pairs), together(words, pairs), together(words, pairs, skips)
 
 
 def main() -> None:
@@ -111,7 +110,9 @@ def main() -> None:
             recall = 1 - sum(similarity[index] < threshold for similarity in edits) / max(1, len(edits))
             print(f"| {name} | {threshold:.2f} | {missed} | {false} | {recall:.3f} |")
     if args.lengths is not None:
-        under = sorted(n for (_, similarity), n in zip(variants, variant_words, strict=True) if similarity[2] < args.lengths)
+        under = sorted(
+            n for (_, similarity), n in zip(variants, variant_words, strict=True) if similarity[2] < args.lengths
+        )
         near = sorted(n for best, n in zip(nearest_base, base_words, strict=True) if best[2] >= args.lengths - 0.08)
         print(f"distinct words of the bases of the variants under {args.lengths} (words and pairs): {under}")
         print(f"distinct words of the bases at {args.lengths - 0.08:.2f} or over against an earlier base: {near}")
