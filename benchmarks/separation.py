@@ -28,6 +28,8 @@ from streamfilter import normalize  # noqa: E402
 
 THRESHOLDS = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 _COMMON = 300
+# --lengths also lists the bases this far under its threshold or closer
+_NEAR = 0.08
 
 
 def _text(record: dict) -> str:  # type: ignore[type-arg]
@@ -48,16 +50,13 @@ def _sets(text: str) -> _Sets:
 def _similarities(a: _Sets, b: _Sets) -> tuple[float, ...]:
     (words_a, pairs_a, skips_a), (words_b, pairs_b, skips_b) = a, b
 
-    def jaccard(x: set, y: set) -> float:  # type: ignore[type-arg]
-        union = len(x | y)
-        return len(x & y) / union if union else 1.0
-
-    def together(*kinds: tuple[set, set]) -> float:  # type: ignore[type-arg]
-        """Jaccard of the union of several kinds of members (their values never collide)."""
-        return sum(len(x & y) for x, y in kinds) / max(1, sum(len(x | y) for x, y in kinds))
+    def jaccard(*kinds: tuple[set, set]) -> float:  # type: ignore[type-arg]
+        """Jaccard of the union of one or more kinds of members (their values never collide)."""
+        union = sum(len(x | y) for x, y in kinds)
+        return sum(len(x & y) for x, y in kinds) / union if union else 1.0
 
     words, pairs, skips = (words_a, words_b), (pairs_a, pairs_b), (skips_a, skips_b)
-    return jaccard(*words), jaccard(*pairs), together(words, pairs), together(words, pairs, skips)
+    return jaccard(words), jaccard(pairs), jaccard(words, pairs), jaccard(words, pairs, skips)
 
 
 def main() -> None:
@@ -68,7 +67,7 @@ def main() -> None:
         "--lengths",
         type=float,
         metavar="T",
-        help="also print the word counts of the variants under T and the bases at T-0.08 or over (words and pairs)",
+        help=f"also print the word counts of the variants under T and the bases at T-{_NEAR} or over (words and pairs)",
     )
     args = parser.parse_args()
     lines = Path(args.stream).read_bytes().splitlines()
@@ -79,7 +78,6 @@ def main() -> None:
     variants: list[tuple[str, tuple[float, ...]]] = []
     nearest_base: list[tuple[float, ...]] = []
     variant_words: list[int] = []  # the base's words, of each variant
-    base_words: list[int] = []
     for line, label in zip(lines, labels, strict=True):
         if label["kind"] in ("retweet_api", "retweet_unseen"):
             continue
@@ -94,7 +92,6 @@ def main() -> None:
         for other in candidates:
             best = [max(old, new) for old, new in zip(best, _similarities(sets, bases[other]), strict=True)]
         nearest_base.append(tuple(best))
-        base_words.append(len(sets[0]))
         base_of[label["cluster"]] = sets
         for word in sets[0]:
             by_word[word].append(len(bases))
@@ -113,9 +110,10 @@ def main() -> None:
         under = sorted(
             n for (_, similarity), n in zip(variants, variant_words, strict=True) if similarity[2] < args.lengths
         )
-        near = sorted(n for best, n in zip(nearest_base, base_words, strict=True) if best[2] >= args.lengths - 0.08)
+        near_threshold = args.lengths - _NEAR
+        near = sorted(len(base[0]) for best, base in zip(nearest_base, bases, strict=True) if best[2] >= near_threshold)
         print(f"distinct words of the bases of the variants under {args.lengths} (words and pairs): {under}")
-        print(f"distinct words of the bases at {args.lengths - 0.08:.2f} or over against an earlier base: {near}")
+        print(f"distinct words of the bases at {near_threshold:.2f} or over against an earlier base: {near}")
 
 
 if __name__ == "__main__":
