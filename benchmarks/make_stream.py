@@ -85,7 +85,9 @@ def _link(rng: random.Random) -> str:
     )
 
 
-def mutate(kind: str, text: str, rng: random.Random) -> str:
+def mutate(kind: str, text: str, rng: random.Random, cut: tuple[float, float] = (0.8, 0.92)) -> str:
+    """``text`` changed the way ``kind`` says; ``cut`` is the share of its
+    characters a truncated copy keeps (drawn uniformly)."""
     words = text.split()
     if kind == "exact":
         return text
@@ -107,8 +109,7 @@ def mutate(kind: str, text: str, rng: random.Random) -> str:
         text = text.upper() if choice < 0.3 else text.lower() if choice < 0.6 else text.title()
         return text.replace(".", "!!").replace(",", "") + rng.choice(["!!!", "?!", "...", " :)", ""])
     if kind == "truncate":
-        cut = int(len(text) * rng.uniform(0.8, 0.92))
-        return text[:cut].rstrip() + "…"
+        return text[: int(len(text) * rng.uniform(*cut))].rstrip() + "…"
     if kind == "word_edit":
         out = list(words)
         for _ in range(rng.randint(1, 2)):
@@ -153,7 +154,7 @@ def mutate(kind: str, text: str, rng: random.Random) -> str:
         if rng.random() < 0.3:
             steps.append("truncate")
         for step in steps:
-            text = mutate(step, text, rng)
+            text = mutate(step, text, rng, cut)
         return text
     raise ValueError(kind)
 
@@ -205,6 +206,14 @@ def main() -> None:
         help="this many bases become campaigns: --copies copies each, from many accounts within seconds",
     )
     parser.add_argument("--copies", type=int, default=300, help="copies of each campaign (kind 'campaign')")
+    parser.add_argument(
+        "--cut",
+        type=float,
+        nargs=2,
+        default=(0.8, 0.92),
+        metavar=("LOW", "HIGH"),
+        help="a truncated copy keeps between these shares of its base's characters",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -279,7 +288,7 @@ def main() -> None:
                             "retweeted_status": {"id_str": "orig-" + cluster, "text": text},
                         }
                     else:
-                        record = {"text": mutate(kind, text, rng)}
+                        record = {"text": mutate(kind, text, rng, tuple(args.cut))}
                     events.append((delay, record, {"cluster": cluster, "kind": kind, "duplicate": True}))
             events.sort(key=lambda e: e[0])
             for position, record, label in events:

@@ -28,7 +28,7 @@ from ._config import FilterConfig
 from ._exceptions import InvalidRecordError
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
-from ._normalize import normalize_fallback, normalize_words
+from ._normalize import is_cut_off, normalize_fallback, normalize_words
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 from .adapters import NotAPost, RecordAdapter
@@ -57,6 +57,7 @@ class _Entry:
     reason: str | None = None
     sketch_index: int = -1
     reference: bool = False  # a repost without text, judged by the post it reposts
+    cut_off: bool = False  # its text ends in a word cut by "…" (``is_cut_off``)
 
 
 @dataclass(slots=True)
@@ -66,7 +67,7 @@ class _Columns:
     sends these (pickling them costs a fraction of pickling objects), and the
     Sketch objects are cut from them where the store runs."""
 
-    rows: list[tuple[str, float, bool, str | None]]  # post id, timestamp, made-up id, refers to
+    rows: list[tuple[str, float, bool, str | None, bool]]  # post id, timestamp, made-up id, refers to, cut off
     key_counts: list[int]
     shingle_counts: list[int]
     word_counts: list[int]
@@ -88,9 +89,10 @@ class _Columns:
                 words=words[word_end - word_count : word_end],
                 made_up_id=made_up_id,
                 refers_to=refers_to,
+                cut_off=cut_off,
             )
             for (
-                (post_id, timestamp, made_up_id, refers_to),
+                (post_id, timestamp, made_up_id, refers_to, cut_off),
                 key_count,
                 key_end,
                 shingle_count,
@@ -248,6 +250,7 @@ class Sketcher:
                     entry.kind = VerdictKind.NOVEL
                     entry.reason = REASON_TEXTLESS_REPOST if post.is_retweet else REASON_EMPTY
                     continue
+                entry.cut_off = not words[0].startswith(_EXACT_TEXT_MARK) and is_cut_off(post.text)
                 to_sketch.append(entry)
                 word_lists.append(words)
         return entries, self._columns(to_sketch, word_lists)
@@ -257,14 +260,16 @@ class Sketcher:
         that are not references), in that order, as columns."""
         now = time.time()
         seed = self.config.seed
-        rows: list[tuple[str, float, bool, str | None]] = []
+        rows: list[tuple[str, float, bool, str | None, bool]] = []
         for index, entry in enumerate(to_sketch):
             post = entry.post
             assert post is not None
             entry.sketch_index = index
             post_id = post.id if post.id is not None else f"line:{entry.line}"
             timestamp = post.timestamp if post.timestamp is not None else now
-            rows.append((post_id, timestamp, post.id is None, post.retweet_of if entry.reference else None))
+            rows.append(
+                (post_id, timestamp, post.id is None, post.retweet_of if entry.reference else None, entry.cut_off)
+            )
         if word_lists:
             shingles, keys = self._sketch_words(word_lists)
             # every post is filed under its id too, for reposts that carry no text

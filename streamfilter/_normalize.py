@@ -24,7 +24,9 @@ Joiners, variation selectors and skin tones inside a word are deleted, and
 blank letters (the Hangul filler) are spaces.
 
 Truncation: when the text ends in ``…`` glued to a word, that last word was
-probably cut by a client, so it is dropped.
+probably cut by a client, so it is dropped (``is_cut_off`` says so; stores
+then also compare such a post with the start of earlier ones). A link or
+mention glued to the ``…`` is removed anyway, and the word before it is whole.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import regex
 __all__ = [
     "NORMALIZER_VERSION",
     "has_retweet_prefix",
+    "is_cut_off",
     "load_tables",
     "normalize",
     "normalize_fallback",
@@ -47,7 +50,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 3
+NORMALIZER_VERSION = 4
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -234,6 +237,20 @@ def _strip_urls(text: str) -> str:
     return " ".join(_URL.sub(" ", token) if ("/" in token or "www." in token) else token for token in text.split())
 
 
+def is_cut_off(text: str) -> bool:
+    """True when ``text`` ends in ``…`` glued to a word that normalising keeps:
+    a client cut the post there, and ``normalize`` drops that cut word. A
+    link or a mention cut by the ``…`` (``https://t.…``, ``@unit…``) is
+    removed anyway, so the text before it is whole."""
+    stripped = text.rstrip()
+    if stripped.endswith(";") and "&" in stripped:  # "&hellip;"
+        stripped = html.unescape(stripped).rstrip()
+    if not stripped.endswith("…") or not stripped[-2:-1].isalnum():
+        return False
+    cut = stripped[:-1].rsplit(None, 1)[-1]
+    return not ("@" in cut or "＠" in cut or _URL.search(cut))
+
+
 def normalize(text: str) -> str:
     """Lowercase words of ``text`` with URLs, mentions, emoji and punctuation gone."""
     return " ".join(normalize_words(text))
@@ -241,10 +258,9 @@ def normalize(text: str) -> str:
 
 def normalize_words(text: str) -> list[str]:
     """The words of ``normalize(text)``, as a list."""
+    truncated = is_cut_off(text)
     if "&" in text:
         text = html.unescape(text)
-    stripped = text.rstrip()
-    truncated = stripped.endswith("…") and stripped[-2:-1].isalnum()
     if has_retweet_prefix(text):
         text = _RETWEET_PREFIX.sub(" ", text, count=1)
     if not text.isascii():

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamfilter import normalize
-from streamfilter._normalize import _MENTION, has_retweet_prefix, normalize_fallback
+from streamfilter._normalize import _MENTION, has_retweet_prefix, is_cut_off, normalize_fallback
 
 KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit TwinSpires!"
 
@@ -47,6 +47,11 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         ("Great read VIA @nytimes and @a Via more", "great read and more"),
         ("trivia @quiz night", "trivia night"),
         ("I love flying with you guys, the serv…", "i love flying with you guys the"),
+        # a link or mention cut by the "…" goes anyway: the word before it stays
+        ("Focuses on Bill Clinton https://t.…", "focuses on bill clinton"),
+        ("What You Missed https://t.co/h95…", "what you missed"),
+        ("great flight thanks to @Unit…", "great flight thanks to"),
+        ("cut at the scheme https…", "cut at the scheme"),
         ("東京タワー 最高", "東京タワー 最高"),
     ],
 )
@@ -116,3 +121,21 @@ def test_mention_pattern_matches_as_ignorecase_would(parts: list[str]) -> None:
     ignorecase = regex.compile(r"(?<!\w)@\w+(?:\s+via\b)?|\bvia\s+@\w+", regex.IGNORECASE)
     text = "".join(parts)
     assert _MENTION.sub(" ", text) == ignorecase.sub(" ", text)
+
+
+@pytest.mark.parametrize(
+    ("text", "cut"),
+    [
+        ("I love flying with you guys, the serv…", True),
+        ("the serv&hellip;", True),
+        ("the serv…  \n", True),
+        ("I just don't know…", True),  # a word glued to "…" may be cut: it is dropped all the same
+        ("I just don't know …", False),
+        ("I just don't know...", False),
+        ("Bill Clinton https://t.…", False),
+        ("thanks to @Unit…", False),
+        ("no ellipsis at all", False),
+    ],
+)
+def test_is_cut_off(text: str, cut: bool) -> None:
+    assert is_cut_off(text) is cut

@@ -32,6 +32,7 @@ def mixed_lines() -> list[tuple[int, bytes]]:
         if not path.name.endswith(".expected.jsonl"):
             lines += path.read_bytes().splitlines()
     lines += [b'{"id": 1, "text": ', b"\xff\xfe not utf-8", b"[1, 2]", b"plain text line", b'{"likes": 3}']
+    lines.append('{"id": 2, "text": "a post that a client cut off in the midd\u2026"}'.encode())
     return list(enumerate(lines, 1))
 
 
@@ -56,8 +57,9 @@ async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> No
     assert entry_view(there) == entry_view(here)
     assert {e.kind for e in here.entries} >= {None, "invalid"}  # the lines cover decided and sketched entries
     assert len(there.sketches) == len(here.sketches) > 100
+    assert any(s.cut_off for s in there.sketches)
     for a, b in zip(here.sketches, there.sketches, strict=True):
-        assert (a.post_id, a.made_up_id, a.refers_to) == (b.post_id, b.made_up_id, b.refers_to)
+        assert (a.post_id, a.made_up_id, a.refers_to, a.cut_off) == (b.post_id, b.made_up_id, b.refers_to, b.cut_off)
         # a post without a time of its own is stamped with the clock when it is sketched
         assert a.timestamp == b.timestamp or before <= b.timestamp <= after
         assert np.array_equal(a.band_keys, b.band_keys) and np.array_equal(a.shingles, b.shingles)

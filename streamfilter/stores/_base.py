@@ -44,6 +44,9 @@ class Sketch:
     # reposts. ``band_keys`` holds that post's id key; the sketch is a
     # duplicate of it when it is live in the index, and is never recorded.
     refers_to: str | None = None
+    # The post's text ends in a word cut by "…" (``_normalize.is_cut_off``):
+    # it is also compared with the start of each candidate (``judged_similarity``).
+    cut_off: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,14 +261,55 @@ class PostCache:
     def members(self, post: CachedPost) -> set[int]:
         """The verification set of a post from ``get``."""
         if post.members is None:
-            post.members = verification_set(memoryview(post.words).cast("I").tolist(), self.shingle_size)
+            post.members = verification_set(self.words(post), self.shingle_size)
         return post.members
+
+    @staticmethod
+    def words(post: CachedPost) -> list[int]:
+        """The word hashes of a post from ``get``, in order."""
+        return memoryview(post.words).cast("I").tolist()
 
 
 def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
     """Exact Jaccard similarity of two verification sets."""
     shared = len(other & query) if len(other) < len(query) else len(query & other)
     return shared / (len(query) + len(other) - shared)
+
+
+# A post cut off by "…" is also compared with the same number of words at
+# the start of each earlier post (see ``judged_similarity``), when it keeps at least
+# this many words and the start matches at least this well. Offline, on the
+# airline tweets (README, "Truncated copies"): cut to 40-60% of their length,
+# 73% of copies reach that, against 22% by Jaccard with the whole post; of
+# 9,859 distinct tweets cut at random, 15 match the start of another.
+CUT_OFF_MIN_WORDS = 6
+CUT_OFF_MIN_SIMILARITY = 0.8
+
+
+def judged_similarity(
+    sketch: Sketch,
+    query: set[int],
+    other: set[int],
+    other_words: Sequence[int] | npt.NDArray[np.uint32],
+    shingle_size: int,
+    threshold: float,
+) -> float:
+    """How similar a post (``sketch``, its verification set ``query``) is to
+    an earlier one (its set ``other``, its word hashes in order): their
+    Jaccard, or, for a post cut off by "…", the Jaccard with the earlier
+    post's first n or n + 1 words (n the cut post's own) when that is higher
+    and reaches ``CUT_OFF_MIN_SIMILARITY``: a cut copy keeps the start of a
+    post, and the rest is missing, not different."""
+    whole = jaccard(query, other)
+    length = len(sketch.words)
+    if not sketch.cut_off or whole >= 1.0 or length < CUT_OFF_MIN_WORDS or len(other_words) <= length:
+        return whole
+    if isinstance(other_words, np.ndarray):
+        other_words = other_words[: length + 1].tolist()  # Python ints: a pair shifts a word 32 bits up
+    start = max(
+        jaccard(query, verification_set(list(other_words[:size]), shingle_size)) for size in (length, length + 1)
+    )
+    return start if start > whole and start >= max(threshold, CUT_OFF_MIN_SIMILARITY) else whole
 
 
 def best_match(
@@ -290,10 +334,15 @@ def best_match(
             return Match(post.post_id, 1.0)
         if own.members is None:
             own.members = set(sketch.shingles.tolist())
-        similarity = jaccard(own.members, cache.members(post))
-        if similarity >= threshold and (best is None or similarity > best.similarity):
-            best = Match(post.post_id, similarity)
-            if similarity == 1.0:
+        if sketch.cut_off:
+            found = judged_similarity(
+                sketch, own.members, cache.members(post), cache.words(post), cache.shingle_size, threshold
+            )
+        else:
+            found = jaccard(own.members, cache.members(post))
+        if found >= threshold and (best is None or found > best.similarity):
+            best = Match(post.post_id, found)
+            if found == 1.0:
                 break
     return best
 

@@ -76,7 +76,18 @@ import numpy as np
 
 from .._exceptions import ConfigError, MissingDependencyError, StoreError
 from .._shingle import verification_set
-from ._base import IndexSettings, Match, Sketch, check_fingerprint, decode_post, encode_words, jaccard, key_bytes
+from ._base import (
+    CUT_OFF_MIN_SIMILARITY,
+    CUT_OFF_MIN_WORDS,
+    IndexSettings,
+    Match,
+    Sketch,
+    check_fingerprint,
+    decode_post,
+    encode_words,
+    judged_similarity,
+    key_bytes,
+)
 
 __all__ = ["RedisStore"]
 
@@ -113,19 +124,29 @@ end
 
 # Judges and records one batch on a single Redis. ARGV: prefix, ttl seconds
 # (0: never), threshold, cap, k (the longest run of words compared), then per post: record, band keys (8 bytes
-# each), record key suffix, "1" for a made-up id, and the reposted id of a
-# reference ('' for a post). Returns per post: "0" for novel, or "1", the
-# matched post id and the similarity.
+# each), record key suffix, two flags ("1" or "0": a made-up id, a text cut off
+# by "…"), and the reposted id of a reference ('' for a post). Returns per
+# post: "0" for novel, or "1", the matched post id and the similarity. A cut
+# post is also compared with the start of each candidate, as
+# ``_base.judged_similarity`` does.
 _BATCH_SCRIPT = (
-    _ADD_MEMBER
-    + """
+    (
+        _ADD_MEMBER
+        + """
 local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, k = tonumber(ARGV[4]), tonumber(ARGV[5])
--- the runs of 1 to k words of a record (its words are 4-byte hashes from
--- byte ``from`` on; a trailing pin byte is left out), as a set and its size
-local function runs(v, from)
+local cut_words, cut_floor = CUT_OFF_MIN_WORDS, math.max(threshold, CUT_OFF_MIN_SIMILARITY)
+-- the number of words of a record (4-byte hashes from byte ``from`` on; a
+-- trailing pin byte is left out)
+local function word_count(v, from)
+  return math.floor((#v - from + 1) / 4)
+end
+-- the runs of 1 to k words of a record, or of its first ``words`` words, as
+-- a set and its size
+local function runs(v, from, words)
   local set, n = {}, 0
-  local last = #v - (#v - from + 1) % 4
+  local last = from + 4 * word_count(v, from) - 1
+  if words then last = math.min(last, from + 4 * words - 1) end
   for s = from, last - 3, 4 do
     for size = 1, k do
       local e = s + 4 * size - 1
@@ -141,7 +162,8 @@ local clock = tonumber(redis.call('GET', clock_key) or '') or -math.huge
 local out = {}
 for base = 6, #ARGV, 5 do
   local rec, keys, h = ARGV[base], ARGV[base + 1], ARGV[base + 2]
-  local made_up, refers = ARGV[base + 3] == '1', ARGV[base + 4]
+  local flags, refers = ARGV[base + 3], ARGV[base + 4]
+  local made_up, cut = string.sub(flags, 1, 1) == '1', string.sub(flags, 2, 2) == '1'
   local ts, idlen = struct.unpack('<dH', rec)
   local pid = string.sub(rec, 11, 10 + idlen)
   local first = 11 + idlen
@@ -179,6 +201,18 @@ for base = 6, #ARGV, 5 do
                 if query[r] then shared = shared + 1 end
               end
               local sim = shared / (qn + on - shared)
+              local qwords = word_count(rec, first)
+              if cut and sim < 1 and qwords >= cut_words and word_count(other, 11 + olen) > qwords then
+                for size = qwords, qwords + 1 do
+                  local start, sn = runs(other, 11 + olen, size)
+                  shared = 0
+                  for r in pairs(start) do
+                    if query[r] then shared = shared + 1 end
+                  end
+                  local ssim = shared / (qn + sn - shared)
+                  if ssim > sim and ssim >= cut_floor then sim = ssim end
+                end
+              end
               if sim >= threshold and sim > best_sim then best_id, best_sim = oid, sim end
             end
           end
@@ -207,6 +241,9 @@ end
 if clock > -math.huge then redis.call('SET', clock_key, string.format('%.17g', clock)) end
 return out
 """
+    )
+    .replace("CUT_OFF_MIN_WORDS", str(CUT_OFF_MIN_WORDS))
+    .replace("CUT_OFF_MIN_SIMILARITY", repr(CUT_OFF_MIN_SIMILARITY))
 )
 
 # Cluster scripts run once per node and phase, over keys of many slots that
@@ -518,7 +555,8 @@ class RedisStore:
         ]
         for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
             refers = "" if sketch.refers_to is None else sketch.refers_to
-            args += [record, b"".join(band_keys), suffix, "1" if sketch.made_up_id else "0", refers]
+            flags = ("1" if sketch.made_up_id else "0") + ("1" if sketch.cut_off else "0")
+            args += [record, b"".join(band_keys), suffix, flags, refers]
         reply = self._batch(keys=[], args=args)
         results: list[Match | None] = []
         position = 0
@@ -667,7 +705,9 @@ class RedisStore:
                 entry = stored.get(candidate)
                 if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
                     continue
-                similarity = jaccard(query, entry.verified)
+                similarity = judged_similarity(
+                    sketch, query, entry.verified, entry.words, settings.shingle_size, threshold
+                )
                 if similarity >= threshold and (best is None or similarity > best.similarity):
                     best, matched[index] = Match(entry.post_id, similarity), candidate
             results.append(best)
@@ -701,8 +741,12 @@ class RedisStore:
                     continue
                 # Another worker recorded the same normalised text first.
                 _, post_id, words = _decode_record(holder)
-                held = verification_set(words.tolist(), settings.shingle_size)
-                similarity = jaccard(set(sketches[index].shingles.tolist()), held)
+                held_words = words.tolist()
+                held = verification_set(held_words, settings.shingle_size)
+                query = set(sketches[index].shingles.tolist())
+                similarity = judged_similarity(
+                    sketches[index], query, held, held_words, settings.shingle_size, threshold
+                )
                 if similarity >= threshold:
                     results[index], matched[index] = Match(post_id, similarity), records[index][2]
                     lost[records[index][2]] = sketches[index].post_id
@@ -765,7 +809,9 @@ class RedisStore:
                 entry = stored.get(other)
                 if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
                     continue
-                similarity = jaccard(query, entry.verified)
+                similarity = judged_similarity(
+                    sketch, query, entry.verified, entry.words, settings.shingle_size, settings.jaccard_threshold
+                )
                 if similarity < settings.jaccard_threshold:
                     continue
                 # the smallest band key they share, from the other's stored words:

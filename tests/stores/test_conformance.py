@@ -18,6 +18,7 @@ from streamfilter import (
 )
 from streamfilter._lsh import band_keys, id_keys
 from streamfilter._minhash import MinHasher
+from streamfilter._normalize import is_cut_off
 from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
 from streamfilter.stores import BandStore, IndexSettings, Sketch
 from streamfilter.stores.redis import RedisStore
@@ -51,7 +52,8 @@ def sketch(post_id: str, timestamp: float, text: str) -> Sketch:
     shingles = shingles_of_words(words, offsets, CONFIG.shingle_size)
     keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
     verified = verification_hashes(words, offsets, CONFIG.shingle_size)
-    return Sketch(post_id, timestamp, np.append(keys[0], id_keys([post_id], CONFIG.seed)), verified[0], words)
+    keys = np.append(keys[0], id_keys([post_id], CONFIG.seed))
+    return Sketch(post_id, timestamp, keys, verified[0], words, cut_off=is_cut_off(text))
 
 
 def repost(post_id: str, timestamp: float, reposted: str) -> Sketch:
@@ -183,6 +185,44 @@ def test_band_collision_alone_is_not_a_duplicate(make_store: Callable[..., BandS
     impostor = sketch("b", 2, "completely different words about cooking pasta at home tonight")
     impostor.band_keys = first.band_keys.copy()  # every band collides
     assert store.check_and_insert([first, impostor]) == [None, None]
+
+
+LONG = "we waited four hours at the gate in denver and nobody from the crew told us why the flight was late"
+
+
+def _collides_with(post: Sketch, original: Sketch) -> Sketch:
+    """``post`` filed under every band key of ``original``, so that the
+    store verifies it against ``original`` whatever LSH would propose."""
+    post.band_keys = np.append(original.band_keys[:-1], post.band_keys[-1])
+    return post
+
+
+def test_a_copy_cut_off_by_an_ellipsis_matches_the_start_of_its_original(
+    make_store: Callable[..., BandStore],
+) -> None:
+    original = sketch("a", 1, LONG)
+    cut = _collides_with(sketch("b", 2, "We waited four hours at the gate in denver and nob…"), original)
+    assert cut.cut_off and len(cut.words) == 10
+    # Against the whole original, 19 of its 41 words and pairs: under the threshold.
+    whole = set(original.shingles.tolist())
+    own = set(cut.shingles.tolist())
+    assert len(own & whole) / len(own | whole) < CONFIG.jaccard_threshold
+    (match,) = make_store().check_and_insert([original, cut])[1:]
+    assert match is not None and match.duplicate_of == "a" and match.similarity == 1.0
+
+
+def test_a_cut_off_post_is_novel_when_its_start_differs_or_it_is_short(
+    make_store: Callable[..., BandStore],
+) -> None:
+    original = sketch("a", 1, LONG)
+    # the original's middle words, not its start
+    middle = _collides_with(sketch("b", 2, "and nobody from the crew told us why the fl…"), original)
+    # the original's start, but only 5 words: too short to tell a copy from a common opening
+    short = _collides_with(sketch("c", 3, "We waited four hours at th…"), original)
+    # the same start without the "…": a post of its own, compared whole
+    uncut = _collides_with(sketch("d", 4, "We waited four hours at the gate in denver and"), original)
+    assert middle.cut_off and short.cut_off and not uncut.cut_off and len(short.words) == 5
+    assert make_store().check_and_insert([original, middle, short, uncut]) == [None, None, None, None]
 
 
 def test_ttl_in_event_time_hides_at_once_and_purges(make_store: Callable[..., BandStore]) -> None:
