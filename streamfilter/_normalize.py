@@ -23,7 +23,8 @@ Cyrillic Н and о; Greek capitals count as the Latin letter they look like).
 Joiners, variation selectors and skin tones inside a word are deleted, and
 blank letters (the Hangul filler) are spaces.
 
-Truncation: when the text ends in ``…`` glued to a word, that last word was
+Truncation: when the text ends in ``…`` glued to a word (or in such a ``…``
+and then links, as Twitter cuts a status), that last word was
 probably cut by a client, so it is dropped (``is_cut_off`` says so; stores
 then also compare such a post with the start of earlier ones). A link or
 mention glued to the ``…`` is removed anyway, and the word before it is whole.
@@ -238,14 +239,25 @@ def _strip_urls(text: str) -> str:
 
 
 def is_cut_off(text: str) -> bool:
-    """True when ``text`` ends in ``…`` glued to a word that normalising keeps:
-    a client cut the post there, and ``normalize`` drops that cut word. A
-    link or a mention cut by the ``…`` (``https://t.…``, ``@unit…``) is
-    removed anyway, so the text before it is whole."""
+    """True when ``text`` ends in ``…`` glued to a word that normalising keeps
+    (links after it aside): a client cut the post there, and ``normalize``
+    drops that cut word. A link or a mention cut by the ``…``
+    (``https://t.…``, ``@unit…``) is removed anyway, so the text before it
+    is whole."""
     stripped = text.rstrip()
     if stripped.endswith(";") and "&" in stripped:  # "&hellip;"
         stripped = html.unescape(stripped).rstrip()
-    if not stripped.endswith("…") or not stripped[-2:-1].isalnum():
+    if not stripped.endswith("…"):
+        if "…" not in stripped[-64:]:
+            return False
+        # Twitter's own cut (v1.1 statuses without their extended text): "…
+        # cut wor… https://t.co/…", a link to the whole post after the "…".
+        while stripped and not stripped.endswith("…"):
+            head, _, last = stripped.rpartition(" ")
+            if _URL.fullmatch(last) is None:
+                return False
+            stripped = head.rstrip()
+    if not stripped[-2:-1].isalnum():
         return False
     cut = stripped[:-1].rsplit(None, 1)[-1]
     return not ("@" in cut or "＠" in cut or _URL.search(cut))

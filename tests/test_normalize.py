@@ -52,6 +52,8 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         ("What You Missed https://t.co/h95…", "what you missed"),
         ("great flight thanks to @Unit…", "great flight thanks to"),
         ("cut at the scheme https…", "cut at the scheme"),
+        # Twitter's own cut: the link to the whole status follows the "…"
+        ("Signals He Will Make Bill… https://t.co/DLfVYe8aVF", "signals he will make"),
         ("東京タワー 最高", "東京タワー 最高"),
     ],
 )
@@ -134,6 +136,9 @@ def test_mention_pattern_matches_as_ignorecase_would(parts: list[str]) -> None:
         ("I just don't know...", False),
         ("Bill Clinton https://t.…", False),
         ("thanks to @Unit…", False),
+        ("Signals He Will Make Bill… https://t.co/DLfVYe8aVF", True),
+        ("all of this… https://t.co/W5 www.example.com/x ", True),
+        ("all of this… and then some", False),
         ("no ellipsis at all", False),
     ],
 )
