@@ -46,10 +46,20 @@ class ConfigMismatchError(ConfigError):
             f"{name}: index has {stored!r}, requested {requested!r}"
             for name, (stored, requested) in sorted(differences.items())
         )
-        super().__init__(
-            f"index at {location} was built with different settings ({detail}); "
-            "open it with the stored settings, or use a new index (another directory, or another Redis prefix)"
-        )
+        if differences.keys() & _CODE_VERSIONS:
+            # no setting brings back another version's normaliser or sketches
+            advice = (
+                "it was built by another version of streamfilter, whose posts would no longer match this one's: "
+                "use a new index (another directory, or another Redis prefix) and replay into it what must stay "
+                "catchable"
+            )
+        else:
+            advice = "open it with the stored settings, or use a new index (another directory, or another Redis prefix)"
+        super().__init__(f"index at {location} was built with different settings ({detail}); {advice}")
+
+
+# The fingerprint's entries that only a change of streamfilter's code moves.
+_CODE_VERSIONS = frozenset({"normalizer_version", "sketch_version"})
 
 
 class InvalidRecordError(StreamFilterError, ValueError):

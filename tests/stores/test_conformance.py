@@ -310,7 +310,21 @@ def test_lmdb_config_mismatch_names_the_settings(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "shingle_size: index has 2, requested 3" in message
     assert "num_perm: index has 32, requested 64" in message
+    assert "open it with the stored settings" in message
     assert LMDBStore.read_fingerprint(tmp_path / "index") == CONFIG.fingerprint()
+
+
+def test_lmdb_index_of_an_older_normaliser_asks_for_a_new_index(tmp_path: Path) -> None:
+    fingerprint = CONFIG.fingerprint()
+    older = dict(fingerprint, normalizer_version=int(fingerprint["normalizer_version"]) - 1)
+    store = LMDBStore(tmp_path / "index")
+    store.open(settings(fingerprint=older))
+    store.close()
+    with pytest.raises(ConfigMismatchError) as caught:
+        LMDBStore(tmp_path / "index").open(settings())
+    message = str(caught.value)
+    assert "another version of streamfilter" in message and "use a new index" in message
+    assert "open it with the stored settings" not in message  # no setting brings an old normaliser back
 
 
 def test_lmdb_map_grows_when_full(tmp_path: Path) -> None:
