@@ -11,7 +11,8 @@ uniformly from each range, and "…" is appended, as ``make_stream.py
 - found: the cut copy reaches the threshold against its base, by Jaccard with
   the whole base, and with the rule streamfilter applies
   (``stores._base.judged_similarity``: the Jaccard with the base's first n or
-  n + 1 words, for a cut copy of at least ``CUT_OFF_MIN_WORDS`` words);
+  n + 1 words, for a cut copy of at least ``CUT_OFF_MIN_WORDS`` words, or
+  ``--min-words``);
 - false: every base is cut once at a random share of 30-90%, and the rule
   counts it a duplicate of some *earlier*, distinct base. Earlier bases are
   found through the word pairs they share with the cut copy (a start that
@@ -35,8 +36,8 @@ from make_stream import DEFAULT_CSV, thin  # noqa: E402
 from streamfilter import FilterConfig  # noqa: E402
 from streamfilter._engine import Sketcher  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
-from streamfilter.stores import Sketch  # noqa: E402
-from streamfilter.stores._base import CUT_OFF_MIN_WORDS, jaccard, judged_similarity  # noqa: E402
+from streamfilter.stores import Sketch, _base  # noqa: E402
+from streamfilter.stores._base import jaccard, judged_similarity  # noqa: E402
 
 RANGES = ((0.8, 0.92), (0.6, 0.8), (0.4, 0.6), (0.25, 0.4))
 
@@ -49,7 +50,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csv", default=str(DEFAULT_CSV))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--min-words",
+        type=int,
+        default=_base.CUT_OFF_MIN_WORDS,
+        help="measure the rule with another minimum of words (the library's is the default)",
+    )
     args = parser.parse_args()
+    _base.CUT_OFF_MIN_WORDS = min_words = args.min_words
     config = FilterConfig()
     sketcher = Sketcher(config, record_adapter("generic"))
     threshold, size = config.jaccard_threshold, config.shingle_size
@@ -63,8 +71,8 @@ def main() -> None:
     whole = sketches(bases)
     sets = [set(s.shingles.tolist()) for s in whole]
     rng = random.Random(args.seed)
-    print(f"{len(bases)} bases; threshold {threshold}, start rule from {CUT_OFF_MIN_WORDS} words")
-    print("kept share | cut copies | found, whole Jaccard | found, with the start rule | under 6 words")
+    print(f"{len(bases)} bases; threshold {threshold}, start rule from {min_words} words")
+    print(f"kept share | cut copies | found, whole Jaccard | found, with the start rule | under {min_words} words")
     for low, high in RANGES:
         cuts = sketches([_cut(text, rng.uniform(low, high)) for text in bases])
         by_whole = by_rule = short = 0
@@ -72,7 +80,7 @@ def main() -> None:
             own = set(cut.shingles.tolist())
             by_whole += jaccard(own, members) >= threshold
             by_rule += judged_similarity(cut, own, members, base.words, size, threshold) >= threshold
-            short += len(cut.words) < CUT_OFF_MIN_WORDS
+            short += len(cut.words) < min_words
         count = len(cuts)
         print(f"{low:.2f}-{high:.2f} | {count} | {by_whole / count:.3f} | {by_rule / count:.3f} | {short / count:.3f}")
     # distinct bases, cut: does the rule call one a copy of an earlier base?
@@ -82,7 +90,7 @@ def main() -> None:
     judged = 0
     for index, cut in enumerate(cuts):
         words = cut.words.tolist()
-        if cut.cut_off and len(words) >= CUT_OFF_MIN_WORDS:
+        if cut.cut_off and len(words) >= min_words:
             judged += 1
             own = set(cut.shingles.tolist())
             earlier = {other for pair in zip(words, words[1:], strict=False) for other in by_pair.get(pair, ())}
@@ -95,7 +103,7 @@ def main() -> None:
         base_words = whole[index].words.tolist()
         for pair in set(zip(base_words, base_words[1:], strict=False)):
             by_pair[pair].append(index)
-    print(f"false: {len(false)} of {judged} distinct bases cut to {CUT_OFF_MIN_WORDS} words or more")
+    print(f"false: {len(false)} of {judged} distinct bases cut to {min_words} words or more")
     for similarity, index, other in sorted(false, reverse=True)[:10]:
         print(f"  {similarity:.2f}  {_cut(bases[index], 1.0)[:70]!r}  ~  {bases[other][:70]!r}")
 
