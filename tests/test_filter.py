@@ -252,7 +252,7 @@ async def test_endless_source_is_held_back_by_a_slow_consumer() -> None:
         nonlocal produced
         while True:
             produced += 1
-            yield {"id": str(produced), "text": f"post number {produced} says something new {produced * 31}"}
+            yield {"id": str(produced), "text": distinct_text(produced)}
 
     consumed = 0
     async with StreamFilter(FilterConfig(batch_size=8), store=MemoryStore()) as sf:

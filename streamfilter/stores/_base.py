@@ -285,6 +285,38 @@ def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) 
 # at random, 27 match the start of an earlier one.
 CUT_OFF_MIN_WORDS = 6
 CUT_OFF_MIN_SIMILARITY = 0.8
+# Two posts of at least this many words each, at most this many word edits
+# apart (insertions, deletions, substitutions), whose Jaccard is at least
+# EDIT_MIN_JACCARD, are also compared by their words in order (see
+# ``judged_similarity``; README, "Word edits"). Two edits change most word
+# pairs of a short post, so the Jaccard of a six-word copy with two words
+# changed falls to 0.29-0.48.
+EDIT_MIN_WORDS = 6
+EDIT_MAX_EDITS = 2
+EDIT_MIN_JACCARD = 0.4
+
+
+def word_edits(first: Sequence[int], second: Sequence[int], limit: int) -> int:
+    """The word-level edit distance of two posts (their word hashes in
+    order), or ``limit + 1`` once it is known to be over ``limit``: only the
+    cells within ``limit`` of the diagonal are computed."""
+    if abs(len(first) - len(second)) > limit:
+        return limit + 1
+    over = limit + 1
+    previous = {j: j for j in range(min(len(second), limit) + 1)}
+    for i, word in enumerate(first, 1):
+        current = {i - limit - 1: over} if i > limit else {0: i}
+        low = max(1, i - limit)
+        for j in range(low, min(len(second), i + limit) + 1):
+            current[j] = min(
+                previous.get(j, over) + 1,
+                current.get(j - 1, over) + 1,
+                previous.get(j - 1, over) + (word != second[j - 1]),
+            )
+        if min(current.values()) > limit:
+            return over
+        previous = current
+    return min(previous.get(len(second), over), over)
 
 
 def judged_similarity(
@@ -296,21 +328,37 @@ def judged_similarity(
     threshold: float,
 ) -> float:
     """How similar a post (``sketch``, its verification set ``query``) is to
-    an earlier one (its set ``other``, its word hashes in order): their
-    Jaccard, or, for a post cut off by "…", the Jaccard with the earlier
-    post's first n or n + 1 words (n the cut post's own) when that is higher
-    and reaches ``CUT_OFF_MIN_SIMILARITY``: a cut copy keeps the start of a
-    post, and the rest is missing, not different."""
+    an earlier one (its set ``other``, its word hashes in order).
+
+    Their Jaccard; when that is under the threshold, two more comparisons
+    may raise it:
+    - a post cut off by "…" (``sketch.cut_off``) of at least
+      ``CUT_OFF_MIN_WORDS`` words: the Jaccard with the earlier post's first
+      n or n + 1 words (n the cut post's own), when it reaches
+      ``CUT_OFF_MIN_SIMILARITY``: a cut copy keeps the start of a post, and
+      the rest is missing, not different;
+    - two posts of at least ``EDIT_MIN_WORDS`` words, at most
+      ``EDIT_MAX_EDITS`` word edits apart, with a Jaccard of at least
+      ``EDIT_MIN_JACCARD``: 1 - edits / the longer post's words.
+    """
     whole = jaccard(query, other)
-    length = len(sketch.words)
-    if not sketch.cut_off or whole >= 1.0 or length < CUT_OFF_MIN_WORDS or len(other_words) <= length:
+    if whole >= threshold:
         return whole
-    if isinstance(other_words, np.ndarray):
-        other_words = other_words[: length + 1].tolist()  # Python ints: a pair shifts a word 32 bits up
-    start = max(
-        jaccard(query, verification_set(list(other_words[:size]), shingle_size)) for size in (length, length + 1)
-    )
-    return start if start > whole and start >= max(threshold, CUT_OFF_MIN_SIMILARITY) else whole
+    best = whole
+    length, other_length = len(sketch.words), len(other_words)
+    if sketch.cut_off and length >= CUT_OFF_MIN_WORDS and other_length > length:
+        start_words = other_words[: length + 1]
+        start_words = start_words.tolist() if isinstance(start_words, np.ndarray) else list(start_words)
+        start = max(jaccard(query, verification_set(start_words[:size], shingle_size)) for size in (length, length + 1))
+        if start >= max(threshold, CUT_OFF_MIN_SIMILARITY):
+            best = max(best, start)
+    if whole >= EDIT_MIN_JACCARD and min(length, other_length) >= EDIT_MIN_WORDS:
+        own_words = sketch.words.tolist()
+        words = other_words.tolist() if isinstance(other_words, np.ndarray) else list(other_words)
+        edits = word_edits(own_words, words, EDIT_MAX_EDITS)
+        if edits <= EDIT_MAX_EDITS:
+            best = max(best, 1 - edits / max(length, other_length))
+    return best
 
 
 def best_match(
@@ -335,12 +383,11 @@ def best_match(
             return Match(post.post_id, 1.0)
         if own.members is None:
             own.members = set(sketch.shingles.tolist())
-        if sketch.cut_off:
+        found = jaccard(own.members, cache.members(post))
+        if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
             found = judged_similarity(
                 sketch, own.members, cache.members(post), cache.words(post), cache.shingle_size, threshold
             )
-        else:
-            found = jaccard(own.members, cache.members(post))
         if found >= threshold and (best is None or found > best.similarity):
             best = Match(post.post_id, found)
             if found == 1.0:

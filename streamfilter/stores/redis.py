@@ -79,6 +79,9 @@ from .._shingle import verification_set
 from ._base import (
     CUT_OFF_MIN_SIMILARITY,
     CUT_OFF_MIN_WORDS,
+    EDIT_MAX_EDITS,
+    EDIT_MIN_JACCARD,
+    EDIT_MIN_WORDS,
     IndexSettings,
     Match,
     Sketch,
@@ -126,8 +129,9 @@ end
 # (0: never), threshold, cap, k (the longest run of words compared), then per post: record, band keys (8 bytes
 # each), record key suffix, two flags ("1" or "0": a made-up id, a text cut off
 # by "…"), and the reposted id of a reference ('' for a post). Returns per
-# post: "0" for novel, or "1", the matched post id and the similarity. A cut
-# post is also compared with the start of each candidate, as
+# post: "0" for novel, or "1", the matched post id and the similarity. Under
+# the threshold, a cut post is also compared with the start of each
+# candidate, and posts a word edit or two apart by their words in order, as
 # ``_base.judged_similarity`` does.
 _BATCH_SCRIPT = (
     (
@@ -136,10 +140,39 @@ _BATCH_SCRIPT = (
 local prefix, ttl, threshold = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, k = tonumber(ARGV[4]), tonumber(ARGV[5])
 local cut_words, cut_floor = CUT_OFF_MIN_WORDS, math.max(threshold, CUT_OFF_MIN_SIMILARITY)
+local edit_words, edit_max, edit_jaccard = EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD
 -- the number of words of a record (4-byte hashes from byte ``from`` on; a
 -- trailing pin byte is left out)
 local function word_count(v, from)
   return math.floor((#v - from + 1) / 4)
+end
+-- the words of a record, in order, as 4-byte strings
+local function words_of(v, from)
+  local out = {}
+  for s = from, from + 4 * word_count(v, from) - 1, 4 do out[#out + 1] = string.sub(v, s, s + 3) end
+  return out
+end
+-- the word edit distance of a and b, or limit + 1 once it is over limit
+-- (``_base.word_edits``: only the cells within limit of the diagonal)
+local function word_edits(a, b, limit)
+  local over = limit + 1
+  if math.abs(#a - #b) > limit then return over end
+  local prev = {}
+  for j = 0, math.min(#b, limit) do prev[j] = j end
+  for i = 1, #a do
+    local cur, smallest = {}, over
+    if i <= limit then cur[0] = i; smallest = i end
+    for j = math.max(1, i - limit), math.min(#b, i + limit) do
+      local cost = 1
+      if a[i] == b[j] then cost = 0 end
+      local v = math.min((prev[j] or over) + 1, (cur[j - 1] or over) + 1, (prev[j - 1] or over) + cost)
+      cur[j] = v
+      if v < smallest then smallest = v end
+    end
+    if smallest > limit then return over end
+    prev = cur
+  end
+  return math.min(prev[#b] or over, over)
 end
 -- the runs of 1 to k words of a record, or of its first ``words`` words, as
 -- a set and its size
@@ -182,7 +215,7 @@ for base = 6, #ARGV, 5 do
       end
     end
   else
-    local seen, query, qn = {}, nil, 0
+    local seen, query, qn, qlist = {}, nil, 0, nil
     for b = 0, #keys / 8 - 1 do
       local members = redis.call('GET', prefix .. ':b:' .. string.sub(keys, b * 8 + 1, b * 8 + 8)) or ''
       for at = 1, #members, 8 do
@@ -201,8 +234,9 @@ for base = 6, #ARGV, 5 do
                 if query[r] then shared = shared + 1 end
               end
               local sim = shared / (qn + on - shared)
-              local qwords = word_count(rec, first)
-              if cut and sim < 1 and qwords >= cut_words and word_count(other, 11 + olen) > qwords then
+              local whole = sim
+              local qwords, owords = word_count(rec, first), word_count(other, 11 + olen)
+              if cut and whole < threshold and qwords >= cut_words and owords > qwords then
                 for size = qwords, qwords + 1 do
                   local start, sn = runs(other, 11 + olen, size)
                   shared = 0
@@ -211,6 +245,14 @@ for base = 6, #ARGV, 5 do
                   end
                   local ssim = shared / (qn + sn - shared)
                   if ssim > sim and ssim >= cut_floor then sim = ssim end
+                end
+              end
+              if whole < threshold and whole >= edit_jaccard and qwords >= edit_words and owords >= edit_words then
+                if not qlist then qlist = words_of(rec, first) end
+                local edits = word_edits(qlist, words_of(other, 11 + olen), edit_max)
+                if edits <= edit_max then
+                  local esim = 1 - edits / math.max(qwords, owords)
+                  if esim > sim then sim = esim end
                 end
               end
               if sim >= threshold and sim > best_sim then best_id, best_sim = oid, sim end
@@ -244,6 +286,9 @@ return out
     )
     .replace("CUT_OFF_MIN_WORDS", str(CUT_OFF_MIN_WORDS))
     .replace("CUT_OFF_MIN_SIMILARITY", repr(CUT_OFF_MIN_SIMILARITY))
+    .replace("EDIT_MIN_WORDS", str(EDIT_MIN_WORDS))
+    .replace("EDIT_MAX_EDITS", str(EDIT_MAX_EDITS))
+    .replace("EDIT_MIN_JACCARD", repr(EDIT_MIN_JACCARD))
 )
 
 # Cluster scripts run once per node and phase, over keys of many slots that

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from streamfilter._minhash import MinHasher
 from streamfilter._normalize import is_cut_off
 from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
 from streamfilter.stores import BandStore, IndexSettings, Sketch
+from streamfilter.stores._base import word_edits
 from streamfilter.stores.redis import RedisStore
 
 from ..conftest import unique_prefix
@@ -225,6 +227,47 @@ def test_a_cut_off_post_is_novel_when_its_start_differs_or_it_is_short(
     assert make_store().check_and_insert([original, middle, short, uncut]) == [None, None, None, None]
 
 
+def test_two_word_edits_are_a_duplicate_when_the_jaccard_is_under_the_threshold(
+    make_store: Callable[..., BandStore],
+) -> None:
+    original = sketch("a", 1, "my bag never made it to denver")
+    # "bag" and "denver" replaced: 8 of 18 words and pairs alike (0.44), two word edits in seven
+    edited = _collides_with(sketch("b", 2, "my suitcase never made it to dallas"), original)
+    whole = set(original.shingles.tolist())
+    own = set(edited.shingles.tolist())
+    assert 0.4 <= len(own & whole) / len(own | whole) < CONFIG.jaccard_threshold
+    (match,) = make_store().check_and_insert([original, edited])[1:]
+    assert match is not None and match.duplicate_of == "a"
+    assert match.similarity == pytest.approx(1 - 2 / 7)
+
+
+def test_word_edits_is_the_edit_distance_within_its_limit() -> None:
+    def distance(first: list[int], second: list[int]) -> int:  # the whole table, every cell
+        previous = list(range(len(second) + 1))
+        for i, word in enumerate(first, 1):
+            current = [i]
+            for j, other in enumerate(second, 1):
+                current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (word != other)))
+            previous = current
+        return previous[-1]
+
+    rng = random.Random(5)
+    for _ in range(3000):
+        first = [rng.randrange(4) for _ in range(rng.randrange(9))]
+        second = [rng.randrange(4) for _ in range(rng.randrange(9))]
+        exact = distance(first, second)
+        for limit in (0, 1, 2, 3):
+            assert word_edits(first, second, limit) == (exact if exact <= limit else limit + 1)
+
+
+def test_word_edits_do_not_count_past_two_or_under_a_jaccard_of_0_4(make_store: Callable[..., BandStore]) -> None:
+    first = sketch("a", 1, "you lost my bag again in denver")
+    three_edits = _collides_with(sketch("b", 2, "you lost my phone again in dallas today"), first)  # Jaccard 0.4
+    second = sketch("c", 3, "bag never made it to denver")
+    low_jaccard = _collides_with(sketch("d", 4, "bag never got it to dallas"), second)  # two edits, Jaccard 0.375
+    assert make_store().check_and_insert([first, three_edits, second, low_jaccard]) == [None] * 4
+
+
 def test_ttl_in_event_time_hides_at_once_and_purges(make_store: Callable[..., BandStore]) -> None:
     store = make_store(ttl=100, purge_limit=2)
     store.check_and_insert([sketch("a", 1000, TEXT)])
@@ -244,7 +287,7 @@ def test_purge_is_bounded_per_batch(make_store: Callable[..., BandStore], store_
         pytest.skip("Redis expires keys itself and never purges: see test_redis_expiry_leaves_nothing_behind")
     store = make_store(ttl=10, purge_limit=3)
     store.check_and_insert(
-        [sketch(f"p{i}", 100 + i * 0.01, f"distinct post {i} about topic {i * 13}") for i in range(10)]
+        [sketch(f"p{i}", 100 + i * 0.01, f"alpha{i} beta{i} gamma{i} delta{i} epsilon{i}") for i in range(10)]
     )
     assert store.post_count() == 10
     store.check_and_insert([sketch("late", 1000, "a much later post that moves the clock")])
