@@ -5,11 +5,14 @@
 Exact Jaccard, no LSH: for every labelled variant, its similarity to its
 base ("missed" when under the threshold); for every base, its highest
 similarity to an earlier base ("false" when at or over it: the filter would
-call it a duplicate). Retweets are left out (they are judged by id). Four
+call it a duplicate). Retweets are left out (they are judged by id). Five
 measures over the normalised words: the words alone, the word pairs alone,
-both together (what streamfilter verifies with its default k = 2), and
+both together (what streamfilter's Jaccard compares with its default k = 2),
 both with skip pairs (words one apart, which an edited word leaves intact;
-measured, not used).
+measured, not used), and words and pairs with the word-edit rule that
+streamfilter applies under the threshold (``stores._base.judged_similarity``:
+posts of 6 or more words, 2 word edits apart at most, with a Jaccard of 0.4
+or more, score 1 - edits / words).
 Earlier bases are found through words that are in fewer than 300 of them,
 so a pair of bases that shares only common words is not compared: it is far
 below any threshold in the table.
@@ -25,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import normalize  # noqa: E402
+from streamfilter.stores._base import EDIT_MAX_EDITS, EDIT_MIN_JACCARD, EDIT_MIN_WORDS, word_edits  # noqa: E402
 
 THRESHOLDS = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 _COMMON = 300
@@ -37,18 +41,28 @@ def _text(record: dict) -> str:  # type: ignore[type-arg]
     return str(shown.get("full_text") or shown.get("text") or "")
 
 
-_Sets = tuple[set[str], set[tuple[str, ...]], set[tuple[str, str]]]
+_Sets = tuple[set[str], set[tuple[str, ...]], set[tuple[str, str]], list[str]]
 
 
 def _sets(text: str) -> _Sets:
     words = normalize(text).split()
     pairs = {(words[i], words[i + 1]) for i in range(len(words) - 1)} or {tuple(words)}
     skips = {(words[i], words[i + 2]) for i in range(len(words) - 2)}
-    return set(words), pairs, skips
+    return set(words), pairs, skips, words
+
+
+def _with_edits(similarity: float, order_a: list[str], order_b: list[str]) -> float:
+    """``similarity`` (words and pairs), raised by the word-edit rule where it applies."""
+    if similarity < EDIT_MIN_JACCARD or min(len(order_a), len(order_b)) < EDIT_MIN_WORDS:
+        return similarity
+    edits = word_edits(order_a, order_b, EDIT_MAX_EDITS)
+    if edits > EDIT_MAX_EDITS:
+        return similarity
+    return max(similarity, 1 - edits / max(len(order_a), len(order_b)))
 
 
 def _similarities(a: _Sets, b: _Sets) -> tuple[float, ...]:
-    (words_a, pairs_a, skips_a), (words_b, pairs_b, skips_b) = a, b
+    (words_a, pairs_a, skips_a, order_a), (words_b, pairs_b, skips_b, order_b) = a, b
 
     def jaccard(*kinds: tuple[set, set]) -> float:  # type: ignore[type-arg]
         """Jaccard of the union of one or more kinds of members (their values never collide)."""
@@ -56,7 +70,8 @@ def _similarities(a: _Sets, b: _Sets) -> tuple[float, ...]:
         return sum(len(x & y) for x, y in kinds) / union if union else 1.0
 
     words, pairs, skips = (words_a, words_b), (pairs_a, pairs_b), (skips_a, skips_b)
-    return jaccard(words), jaccard(pairs), jaccard(words, pairs), jaccard(words, pairs, skips)
+    both = jaccard(words, pairs)
+    return jaccard(words), jaccard(pairs), both, jaccard(words, pairs, skips), _with_edits(both, order_a, order_b)
 
 
 def main() -> None:
@@ -88,7 +103,7 @@ def main() -> None:
                 variant_words.append(len(base_of[label["cluster"]][0]))
             continue
         candidates = {other for word in sets[0] if len(by_word[word]) < _COMMON for other in by_word[word]}
-        best = [0.0, 0.0, 0.0, 0.0]
+        best = [0.0] * 5
         for other in candidates:
             best = [max(old, new) for old, new in zip(best, _similarities(sets, bases[other]), strict=True)]
         nearest_base.append(tuple(best))
@@ -100,7 +115,8 @@ def main() -> None:
     print(f"{len(variants)} labelled variants, {len(nearest_base)} bases")
     print("| measure | threshold | missed variants | false (bases) | word_edit recall |")
     print("|---|---|---|---|---|")
-    for index, name in enumerate(("words", "word pairs", "words and pairs", "words, pairs and skip pairs")):
+    names = ("words", "word pairs", "words and pairs", "words, pairs and skip pairs", "words and pairs, word edits")
+    for index, name in enumerate(names):
         for threshold in THRESHOLDS:
             missed = sum(similarity[index] < threshold for _, similarity in variants)
             false = sum(best[index] >= threshold for best in nearest_base)
