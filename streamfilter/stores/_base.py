@@ -51,7 +51,9 @@ class Sketch:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """The earlier post that a sketch duplicates, and their Jaccard similarity."""
+    """The earlier post that a sketch duplicates, and their similarity: the
+    Jaccard of their words and word pairs, or what ``judged_similarity``
+    raised it to (the start of a post a cut copy keeps, or a word edit or two)."""
 
     duplicate_of: str
     similarity: float
