@@ -307,9 +307,8 @@ def word_edits(first: Sequence[int], second: Sequence[int], limit: int) -> int:
     over = limit + 1
     previous = {j: j for j in range(min(len(second), limit) + 1)}
     for i, word in enumerate(first, 1):
-        current = {i - limit - 1: over} if i > limit else {0: i}
-        low = max(1, i - limit)
-        for j in range(low, min(len(second), i + limit) + 1):
+        current = {0: i} if i <= limit else {}  # a cell outside the band counts as over
+        for j in range(max(1, i - limit), min(len(second), i + limit) + 1):
             current[j] = min(
                 previous.get(j, over) + 1,
                 current.get(j - 1, over) + 1,
@@ -373,7 +372,8 @@ def best_match(
     threshold: float,
 ) -> Match | None:
     """The most similar live post among ``serials`` at or above the threshold
-    (exact Jaccard); the first with the sketch's very words wins at once.
+    (exact Jaccard, or ``judged_similarity`` under the threshold); the first
+    with the sketch's very words wins at once.
     ``own`` is the sketch as a CachedPost (``CachedPost.of``); its set is
     built here when a comparison needs it, for the cache should it be recorded."""
     best: Match | None = None
