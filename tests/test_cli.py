@@ -482,3 +482,35 @@ def test_a_reader_that_stops_early_ends_the_replay_quietly(tmp_path: Path) -> No
     _, stderr = replay.communicate(timeout=120)
     assert replay.returncode == 1
     assert stderr.decode() == ""
+
+
+def test_a_cut_off_copy_and_a_two_word_edit_are_duplicates_through_the_command(tmp_path: Path) -> None:
+    # Both copies share under half of their words and word pairs with their
+    # original; the start rule and the word-edit rule catch them (README, "The rules, stated").
+    texts = [
+        "@united We waited four hours at the gate in Denver and nobody from the crew told us why "
+        "the flight was late https://t.co/abc",
+        "my bag never made it to denver, again",
+        "@AmericanAir We waited four hours at the gate in Denver and nob…",
+        "my suitcase never made it to dallas, again",
+        "the crew on the morning flight to boston were wonderful today",
+    ]
+    stream = tmp_path / "rules.jsonl"
+    stream.write_text(
+        "".join(
+            json.dumps({"id_str": str(n), "text": text, "created_at": f"Mon Feb 16 10:00:0{n} +0000 2015"}) + "\n"
+            for n, text in enumerate(texts, 1)
+        )
+    )
+    result = replay(str(stream), "--db", str(tmp_path / "db"), "--verdicts", str(tmp_path / "v"))
+    assert result.returncode == 0, result.stderr
+    verdicts = [json.loads(line) for line in (tmp_path / "v").read_text().splitlines()]
+    assert [(v["verdict"], v["duplicate_of"]) for v in verdicts] == [
+        ("novel", None),
+        ("novel", None),
+        ("duplicate", "1"),
+        ("duplicate", "2"),
+        ("novel", None),
+    ]
+    assert verdicts[2]["similarity"] == 1.0  # the cut copy is the start of its original, word for word
+    assert verdicts[3]["similarity"] == 0.75  # two word edits in eight words
