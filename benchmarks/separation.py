@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import normalize  # noqa: E402
-from streamfilter.stores._base import EDIT_MAX_EDITS, EDIT_MIN_JACCARD, EDIT_MIN_WORDS, word_edits  # noqa: E402
+from streamfilter.stores._base import EDIT_MIN_JACCARD, edit_similarity  # noqa: E402
 
 THRESHOLDS = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 _COMMON = 300
@@ -53,12 +53,7 @@ def _sets(text: str) -> _Sets:
 
 def _with_edits(similarity: float, order_a: list[str], order_b: list[str]) -> float:
     """``similarity`` (words and pairs), raised by the word-edit rule where it applies."""
-    if similarity < EDIT_MIN_JACCARD or min(len(order_a), len(order_b)) < EDIT_MIN_WORDS:
-        return similarity
-    edits = word_edits(order_a, order_b, EDIT_MAX_EDITS)
-    if edits > EDIT_MAX_EDITS:
-        return similarity
-    return max(similarity, 1 - edits / max(len(order_a), len(order_b)))
+    return max(similarity, edit_similarity(order_a, order_b)) if similarity >= EDIT_MIN_JACCARD else similarity
 
 
 def _similarities(a: _Sets, b: _Sets) -> tuple[float, ...]:

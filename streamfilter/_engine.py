@@ -28,7 +28,7 @@ from ._config import FilterConfig
 from ._exceptions import InvalidRecordError
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
-from ._normalize import is_cut_off, normalize_fallback, normalize_words
+from ._normalize import normalize_fallback, words_and_cut
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 from .adapters import NotAPost, RecordAdapter
@@ -154,13 +154,15 @@ class Sketcher:
         self._hash_words = WordHasher(config.seed)
 
     # -- sketching -------------------------------------------------------------
-    def words(self, text: str) -> list[str]:
-        """The words a post is shingled from (see the module docstring for the empty rule)."""
-        words = normalize_words(text)
+    def words(self, text: str) -> tuple[list[str], bool]:
+        """The words a post is shingled from (see the module docstring for the
+        empty rule), and whether its text was cut off by "…" (never for the
+        exact-text fallback)."""
+        words, cut_off = words_and_cut(text)
         if words:
-            return words
+            return words, cut_off
         fallback = normalize_fallback(text)
-        return [_EXACT_TEXT_MARK + fallback] if fallback else []
+        return ([_EXACT_TEXT_MARK + fallback] if fallback else []), False
 
     def _sketch_words(self, word_lists: Sequence[Sequence[str]]) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
         """(the verification sets, with the word hashes; the band keys) of a batch."""
@@ -241,7 +243,7 @@ class Sketcher:
                 if post.is_retweet and policy is RetweetPolicy.KEEP:
                     entry.kind, entry.reason = VerdictKind.NOVEL, REASON_KEPT_RETWEET
                     continue
-                words = self.words(post.text)
+                words, entry.cut_off = self.words(post.text)
                 if not words:
                     if post.is_retweet and post.retweet_of is not None:
                         entry.reference = True  # judged by the post it reposts, in the store
@@ -250,7 +252,6 @@ class Sketcher:
                     entry.kind = VerdictKind.NOVEL
                     entry.reason = REASON_TEXTLESS_REPOST if post.is_retweet else REASON_EMPTY
                     continue
-                entry.cut_off = not words[0].startswith(_EXACT_TEXT_MARK) and is_cut_off(post.text)
                 to_sketch.append(entry)
                 word_lists.append(words)
         return entries, self._columns(to_sketch, word_lists)

@@ -47,6 +47,7 @@ __all__ = [
     "normalize",
     "normalize_fallback",
     "normalize_words",
+    "words_and_cut",
 ]
 
 # Bump when normalize() changes its output: indexes pin it, because old band
@@ -270,6 +271,12 @@ def normalize(text: str) -> str:
 
 def normalize_words(text: str) -> list[str]:
     """The words of ``normalize(text)``, as a list."""
+    return words_and_cut(text)[0]
+
+
+def words_and_cut(text: str) -> tuple[list[str], bool]:
+    """The words of ``normalize(text)``, and whether the text was cut off
+    (``is_cut_off``), found in one pass."""
     truncated = is_cut_off(text)
     if "&" in text:
         text = html.unescape(text)
@@ -294,7 +301,7 @@ def normalize_words(text: str) -> list[str]:
         words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
     if truncated and len(words) > 1:
         words.pop()
-    return words
+    return words, truncated
 
 
 def normalize_fallback(text: str) -> str:

@@ -298,10 +298,10 @@ EDIT_MAX_EDITS = 2
 EDIT_MIN_JACCARD = 0.4
 
 
-def word_edits(first: Sequence[int], second: Sequence[int], limit: int) -> int:
-    """The word-level edit distance of two posts (their word hashes in
-    order), or ``limit + 1`` once it is known to be over ``limit``: only the
-    cells within ``limit`` of the diagonal are computed."""
+def word_edits(first: Sequence[object], second: Sequence[object], limit: int) -> int:
+    """The word-level edit distance of two posts (their words in order), or
+    ``limit + 1`` once it is known to be over ``limit``: only the cells
+    within ``limit`` of the diagonal are computed."""
     if abs(len(first) - len(second)) > limit:
         return limit + 1
     over = limit + 1
@@ -320,6 +320,21 @@ def word_edits(first: Sequence[int], second: Sequence[int], limit: int) -> int:
     return min(previous.get(len(second), over), over)
 
 
+def edit_similarity(first: Sequence[object], second: Sequence[object]) -> float:
+    """1 - edits / the longer post's words, for two posts of at least
+    ``EDIT_MIN_WORDS`` words at most ``EDIT_MAX_EDITS`` word edits apart;
+    0.0 for any others."""
+    if min(len(first), len(second)) < EDIT_MIN_WORDS:
+        return 0.0
+    edits = word_edits(first, second, EDIT_MAX_EDITS)
+    return 1 - edits / max(len(first), len(second)) if edits <= EDIT_MAX_EDITS else 0.0
+
+
+def _ints(words: Sequence[int] | npt.NDArray[np.uint32]) -> list[int]:
+    """Word hashes as Python ints (a pair shifts a word 32 bits up, which a uint32 cannot hold)."""
+    return words.tolist() if isinstance(words, np.ndarray) else list(words)
+
+
 def judged_similarity(
     sketch: Sketch,
     query: set[int],
@@ -329,36 +344,40 @@ def judged_similarity(
     threshold: float,
 ) -> float:
     """How similar a post (``sketch``, its verification set ``query``) is to
-    an earlier one (its set ``other``, its word hashes in order).
+    an earlier one (its set ``other``, its word hashes in order): their
+    Jaccard, raised by ``under_threshold`` when that is under the threshold."""
+    return under_threshold(jaccard(query, other), sketch, query, other_words, shingle_size, threshold)
 
-    Their Jaccard; when that is under the threshold, two more comparisons
-    may raise it:
+
+def under_threshold(
+    whole: float,
+    sketch: Sketch,
+    query: set[int],
+    other_words: Sequence[int] | npt.NDArray[np.uint32],
+    shingle_size: int,
+    threshold: float,
+) -> float:
+    """``whole``, the Jaccard of a post and an earlier one, or, when it is
+    under the threshold, what one of two more comparisons raises it to:
     - a post cut off by "…" (``sketch.cut_off``) of at least
       ``CUT_OFF_MIN_WORDS`` words: the Jaccard with the earlier post's first
       n or n + 1 words (n the cut post's own), when it reaches
       ``CUT_OFF_MIN_SIMILARITY``: a cut copy keeps the start of a post, and
       the rest is missing, not different;
-    - two posts of at least ``EDIT_MIN_WORDS`` words, at most
-      ``EDIT_MAX_EDITS`` word edits apart, with a Jaccard of at least
-      ``EDIT_MIN_JACCARD``: 1 - edits / the longer post's words.
+    - posts with a Jaccard of at least ``EDIT_MIN_JACCARD``:
+      ``edit_similarity`` of their words.
     """
-    whole = jaccard(query, other)
     if whole >= threshold:
         return whole
     best = whole
-    length, other_length = len(sketch.words), len(other_words)
-    if sketch.cut_off and length >= CUT_OFF_MIN_WORDS and other_length > length:
-        start_words = other_words[: length + 1]
-        start_words = start_words.tolist() if isinstance(start_words, np.ndarray) else list(start_words)
+    length = len(sketch.words)
+    if sketch.cut_off and length >= CUT_OFF_MIN_WORDS and len(other_words) > length:
+        start_words = _ints(other_words[: length + 1])
         start = max(jaccard(query, verification_set(start_words[:size], shingle_size)) for size in (length, length + 1))
         if start >= max(threshold, CUT_OFF_MIN_SIMILARITY):
             best = max(best, start)
-    if whole >= EDIT_MIN_JACCARD and min(length, other_length) >= EDIT_MIN_WORDS:
-        own_words = sketch.words.tolist()
-        words = other_words.tolist() if isinstance(other_words, np.ndarray) else list(other_words)
-        edits = word_edits(own_words, words, EDIT_MAX_EDITS)
-        if edits <= EDIT_MAX_EDITS:
-            best = max(best, 1 - edits / max(length, other_length))
+    if whole >= EDIT_MIN_JACCARD:
+        best = max(best, edit_similarity(_ints(sketch.words), _ints(other_words)))
     return best
 
 
@@ -387,9 +406,7 @@ def best_match(
             own.members = set(sketch.shingles.tolist())
         found = jaccard(own.members, cache.members(post))
         if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
-            found = judged_similarity(
-                sketch, own.members, cache.members(post), cache.words(post), cache.shingle_size, threshold
-            )
+            found = under_threshold(found, sketch, own.members, cache.words(post), cache.shingle_size, threshold)
         if found >= threshold and (best is None or found > best.similarity):
             best = Match(post.post_id, found)
             if found == 1.0:
