@@ -69,6 +69,8 @@ CHILD_ENVIRONMENT = {name: value for name, value in os.environ.items() if name !
 
 
 def run_once(tool: str, stream: str, workdir: Path) -> dict[str, object]:
+    """One whole-process run of ``tool`` in a new directory ``workdir``."""
+    workdir.mkdir()
     verdicts = str(workdir / f"{tool}.verdicts.jsonl")
     db = workdir / f"{tool}.lmdb"
     started = time.perf_counter()
@@ -122,15 +124,11 @@ def main() -> None:
     runs: dict[str, list[dict[str, object]]] = {tool: [] for tool in tools}
     with tempfile.TemporaryDirectory() as directory:
         for tool in tools:  # untimed: writes bytecode caches, reads the stream into the page cache
-            workdir = Path(directory) / f"{tool}-warm-up"
-            workdir.mkdir()
-            run_once(tool, args.stream, workdir)
+            run_once(tool, args.stream, Path(directory) / f"{tool}-warm-up")
         for round_ in range(args.rounds):
             order = tools if round_ % 2 == 0 else list(reversed(tools))
             for tool in order:
-                workdir = Path(directory) / f"{tool}-{round_}"
-                workdir.mkdir()
-                runs[tool].append(run_once(tool, args.stream, workdir))
+                runs[tool].append(run_once(tool, args.stream, Path(directory) / f"{tool}-{round_}"))
                 print(
                     f"round {round_ + 1}: {tool} {runs[tool][-1]['seconds']:.2f} s",
                     file=sys.stderr,
