@@ -8,8 +8,9 @@ Named sub-databases:
   are appended at the end and purged from the front. A decimal id (Twitter,
   Mastodon) is stored as 8 bytes, any other id as its UTF-8 text.
 - ``runs``: the band index, log-structured. A run is one value: its first and
-  last serial and its entry count, then that many sorted 32-bit band keys and
-  as many serial offsets from the first serial, 2, 3 or 4 bytes each as the
+  last serial and its entry count, then that many sorted 40-bit band keys
+  (32 bits each, the top bits implied by the run's fence, see _Run) and as
+  many serial offsets from the first serial, 2, 3 or 4 bytes each as the
   run's span of serials needs. Every batch appends one run for its novel
   posts; runs of similar size are merged, which drops purged posts, so a
   stream keeps a handful of runs, O(log n) of them. A run's key is its first
@@ -21,9 +22,10 @@ Named sub-databases:
 A batch looks its band keys up in every run at once (numpy ``searchsorted``
 over the runs, read in place from the map), so the work per batch is a few
 vectorised searches and a few writes, instead of a B-tree look-up and insert
-per band per post. Band keys are cut to 32 bits: a key that matches by chance
+per band per post. Band keys are cut to 40 bits: a key that matches by chance
 only proposes a candidate, and every candidate is verified by exact Jaccard
-over the stored shingle hashes.
+over the stored word hashes. (With 32 bits, chance matches grew with the
+index: at 4 M posts, a quarter of novel posts had one to read and verify.)
 
 Why a post's words, 32 bits each, suffice for verification. The set that
 verification compares, words and word pairs, has about twice as many
@@ -89,7 +91,7 @@ _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
-_FORMAT = b"streamfilter-lmdb-5"  # 5: offsets of 2 or 3 bytes where the span allows
+_FORMAT = b"streamfilter-lmdb-6"  # 6: 40-bit band keys, their top bits implied by the fence
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
@@ -100,13 +102,21 @@ _INLINE_MERGED_ENTRIES = 1 << 15
 # A post sharing band keys with more earlier posts than this is verified
 # against the ones that share the most bands with it.
 _MAX_VERIFIED = 64
-_NO_KEYS = np.zeros(0, dtype=np.uint32)
-# A run's fence splits its key space into 2**bits buckets of about this many
-# entries (half a byte of fence an entry), so a look-up searches one bucket, not the whole run.
+# Bits of a band key that the runs keep: the top 40 of its 64 (see _Run).
+_KEY_BITS = 40
+_NO_KEYS = np.zeros(0, dtype=np.uint64)
+_NO_STORED = np.zeros(0, dtype=np.uint32)
+# A run's fence splits its key space into 2**bits buckets, at least 2**8 (so
+# that the 32 bits an entry stores, with its bucket, make the whole key) and
+# beyond that of about this many entries each (half a byte of fence an
+# entry), so a look-up searches one bucket, not the whole run.
 _ENTRIES_PER_BUCKET = 8
-# Runs with fewer entries are searched whole (measured: 0.3 ms for 17k keys in
-# 2k entries against 1.3 ms through the fence; even at 4M entries, 4.8 against 5.1 ms).
-_FENCED_RUN = 1 << 22
+_MIN_FENCE_BITS = _KEY_BITS - 32
+# Runs with fewer entries are searched whole, their keys rebuilt once into
+# one array of 8 bytes an entry (measured on 32-bit keys: 0.3 ms for 17k keys
+# in 2k entries against 1.3 ms through the fence; at 4M entries, 4.8 against
+# 5.1 ms); larger ones through the fence, in place.
+_SEARCHED_WHOLE = 1 << 16
 # The key filter's size at most: 2**30 bits, 128 MB, enough for ~130 M entries.
 _MAX_FILTER_BITS = 30
 # Runs of at least this many entries are in the run masks, smaller ones in the key filter's bits (see _KeyFilter).
@@ -162,21 +172,35 @@ _Offset = TypeVar("_Offset", np.int64, np.uint32)
 
 @dataclass(slots=True)
 class _Run:
+    """A run as read: its entries sorted by band key, then by serial.
+
+    Keys are the top 40 bits of a post's 64-bit band keys. A run stores 32
+    bits of each: the bits below the top ``bits``, which its fence implies
+    (the fence has 2**bits buckets, at least 2**8). With 32-bit keys, a key
+    of a novel post matched a stored one by chance once the index held a few
+    million posts (at 4 M posts, 68 M entries: 1.6% of its keys, a quarter
+    of novel posts), and each such match cost reading and verifying a post
+    record, a fifth of a batch's time at that size.
+    """
+
     db_key: bytes
     first: int
     last: int
-    keys: npt.NDArray[np.uint32]
-    fence: npt.NDArray[np.uint32]  # fence[b]: the first entry whose key's top bits are >= b
+    count: int
+    stored: npt.NDArray[np.uint32]  # each entry's key without its top ``bits``
+    fence: npt.NDArray[np.uint32]  # fence[b]: the first entry whose key's top ``bits`` bits are >= b
     bits: int
     # each entry's serial minus ``first``: the low 16 or all 32 bits, and the
     # high 8 bits of a 3-byte offset (None for 2 or 4 bytes)
     low: npt.NDArray[np.uint16] | npt.NDArray[np.uint32]
     high: npt.NDArray[np.uint8] | None
+    # the whole keys, rebuilt once for a run searched whole, or a pending run's keys in post order
+    whole: npt.NDArray[np.uint64] | None = None
 
     @property
     def identity(self) -> tuple[int, int, int]:
         """(first serial, last serial, entries): fixes a run's contents."""
-        return self.first, self.last, len(self.keys)
+        return self.first, self.last, self.count
 
     def offsets(self, dtype: type[_Offset], positions: npt.NDArray[np.int64] | slice = _ALL) -> npt.NDArray[_Offset]:
         """Each serial minus the run's first, of the entries at ``positions`` (all by default)."""
@@ -189,35 +213,69 @@ class _Run:
         """The serials of the entries at ``positions`` (all by default)."""
         return self.offsets(np.int64, positions) + self.first
 
-    def find(self, queries: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(indexes of the queries found, the position of each one's first entry).
+    def keys(self, start: int = 0, stop: int | None = None) -> npt.NDArray[np.uint64]:
+        """The whole keys of entries ``start`` to ``stop`` (all by default),
+        sorted: a new array, or a view of ``whole`` where the run keeps one."""
+        stop = self.count if stop is None else min(stop, self.count)
+        if self.whole is not None:
+            return self.whole[start:stop]
+        if stop <= start:
+            return _NO_KEYS.copy()
+        # the buckets that entries start to stop fall in, each repeated for its entries among them
+        first, last = (np.searchsorted(self.fence, [start, stop - 1], side="right") - 1).tolist()
+        edges = np.clip(self.fence[first : last + 2].astype(np.int64), start, stop)
+        keys = np.repeat(np.arange(first, last + 1, dtype=np.uint64), np.diff(edges))
+        keys <<= np.uint64(_KEY_BITS - self.bits)
+        keys |= self.stored[start:stop]
+        return keys
 
-        A binary search per query, run for all queries at once, inside the
-        query's fence bucket: a few cache lines of the map per query, where a
-        search of the whole run would touch a page per step once runs are large.
+    def find(
+        self, queries: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(indexes of the queries found, the position of each one's first
+        entry, and of the entry after its last).
+
+        A small run is searched whole. In a large one, a binary search per
+        query, run for all queries at once, inside the query's fence bucket:
+        a few cache lines of the map per query, where a search of the whole
+        run would touch a page per step.
         """
-        keys = self.keys
-        last = len(keys) - 1
-        if last < _FENCED_RUN:  # small enough to stay in cache: one search of the whole run is faster
-            first = np.searchsorted(keys, queries, side="left")
-            found = np.flatnonzero(keys[np.minimum(first, last)] == queries)
-            return found, first[found]
-        bucket = queries.astype(np.int64) >> (32 - self.bits)
-        low = self.fence[bucket].astype(np.int64)
-        high = self.fence[bucket + 1].astype(np.int64)
+        if self.count < _SEARCHED_WHOLE:
+            if self.whole is None:
+                self.whole = self.keys()
+            first = np.searchsorted(self.whole, queries, side="left")
+            end = np.searchsorted(self.whole, queries, side="right")
+            found = np.flatnonzero(end > first)
+            return found, first[found], end[found]
+        shift = np.uint64(_KEY_BITS - self.bits)
+        bucket = (queries >> shift).astype(np.int64)
+        rest = (queries & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.uint32)
+        start = self.fence[bucket].astype(np.int64)
+        stop = self.fence[bucket + 1].astype(np.int64)
+        first = self._search(rest, start, stop.copy(), right=False)
+        found = np.flatnonzero((first < stop) & (self.stored[np.minimum(first, self.count - 1)] == rest))
+        end = self._search(rest[found], first[found] + 1, stop[found], right=True)
+        return found, first[found], end
+
+    def _search(
+        self, rest: npt.NDArray[np.uint32], low: npt.NDArray[np.int64], high: npt.NDArray[np.int64], *, right: bool
+    ) -> npt.NDArray[np.int64]:
+        """For each query, the first position in [low, high) whose stored
+        value is >= (``right``: >) its ``rest``; ``low`` is updated in place."""
+        stored = self.stored
         active = np.flatnonzero(low < high)
         while len(active):
             middle = (low[active] + high[active]) >> 1
-            below = keys[middle] < queries[active]
+            below = stored[middle] <= rest[active] if right else stored[middle] < rest[active]
             low[active[below]] = middle[below] + 1
             high[active[~below]] = middle[~below]
             active = active[low[active] < high[active]]
-        found = np.flatnonzero(keys[np.minimum(low, last)] == queries)
-        return found, low[found]
+        return low
 
 
-def _short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint32]:
-    return (band_keys >> np.uint64(32)).astype(np.uint32)
+def _short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The keys the runs keep: the top ``_KEY_BITS`` of each band key."""
+    return band_keys >> np.uint64(64 - _KEY_BITS)
 
 
 def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -307,17 +365,13 @@ def _merge_plan(runs: list[_Run]) -> int | None:
     inline, and with offsets that fit 32 bits; None when there is none."""
     for at in range(len(runs) - 2, -1, -1):
         older, newer = runs[at], runs[at + 1]
-        entries = len(older.keys) + len(newer.keys)
-        if (
-            _mergeable(len(older.keys), len(newer.keys))
-            and entries > _INLINE_MERGED_ENTRIES
-            and _one_run_spans(older, newer)
-        ):
+        entries = older.count + newer.count
+        if _mergeable(older.count, newer.count) and entries > _INLINE_MERGED_ENTRIES and _one_run_spans(older, newer):
             return at
     return None
 
 
-def _live_entries(run: _Run, first_live: int, base: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+def _live_entries(run: _Run, first_live: int, base: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
     """(keys, serials minus ``base``) of a run's entries that are not purged;
     copies, valid after its transaction. ``base`` is at most ``run.first``,
     and the run's serials less than 2**32 past it."""
@@ -325,14 +379,14 @@ def _live_entries(run: _Run, first_live: int, base: int) -> tuple[npt.NDArray[np
     if run.first > base:
         offsets += np.uint32(run.first - base)
     if run.first >= first_live:  # nothing purged: no mask to build and apply
-        return run.keys.copy(), offsets
+        return run.keys().copy(), offsets
     if run.last < first_live:  # all purged (and ``first_live - base`` may not fit 32 bits)
-        return run.keys[:0].copy(), offsets[:0]
+        return _NO_KEYS.copy(), offsets[:0]
     live = offsets >= np.uint32(first_live - base)
-    return run.keys[live], offsets[live]
+    return run.keys()[live], offsets[live]
 
 
-def _merge_entries(runs: Sequence[_Run], first_live: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], int]:
+def _merge_entries(runs: Sequence[_Run], first_live: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], int]:
     """(keys, offsets, base) of the entries of ``runs`` that are not purged,
     as ``_encode_run`` takes them (the runs' serials less than 2**32 apart);
     copies, valid after the runs' transaction."""
@@ -341,10 +395,10 @@ def _merge_entries(runs: Sequence[_Run], first_live: int) -> tuple[npt.NDArray[n
     return np.concatenate([keys for keys, _ in live]), np.concatenate([offsets for _, offsets in live]), base
 
 
-def _pending_run(keys: npt.NDArray[np.uint32], offsets: npt.NDArray[np.uint32], first: int) -> _Run:
+def _pending_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], first: int) -> _Run:
     """A batch's entries before they are written, as ``_merge_entries`` takes a
     run: keys in post order, not sorted, so never searched."""
-    return _Run(b"", first, first + int(offsets[-1]), keys, _NO_KEYS, 0, offsets, None)
+    return _Run(b"", first, first + int(offsets[-1]), len(keys), _NO_STORED, _NO_STORED, 0, offsets, None, keys)
 
 
 def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
@@ -352,7 +406,7 @@ def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) ->
     first, last, count, flags = _RUN_HEADER.unpack_from(value)
     bits, width = flags & 0xFF, flags >> 8
     at = _RUN_HEADER.size
-    keys = np.frombuffer(value, dtype="<u4", count=count, offset=at)
+    stored = np.frombuffer(value, dtype="<u4", count=count, offset=at)
     at += 4 * count
     fence = np.frombuffer(value, dtype="<u4", count=(1 << bits) + 1, offset=at)
     at += 4 * len(fence)
@@ -363,10 +417,10 @@ def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) ->
         low = np.frombuffer(value, dtype="<u2", count=count, offset=at)
         if width == 3:
             high = np.frombuffer(value, dtype=np.uint8, count=count, offset=at + 2 * count)
-    return _Run(bytes(db_key), first, last, keys, fence, bits, low, high)
+    return _Run(bytes(db_key), first, last, count, stored, fence, bits, low, high)
 
 
-def _encode_run(keys: npt.NDArray[np.uint32], offsets: npt.NDArray[np.uint32], base: int) -> memoryview:
+def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], base: int) -> memoryview:
     """The value of a run over these entries, the serial of each being
     ``base`` plus its offset; sorts them by key, stably. Offsets take 2
     bytes an entry while the run spans fewer than 65,536 serials, 3 below
@@ -382,19 +436,20 @@ def _encode_run(keys: npt.NDArray[np.uint32], offsets: npt.NDArray[np.uint32], b
     low, high = (int(offsets.min()), int(offsets.max())) if count else (0, 0)
     first, last, span = base + low, base + high, high - low
     width = 2 if span < 1 << 16 else 3 if span < 1 << 24 else 4
-    # only runs searched through their fence carry one (it is half a byte an entry)
-    bits = min(24, (count // _ENTRIES_PER_BUCKET).bit_length()) if count > _FENCED_RUN else 0
+    bits = max(_MIN_FENCE_BITS, min(24, (count // _ENTRIES_PER_BUCKET).bit_length()))
+    shift = np.uint64(_KEY_BITS - bits)
     fence_at = _RUN_HEADER.size + 4 * count
     offsets_at = fence_at + 4 * ((1 << bits) + 1)
     value = np.empty(offsets_at + width * count, dtype=np.uint8)
     _RUN_HEADER.pack_into(value, 0, first, last, count, bits | width << 8)  # type: ignore[arg-type]
     order = np.argsort(keys, kind="stable")
-    sorted_keys = value[_RUN_HEADER.size : fence_at].view("<u4")
-    np.take(keys, order, out=sorted_keys)
-    bounds = (np.arange(1 << bits, dtype=np.uint64) << np.uint64(32 - bits)).astype(np.uint32)
+    sorted_keys = np.take(keys, order)
     fence = value[fence_at:offsets_at].view("<u4")
-    fence[:-1] = np.searchsorted(sorted_keys, bounds, side="left")
+    fence[:-1] = np.searchsorted(sorted_keys, np.arange(1 << bits, dtype=np.uint64) << shift, side="left")
     fence[-1] = count
+    sorted_keys &= (np.uint64(1) << shift) - np.uint64(1)  # the fence holds the top bits
+    np.copyto(value[_RUN_HEADER.size : fence_at].view("<u4"), sorted_keys, casting="unsafe")
+    del sorted_keys
     offsets = np.take(offsets, order)
     if low:
         offsets -= np.uint32(low)  # from the first serial
@@ -464,12 +519,10 @@ class _RunCache:
         self._runs = {}
 
 
-# A run a transaction wrote, for the key filter once it commits: its
-# identity, its sorted keys, the identities of the runs it was merged from,
-# and the keys that none of those held (None: none), sorted.
-_NewRun = tuple[
-    tuple[int, int, int], npt.NDArray[np.uint32], Sequence[tuple[int, int, int]], npt.NDArray[np.uint32] | None
-]
+# A run a transaction wrote, for the key filter once it commits: the run
+# (valid after the transaction), the identities of the runs it was merged
+# from, and the keys that none of those held (None: none), sorted.
+_NewRun = tuple[_Run, Sequence[tuple[int, int, int]], npt.NDArray[np.uint64] | None]
 
 
 class _Bits:
@@ -478,20 +531,20 @@ class _Bits:
     def __init__(self, keys: int) -> None:
         bits = min(_MAX_FILTER_BITS, max(min(20, _MAX_FILTER_BITS), (keys * 8 - 1).bit_length()))
         self.bytes = np.zeros(1 << (bits - 3), dtype=np.uint8)
-        self.shift = np.uint32(32 - bits)
+        self.shift = np.uint64(_KEY_BITS - bits)
 
     @property
     def capacity(self) -> int:
         return len(self.bytes) * 8
 
-    def add(self, keys: npt.NDArray[np.uint32]) -> None:
+    def add(self, keys: npt.NDArray[np.uint64]) -> None:
         slots = keys >> self.shift  # sorted keys: the bits are set in order, 7x faster than at random
-        np.bitwise_or.at(self.bytes, slots >> np.uint32(3), np.left_shift(1, slots & np.uint32(7)).astype(np.uint8))
+        np.bitwise_or.at(self.bytes, slots >> np.uint64(3), np.left_shift(1, slots & np.uint64(7)).astype(np.uint8))
 
-    def might_hold(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may have been added."""
         slots = keys >> self.shift
-        return np.flatnonzero((self.bytes[slots >> np.uint32(3)] >> (slots & np.uint32(7)).astype(np.uint8)) & 1)
+        return np.flatnonzero((self.bytes[slots >> np.uint64(3)] >> (slots & np.uint64(7)).astype(np.uint8)) & 1)
 
 
 def _large(entries: int) -> bool:
@@ -528,13 +581,13 @@ class _RunMasks:
 
     def _reset(self, bits: int) -> None:
         self._table = np.zeros(1 << bits if bits else 0, dtype=np.uint16)
-        self._shift = np.uint32(32 - bits)
+        self._shift = np.uint64(_KEY_BITS - bits)
         self._plane_of: dict[tuple[int, int, int], int] = {}
         self._stale = 0  # planes that hold keys of runs gone
 
     def sync(self, runs: list[_Run]) -> None:
         """Give the large runs in ``runs`` a plane each; forget the runs not among them."""
-        large = {run.identity: run for run in runs if _large(len(run.keys))}
+        large = {run.identity: run for run in runs if _large(run.count)}
         for identity in [identity for identity in self._plane_of if identity not in large]:
             self._stale |= 1 << self._plane_of.pop(identity)
         if not large:
@@ -543,8 +596,8 @@ class _RunMasks:
         new = [run for identity, run in large.items() if identity not in self._plane_of]
         if not new:
             return
-        bits = min(_MAX_MASK_BITS, max(20, (max(len(run.keys) for run in new) * 8 - 1).bit_length()))
-        if bits > 32 - int(self._shift):  # the first large run, or one larger than the table is for
+        bits = min(_MAX_MASK_BITS, max(20, (max(run.count for run in new) * 8 - 1).bit_length()))
+        if bits > _KEY_BITS - int(self._shift):  # the first large run, or one larger than the table is for
             self._reset(bits)
             new = list(large.values())
         for run in new:
@@ -557,7 +610,7 @@ class _RunMasks:
             entries = [0] * self.PLANES
             held = [False] * self.PLANES
             for identity, plane in self._plane_of.items():
-                entries[plane] += len(large[identity].keys)
+                entries[plane] += large[identity].count
                 held[plane] = True
             for plane in range(self.PLANES):
                 if not held[plane] and not self._stale >> plane & 1:
@@ -578,19 +631,19 @@ class _RunMasks:
     def _add(self, run: _Run, plane: int) -> None:
         bit = np.uint16(1 << plane)
         table, shift = self._table, self._shift
-        for start in range(0, len(run.keys), _MASK_CHUNK):  # bounded temporaries
-            slots = run.keys[start : start + _MASK_CHUNK] >> shift
+        for start in range(0, run.count, _MASK_CHUNK):  # bounded temporaries
+            slots = run.keys(start, start + _MASK_CHUNK) >> shift
             # a slot repeated among the keys is written the same value each time
             table[slots] |= bit
         self._plane_of[run.identity] = plane
 
-    def masks(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16] | None:
+    def masks(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16] | None:
         """Each key's mask of the planes that may hold it, or None without large runs."""
         return self._table[keys >> self._shift] if self._plane_of else None
 
     def bit_of(self, run: _Run) -> np.uint16 | None:
         """The bit of a large run's plane (the last ``sync`` must have seen it), or None for a small run."""
-        if not _large(len(run.keys)):
+        if not _large(run.count):
             return None
         return np.uint16(1 << self._plane_of[run.identity])
 
@@ -633,8 +686,8 @@ class _KeyFilter:
 
     def sync(self, runs: list[_Run]) -> None:
         self.run_masks.sync(runs)
-        small = [run for run in runs if not _large(len(run.keys))]
-        live = sum(len(run.keys) for run in small)
+        small = [run for run in runs if not _large(run.count)]
+        live = sum(run.count for run in small)
         capacity = self._bits.capacity
         outgrown = live * 8 > capacity and capacity < 1 << _MAX_FILTER_BITS
         # Bits of purged posts stay set: once a quarter as many keys were added
@@ -644,7 +697,7 @@ class _KeyFilter:
             return
         for run in small:
             if run.identity not in self._seen:
-                self._add(run.keys)
+                self._add(run.keys())
                 self._seen.add(run.identity)
 
     def _rebuild(self, small: list[_Run], live: int) -> None:
@@ -652,7 +705,7 @@ class _KeyFilter:
         self._empty = False
         self._seen = {run.identity for run in small}
         for run in small:
-            self._add(run.keys)
+            self._add(run.keys())
         self._added = 0  # counts the keys added since: at the size cap, the live ones can exceed the bits
 
     def taken_in(self, new_runs: list[_NewRun]) -> None:
@@ -660,20 +713,20 @@ class _KeyFilter:
         or the merge thread's). A small one's keys are added, or only its
         fresh ones when the bits hold the keys of every run it was merged
         from; a large one is the run masks' at the next sync."""
-        for identity, keys, parts, fresh in new_runs:
-            if _large(identity[2]):
+        for run, parts, fresh in new_runs:
+            if _large(run.count):
                 continue
             if not all(part in self._seen for part in parts):
-                self._add(keys)  # a part was another process's, or a large run
+                self._add(run.keys())  # a part was another process's, or a large run
             elif fresh is not None:
                 self._add(fresh)
-            self._seen.add(identity)
+            self._seen.add(run.identity)
 
-    def _add(self, keys: npt.NDArray[np.uint32]) -> None:
+    def _add(self, keys: npt.NDArray[np.uint64]) -> None:
         self._bits.add(keys)
         self._added += len(keys)
 
-    def might_hold(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may be in a small run."""
         return self._bits.might_hold(keys)
 
@@ -706,7 +759,7 @@ class _Batch:
         return _U64.unpack(cursor.key())[0] if cursor.first() else next_serial
 
     def members(
-        self, queries: npt.NDArray[np.uint32], first_live: int
+        self, queries: npt.NDArray[np.uint64], first_live: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query index, serial) of each hit, by query, newest first: for each
         query, its newest live serials, at most ``max_candidates_per_band``."""
@@ -725,7 +778,7 @@ class _Batch:
         masks = key_filter.run_masks.masks(queries)  # in which large runs
         limit = self.settings.max_candidates_per_band
         for run in runs:
-            if run.last < first_live or len(run.keys) == 0:
+            if run.last < first_live or run.count == 0:
                 continue
             bit = key_filter.run_masks.bit_of(run)
             if bit is None:
@@ -736,11 +789,10 @@ class _Batch:
                 searched = queries[passed]
             if len(passed) == 0:
                 continue
-            hits, low = run.find(searched)
+            hits, low, high = run.find(searched)
             if len(hits) == 0:
                 continue
             hits = passed[hits]
-            high = np.searchsorted(run.keys, queries[hits], side="right")
             counts = np.minimum(high - low, limit)
             # the last ``counts`` entries of each key's range: its newest, since
             # equal keys sit in serial order within a run
@@ -909,9 +961,9 @@ class _Batch:
         # costs a touch of each of its pages (py-lmdb preloads values), 5% of
         # a batch at 7 M posts.
         if self.read is not None:  # only their headers: their arrays may be stale after this batch's writes
-            headers = [(run.db_key, run.last, len(run.keys)) for run in self.read]
+            headers = [(run.db_key, run.last, run.count) for run in self.read]
         else:
-            headers = [(run.db_key, run.last, len(run.keys)) for run in self.store._run_cache.listed(txn, db)]
+            headers = [(run.db_key, run.last, run.count) for run in self.store._run_cache.listed(txn, db)]
         for db_key, last, count in headers:  # read all before the first delete moves anything
             if last < first_live:
                 txn.delete(db_key, db=db)
@@ -946,7 +998,7 @@ class _Batch:
         parts = [pending]
         if newest is not None:
             newest_key, newest_size = newest
-            if _merged_inline(newest_size, len(pending.keys)):
+            if _merged_inline(newest_size, pending.count):
                 older = _decode_run(newest_key, txn.get(newest_key, db=db))
                 if _one_run_spans(older, pending):
                     parts.insert(0, older)
@@ -955,9 +1007,9 @@ class _Batch:
             txn.delete(newest_key, db=db)
         run = self._put_entries(entries)
         # for the key filter: the batch's keys are fresh, the newest run's it may hold already
-        fresh = np.sort(pending.keys) if len(parts) == 2 else run.keys  # alone, the run is its keys sorted
-        self.new_runs.append((run.identity, run.keys, [part.identity for part in parts[:-1]], fresh))
-        return (run.db_key, len(run.keys)), len(parts) == 2
+        fresh = np.sort(pending.keys()) if len(parts) == 2 else run.keys()  # alone, the run is its keys sorted
+        self.new_runs.append((run, [part.identity for part in parts[:-1]], fresh))
+        return (run.db_key, run.count), len(parts) == 2
 
     def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
         txn, db = self.txn, self.store._runs
@@ -974,11 +1026,11 @@ class _Batch:
             if len(entries[0]):
                 run = self._put_entries(entries)
                 # made of entries of other runs: no fresh keys
-                self.new_runs.append((run.identity, run.keys, [part.identity for part in runs], None))
-                written.append((run.db_key, len(run.keys)))
+                self.new_runs.append((run, [part.identity for part in runs], None))
+                written.append((run.db_key, run.count))
         return written[0] if len(groups) == 1 and written else None
 
-    def _put_entries(self, entries: tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32], int]) -> _Run:
+    def _put_entries(self, entries: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], int]) -> _Run:
         """Write a run of (keys, offsets, base); decoded from its own buffer, so valid after the transaction."""
         value = _encode_run(*entries)
         return _decode_run(_put_run(self.txn, self.store._runs, value), value)
@@ -1301,10 +1353,10 @@ class LMDBStore:
 
         def committed(swapped: bool) -> None:
             if swapped:
-                self._key_filter.taken_in([(merged.identity, merged.keys, [identity for _, identity in parts], None)])
+                self._key_filter.taken_in([(merged, [identity for _, identity in parts], None)])
 
         self._write(swap, buffers=True, committed=committed)
-        if len(merged.keys) >= _FILTERED_RUN:
+        if merged.count >= _FILTERED_RUN:
             _release_freed_memory()
         return True
 

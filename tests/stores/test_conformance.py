@@ -641,9 +641,9 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
     env = lmdb.open(str(tmp_path / "index"), max_dbs=4)
     meta = env.open_db(b"meta")
     with env.begin(write=True) as txn:
-        txn.put(b"format", b"streamfilter-lmdb-4", db=meta)  # the layout before 2- and 3-byte offsets
+        txn.put(b"format", b"streamfilter-lmdb-5", db=meta)  # the layout before 40-bit keys
     env.close()
-    with pytest.raises(StoreError, match="format streamfilter-lmdb-4, this streamfilter reads streamfilter-lmdb-5"):
+    with pytest.raises(StoreError, match="format streamfilter-lmdb-5, this streamfilter reads streamfilter-lmdb-6"):
         LMDBStore(tmp_path / "index").open(settings())
 
 
@@ -746,9 +746,8 @@ def test_lmdb_run_masks_never_lose_a_key_of_a_live_large_run(monkeypatch: pytest
     rng = np.random.default_rng(7)
 
     def run(first: int, entries: int) -> lmdb_store._Run:
-        keys = np.sort(rng.integers(0, 1 << 32, entries, dtype=np.uint64).astype(np.uint32))
-        offsets = np.arange(entries, dtype=np.uint32)
-        return lmdb_store._Run(b"", first, first + entries - 1, keys, keys[:0], 0, offsets, None)
+        keys = rng.integers(0, 1 << lmdb_store._KEY_BITS, entries, dtype=np.uint64)
+        return lmdb_store._decode_run(b"", lmdb_store._encode_run(keys, np.arange(entries, dtype=np.uint32), first))
 
     masks = lmdb_store._RunMasks()
     live: list[lmdb_store._Run] = []
@@ -763,11 +762,11 @@ def test_lmdb_run_masks_never_lose_a_key_of_a_live_large_run(monkeypatch: pytest
         for each in live:
             bit = masks.bit_of(each)
             assert bit is not None
-            found = masks.masks(each.keys)
+            found = masks.masks(each.keys())
             assert found is not None and np.all(found & bit), f"step {step}: a key of a live run is missing"
     assert len(live) > lmdb_store._RunMasks.PLANES  # planes were shared
     # keys in no run pass for a run's plane about as often as its plane is set
-    strangers = rng.integers(0, 1 << 32, 100_000, dtype=np.uint64).astype(np.uint32)
+    strangers = rng.integers(0, 1 << lmdb_store._KEY_BITS, 100_000, dtype=np.uint64)
     found = masks.masks(strangers)
     assert found is not None
     for each in live:
@@ -802,7 +801,7 @@ def test_lmdb_large_run_purged_small_is_still_searched(
         assert store.check_and_insert([sketch(f"a{i}", 88, texts[i]) for i in range(start, start + 10)]) == [None] * 10
         store._merger.settle()
     with store._reading(buffers=True) as txn:
-        sizes = [len(lmdb_store._decode_run(key, value).keys) for key, value in txn.cursor(db=store._runs)]
+        sizes = [lmdb_store._decode_run(key, value).count for key, value in txn.cursor(db=store._runs)]
     assert sizes == [442]  # the large run is gone into a small one
     matches = store.check_and_insert([sketch(f"copy{i}", 88, texts[i]) for i in range(34, 60)])
     store.close()
