@@ -115,8 +115,9 @@ _MIN_FENCE_BITS = _KEY_BITS - 32
 # Runs with fewer entries are searched whole, their keys rebuilt once into
 # one array of 8 bytes an entry (measured on 32-bit keys: 0.3 ms for 17k keys
 # in 2k entries against 1.3 ms through the fence; at 4M entries, 4.8 against
-# 5.1 ms); larger ones through the fence, in place.
-_SEARCHED_WHOLE = 1 << 16
+# 5.1 ms); larger ones through the fence, in place. Below a million entries,
+# at most a few runs of up to 8 MB each.
+_SEARCHED_WHOLE = 1 << 20
 # The key filter's size at most: 2**30 bits, 128 MB, enough for ~130 M entries.
 _MAX_FILTER_BITS = 30
 # Runs of at least this many entries are in the run masks, smaller ones in the key filter's bits (see _KeyFilter).
@@ -174,9 +175,9 @@ _Offset = TypeVar("_Offset", np.int64, np.uint32)
 class _Run:
     """A run as read: its entries sorted by band key, then by serial.
 
-    Keys are the top 40 bits of a post's 64-bit band keys. A run stores 32
-    bits of each: the bits below the top ``bits``, which its fence implies
-    (the fence has 2**bits buckets, at least 2**8). With 32-bit keys, a key
+    Keys are the top 40 bits of a post's 64-bit band keys. A run stores the
+    low 32 bits of each; its fence, of 2**bits buckets (at least 2**8), holds
+    the top ``bits``. With 32-bit keys, a key
     of a novel post matched a stored one by chance once the index held a few
     million posts (at 4 M posts, 68 M entries: 1.6% of its keys, a quarter
     of novel posts), and each such match cost reading and verifying a post
@@ -187,7 +188,7 @@ class _Run:
     first: int
     last: int
     count: int
-    stored: npt.NDArray[np.uint32]  # each entry's key without its top ``bits``
+    stored: npt.NDArray[np.uint32]  # each entry's key's low 32 bits
     fence: npt.NDArray[np.uint32]  # fence[b]: the first entry whose key's top ``bits`` bits are >= b
     bits: int
     # each entry's serial minus ``first``: the low 16 or all 32 bits, and the
@@ -229,6 +230,19 @@ class _Run:
         keys |= self.stored[start:stop]
         return keys
 
+    def prefixes(self, width: int, start: int = 0, stop: int | None = None) -> npt.NDArray[np.uint32]:
+        """The top ``width`` bits (8 < width <= 32) of the keys of entries
+        ``start`` to ``stop``, sorted; in 32-bit arithmetic, without
+        rebuilding the keys (for the key filter and the run masks)."""
+        stop = self.count if stop is None else min(stop, self.count)
+        if self.whole is not None:
+            return (self.whole[start:stop] >> np.uint64(_KEY_BITS - width)).astype(np.uint32)
+        low = self.stored[start:stop] >> np.uint32(_KEY_BITS - width)  # the stored bits among them
+        # the top 8, which the fence holds: where each of their 256 values starts
+        edges = np.clip(self.fence[:: 1 << (self.bits - _MIN_FENCE_BITS)].astype(np.int64), start, stop)
+        low |= np.repeat(np.arange(256, dtype=np.uint32) << np.uint32(width - 8), np.diff(edges))
+        return low
+
     def find(
         self, queries: npt.NDArray[np.uint64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -243,13 +257,12 @@ class _Run:
         if self.count < _SEARCHED_WHOLE:
             if self.whole is None:
                 self.whole = self.keys()
-            first = np.searchsorted(self.whole, queries, side="left")
-            end = np.searchsorted(self.whole, queries, side="right")
-            found = np.flatnonzero(end > first)
-            return found, first[found], end[found]
-        shift = np.uint64(_KEY_BITS - self.bits)
-        bucket = (queries >> shift).astype(np.int64)
-        rest = (queries & ((np.uint64(1) << shift) - np.uint64(1))).astype(np.uint32)
+            whole = self.whole
+            first = np.searchsorted(whole, queries, side="left")
+            found = np.flatnonzero(whole[np.minimum(first, self.count - 1)] == queries) if self.count else first[:0]
+            return found, first[found], np.searchsorted(whole, queries[found], side="right")
+        bucket = (queries >> np.uint64(_KEY_BITS - self.bits)).astype(np.int64)
+        rest = queries.astype(np.uint32)  # the low 32 bits, as stored
         start = self.fence[bucket].astype(np.int64)
         stop = self.fence[bucket + 1].astype(np.int64)
         first = self._search(rest, start, stop.copy(), right=False)
@@ -443,13 +456,12 @@ def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], b
     value = np.empty(offsets_at + width * count, dtype=np.uint8)
     _RUN_HEADER.pack_into(value, 0, first, last, count, bits | width << 8)  # type: ignore[arg-type]
     order = np.argsort(keys, kind="stable")
-    sorted_keys = np.take(keys, order)
+    # each key's low 32 bits (in a large run, a few of them are its bucket's too)
+    low_words = np.ascontiguousarray(keys, dtype="<u8").view("<u4")[::2]
+    np.take(low_words, order, out=value[_RUN_HEADER.size : fence_at].view("<u4"))
     fence = value[fence_at:offsets_at].view("<u4")
-    fence[:-1] = np.searchsorted(sorted_keys, np.arange(1 << bits, dtype=np.uint64) << shift, side="left")
-    fence[-1] = count
-    sorted_keys &= (np.uint64(1) << shift) - np.uint64(1)  # the fence holds the top bits
-    np.copyto(value[_RUN_HEADER.size : fence_at].view("<u4"), sorted_keys, casting="unsafe")
-    del sorted_keys
+    fence[0] = 0
+    np.cumsum(np.bincount((keys >> shift).astype(np.intp), minlength=1 << bits), out=fence[1:])
     offsets = np.take(offsets, order)
     if low:
         offsets -= np.uint32(low)  # from the first serial
@@ -529,17 +541,18 @@ class _Bits:
     """One bit per key prefix, about 8 to 16 bits per key added; a key whose bit is clear was never added."""
 
     def __init__(self, keys: int) -> None:
-        bits = min(_MAX_FILTER_BITS, max(min(20, _MAX_FILTER_BITS), (keys * 8 - 1).bit_length()))
-        self.bytes = np.zeros(1 << (bits - 3), dtype=np.uint8)
-        self.shift = np.uint64(_KEY_BITS - bits)
+        self.width = min(_MAX_FILTER_BITS, max(min(20, _MAX_FILTER_BITS), (keys * 8 - 1).bit_length()))
+        self.bytes = np.zeros(1 << (self.width - 3), dtype=np.uint8)
+        self.shift = np.uint64(_KEY_BITS - self.width)
 
     @property
     def capacity(self) -> int:
         return len(self.bytes) * 8
 
-    def add(self, keys: npt.NDArray[np.uint64]) -> None:
-        slots = keys >> self.shift  # sorted keys: the bits are set in order, 7x faster than at random
-        np.bitwise_or.at(self.bytes, slots >> np.uint64(3), np.left_shift(1, slots & np.uint64(7)).astype(np.uint8))
+    def add(self, slots: npt.NDArray[np.uint32]) -> None:
+        """Set the bits of these key prefixes (``width`` bits each)."""
+        # sorted prefixes: the bits are set in order, 7x faster than at random
+        np.bitwise_or.at(self.bytes, slots >> np.uint32(3), np.left_shift(1, slots & np.uint32(7)).astype(np.uint8))
 
     def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may have been added."""
@@ -632,7 +645,7 @@ class _RunMasks:
         bit = np.uint16(1 << plane)
         table, shift = self._table, self._shift
         for start in range(0, run.count, _MASK_CHUNK):  # bounded temporaries
-            slots = run.keys(start, start + _MASK_CHUNK) >> shift
+            slots = run.prefixes(_KEY_BITS - int(shift), start, start + _MASK_CHUNK)
             # a slot repeated among the keys is written the same value each time
             table[slots] |= bit
         self._plane_of[run.identity] = plane
@@ -697,7 +710,7 @@ class _KeyFilter:
             return
         for run in small:
             if run.identity not in self._seen:
-                self._add(run.keys())
+                self._add_run(run)
                 self._seen.add(run.identity)
 
     def _rebuild(self, small: list[_Run], live: int) -> None:
@@ -705,7 +718,7 @@ class _KeyFilter:
         self._empty = False
         self._seen = {run.identity for run in small}
         for run in small:
-            self._add(run.keys())
+            self._add_run(run)
         self._added = 0  # counts the keys added since: at the size cap, the live ones can exceed the bits
 
     def taken_in(self, new_runs: list[_NewRun]) -> None:
@@ -717,14 +730,15 @@ class _KeyFilter:
             if _large(run.count):
                 continue
             if not all(part in self._seen for part in parts):
-                self._add(run.keys())  # a part was another process's, or a large run
+                self._add_run(run)  # a part was another process's, or a large run
             elif fresh is not None:
-                self._add(fresh)
+                self._bits.add((fresh >> self._bits.shift).astype(np.uint32))
+                self._added += len(fresh)
             self._seen.add(run.identity)
 
-    def _add(self, keys: npt.NDArray[np.uint64]) -> None:
-        self._bits.add(keys)
-        self._added += len(keys)
+    def _add_run(self, run: _Run) -> None:
+        self._bits.add(run.prefixes(self._bits.width))
+        self._added += run.count
 
     def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may be in a small run."""

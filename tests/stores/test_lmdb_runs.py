@@ -24,6 +24,11 @@ def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None
     whole = np.sort(keys)
     assert run.keys().tolist() == whole.tolist()
     assert run.keys(size // 3, size // 2 + 1).tolist() == whole[size // 3 : size // 2 + 1].tolist()
+    # the key prefixes the key filter and the run masks are built from
+    for width in (20, 26, 30):
+        prefixes = (whole >> np.uint64(_KEY_BITS - width)).astype(np.uint32)
+        assert run.prefixes(width).tolist() == prefixes.tolist()
+        assert run.prefixes(width, size // 3, size // 2 + 1).tolist() == prefixes[size // 3 : size // 2 + 1].tolist()
     sample = keys[: size // 2]
     queries = np.unique(
         np.concatenate(
