@@ -106,10 +106,11 @@ _MAX_VERIFIED = 64
 _KEY_BITS = 40
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 _NO_STORED = np.zeros(0, dtype=np.uint32)
-# A run's fence splits its key space into 2**bits buckets, at least 2**8 (so
-# that the 32 bits an entry stores, with its bucket, make the whole key) and
-# beyond that of about this many entries each (half a byte of fence an
-# entry), so a look-up searches one bucket, not the whole run.
+# A run's fence splits its key space into 2**bits buckets: 2**8 (so that the
+# 32 bits an entry stores, with its bucket, make the whole key), and in a run
+# searched through its fence (see _SEARCHED_WHOLE) buckets of about this many
+# entries each (half a byte of fence an entry), so a look-up searches one
+# bucket, not the whole run.
 _ENTRIES_PER_BUCKET = 8
 _MIN_FENCE_BITS = _KEY_BITS - 32
 # Runs with fewer entries are searched whole, their keys rebuilt once into
@@ -449,7 +450,10 @@ def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], b
     low, high = (int(offsets.min()), int(offsets.max())) if count else (0, 0)
     first, last, span = base + low, base + high, high - low
     width = 2 if span < 1 << 16 else 3 if span < 1 << 24 else 4
-    bits = max(_MIN_FENCE_BITS, min(24, (count // _ENTRIES_PER_BUCKET).bit_length()))
+    # a run searched whole needs only the fence that holds its keys' top 8 bits (1 KB)
+    bits = _MIN_FENCE_BITS
+    if count >= _SEARCHED_WHOLE:  # searched through its fence: half a byte of it an entry
+        bits = max(bits, min(24, (count // _ENTRIES_PER_BUCKET).bit_length()))
     shift = np.uint64(_KEY_BITS - bits)
     fence_at = _RUN_HEADER.size + 4 * count
     offsets_at = fence_at + 4 * ((1 << bits) + 1)
