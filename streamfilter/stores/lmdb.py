@@ -113,6 +113,8 @@ _NO_STORED = np.zeros(0, dtype=np.uint32)
 # bucket, not the whole run.
 _ENTRIES_PER_BUCKET = 8
 _MIN_FENCE_BITS = _KEY_BITS - 32
+# each bucket's key bits in a run of 2**_MIN_FENCE_BITS buckets
+_TOP_BITS = np.arange(1 << _MIN_FENCE_BITS, dtype=np.uint64) << np.uint64(32)
 # Runs with fewer entries are searched whole, their keys rebuilt once into
 # one array of 8 bytes an entry (measured on 32-bit keys: 0.3 ms for 17k keys
 # in 2k entries against 1.3 ms through the fence; at 4M entries, 4.8 against
@@ -223,11 +225,13 @@ class _Run:
             return self.whole[start:stop]
         if stop <= start:
             return _NO_KEYS.copy()
-        # the buckets that entries start to stop fall in, each repeated for its entries among them
-        first, last = (np.searchsorted(self.fence, [start, stop - 1], side="right") - 1).tolist()
-        edges = np.clip(self.fence[first : last + 2].astype(np.int64), start, stop)
-        keys = np.repeat(np.arange(first, last + 1, dtype=np.uint64), np.diff(edges))
-        keys <<= np.uint64(_KEY_BITS - self.bits)
+        if start == 0 and stop == self.count and self.bits == _MIN_FENCE_BITS:  # a small run whole: the common case
+            keys = np.repeat(_TOP_BITS, np.diff(self.fence))
+        else:  # the buckets that entries start to stop fall in, each repeated for its entries among them
+            first, last = (np.searchsorted(self.fence, [start, stop - 1], side="right") - 1).tolist()
+            edges = np.clip(self.fence[first : last + 2].astype(np.int64), start, stop)
+            keys = np.repeat(np.arange(first, last + 1, dtype=np.uint64), np.diff(edges))
+            keys <<= np.uint64(_KEY_BITS - self.bits)
         keys |= self.stored[start:stop]
         return keys
 
