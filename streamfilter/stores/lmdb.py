@@ -57,7 +57,7 @@ import math
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +200,9 @@ class _Run:
     high: npt.NDArray[np.uint8] | None
     # the whole keys, rebuilt once for a run searched whole, or a pending run's keys in post order
     whole: npt.NDArray[np.uint64] | None = None
+    # its arrays are in memory of its own (a copy, or the buffer it was encoded
+    # into), not in the map: still valid after a write moves the map's pages
+    owned: bool = False
 
     @property
     def identity(self) -> tuple[int, int, int]:
@@ -419,7 +422,8 @@ def _pending_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], 
     return _Run(b"", first, first + int(offsets[-1]), len(keys), _NO_STORED, _NO_STORED, 0, offsets, None, keys)
 
 
-def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) -> _Run:
+def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None, *, owned: bool = False) -> _Run:
+    """A run from its value; ``owned`` when the value is not in the map (see _Run.owned)."""
     assert value is not None
     first, last, count, flags = _RUN_HEADER.unpack_from(value)
     bits, width = flags & 0xFF, flags >> 8
@@ -435,10 +439,17 @@ def _decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None) ->
         low = np.frombuffer(value, dtype="<u2", count=count, offset=at)
         if width == 3:
             high = np.frombuffer(value, dtype=np.uint8, count=count, offset=at + 2 * count)
-    return _Run(bytes(db_key), first, last, count, stored, fence, bits, low, high)
+    return _Run(bytes(db_key), first, last, count, stored, fence, bits, low, high, owned=owned)
 
 
 def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], base: int) -> memoryview:
+    """The value of a run over these entries (see _encode_sorted)."""
+    return _encode_sorted(keys, offsets, base)[0]
+
+
+def _encode_sorted(
+    keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], base: int
+) -> tuple[memoryview, npt.NDArray[np.uint64] | None]:
     """The value of a run over these entries, the serial of each being
     ``base`` plus its offset; sorts them by key, stably. Offsets take 2
     bytes an entry while the run spans fewer than 65,536 serials, 3 below
@@ -449,6 +460,9 @@ def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], b
     travel as 32-bit offsets: a merge of runs of millions of entries built
     64-bit serials, allocated each part and then joined them, twice, and on
     this machine fresh memory costs about 1.5 ms a MB to fault in.
+
+    Also returns the sorted keys of a run that is searched whole (None for
+    a larger one), so that the run written need not rebuild them.
     """
     count = len(keys)
     low, high = (int(offsets.min()), int(offsets.max())) if count else (0, 0)
@@ -467,6 +481,7 @@ def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], b
     # each key's low 32 bits (in a large run, a few of them are its bucket's too)
     low_words = np.ascontiguousarray(keys, dtype="<u8").view("<u4")[::2]
     np.take(low_words, order, out=value[_RUN_HEADER.size : fence_at].view("<u4"))
+    whole = np.take(keys, order) if count < _SEARCHED_WHOLE else None
     fence = value[fence_at:offsets_at].view("<u4")
     fence[0] = 0
     np.cumsum(np.bincount((keys >> shift).astype(np.intp), minlength=1 << bits), out=fence[1:])
@@ -478,7 +493,7 @@ def _encode_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], b
         np.copyto(value[offsets_at + 2 * count :], offsets >> np.uint32(16), casting="unsafe")
     else:
         np.copyto(value[offsets_at:].view("<u4" if width == 4 else "<u2"), offsets, casting="unsafe")
-    return value.data
+    return value.data, whole
 
 
 def _put_run(txn: lmdb.Transaction, db: lmdb._Database, value: memoryview) -> bytes:
@@ -526,14 +541,28 @@ class _RunCache:
                 value = cursor.value()
                 # not this transaction's own, nor an older index's
                 keep = len(db_key) == _RUN_KEY.size and _RUN_KEY.unpack(db_key)[1] < txn.id()
-                if keep and len(value) < _CACHED_RUN_BYTES:
+                owned = keep and len(value) < _CACHED_RUN_BYTES
+                if owned:
                     value = bytes(value)  # a small run is kept as a copy (see above)
-                run = _decode_run(db_key, value)
+                run = _decode_run(db_key, value, owned=owned)
             if keep:
                 kept[db_key] = run
             runs.append(run)
         self._runs = kept  # the runs no longer listed are gone for good
         return runs
+
+    def get(self, db_key: bytes) -> _Run | None:
+        return self._runs.get(db_key)
+
+    def adopt(self, runs: Iterable[_Run]) -> None:
+        """Keep runs this process wrote, from the buffers they were encoded
+        into, once their transaction has committed: the next batch finds
+        the newest run decoded, its keys rebuilt already (a batch of a dozen
+        posts spent about a tenth of its transaction decoding the run the
+        batch before it wrote and rebuilding its keys). A run merged away in
+        the same transaction is never listed, and is dropped at the next listing."""
+        for run in runs:
+            self._runs[run.db_key] = run
 
     def clear(self) -> None:
         self._runs = {}
@@ -770,6 +799,7 @@ class _Batch:
         self.merge_wanted = False  # a merge too large for this transaction is due (see compact)
         # the band keys of the posts this batch recorded, for ``compact`` to write (``_pending_run``)
         self.pending: _Run | None = None
+        self.written: dict[bytes, _Run] = {}  # the runs this batch wrote, by db key
 
     # -- reading ---------------------------------------------------------------
     def runs(self) -> list[_Run]:
@@ -1021,7 +1051,7 @@ class _Batch:
         if newest is not None:
             newest_key, newest_size = newest
             if _merged_inline(newest_size, pending.count):
-                older = _decode_run(newest_key, txn.get(newest_key, db=db))
+                older = self._run(newest_key)
                 if _one_run_spans(older, pending):
                     parts.insert(0, older)
         entries = _merge_entries(parts, first_live)  # copies, made before a write moves the newest's value
@@ -1035,7 +1065,7 @@ class _Batch:
 
     def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
         txn, db = self.txn, self.store._runs
-        runs = [_decode_run(db_key, txn.get(db_key, db=db)) for db_key in (older, newer)]
+        runs = [self._run(db_key) for db_key in (older, newer)]
         # read before the first write moves them
         if _one_run_spans(*runs):
             groups = [_merge_entries(runs, first_live)]
@@ -1052,10 +1082,21 @@ class _Batch:
                 written.append((run.db_key, run.count))
         return written[0] if len(groups) == 1 and written else None
 
+    def _run(self, db_key: bytes) -> _Run:
+        """The run under ``db_key``: as this batch or the batch before wrote
+        it (decoded, its keys sorted), else decoded from the map."""
+        run = self.written.get(db_key) or self.store._run_cache.get(db_key)
+        if run is not None and run.owned:
+            return run
+        return _decode_run(db_key, self.txn.get(db_key, db=self.store._runs))
+
     def _put_entries(self, entries: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], int]) -> _Run:
         """Write a run of (keys, offsets, base); decoded from its own buffer, so valid after the transaction."""
-        value = _encode_run(*entries)
-        return _decode_run(_put_run(self.txn, self.store._runs, value), value)
+        value, whole = _encode_sorted(*entries)
+        run = _decode_run(_put_run(self.txn, self.store._runs, value), value, owned=True)
+        run.whole = whole
+        self.written[run.db_key] = run
+        return run
 
 
 def _release_freed_memory() -> None:
@@ -1332,11 +1373,17 @@ class LMDBStore:
             return results, batch.new_runs, batch.merge_wanted
 
         done: tuple[list[Match | None], list[_NewRun], bool] = self._write(
-            apply, buffers=True, committed=lambda done: self._key_filter.taken_in(done[1])
+            apply, buffers=True, committed=lambda done: self._committed(done[1])
         )
         if done[2]:
             self._merger.wake()
         return done[0]
+
+    def _committed(self, new_runs: list[_NewRun]) -> None:
+        """After a batch's transaction: its runs go to the key filter, and the
+        small ones to the run cache (see _RunCache.adopt)."""
+        self._key_filter.taken_in(new_runs)
+        self._run_cache.adopt(run for run, _, _ in new_runs if run.count <= _INLINE_MERGED_ENTRIES)
 
     def _raise_merge_error(self) -> None:
         error = self._merger.error
