@@ -20,7 +20,9 @@ Named sub-databases:
 - ``meta``: the pinned signature settings, the clock and the next serial.
 
 A batch looks its band keys up in every run at once (numpy ``searchsorted``
-over the runs, read in place from the map), so the work per batch is a few
+over the keys of a run under a million entries, rebuilt once into memory; a
+binary search through the fence of a larger one, read in place from the
+map; see _Run.find), so the work per batch is a few
 vectorised searches and a few writes, instead of a B-tree look-up and insert
 per band per post. Band keys are cut to 40 bits: a key that matches by chance
 only proposes a candidate, and every candidate is verified by exact Jaccard
