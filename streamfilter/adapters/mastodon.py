@@ -1,15 +1,21 @@
 """Mastodon statuses (REST and the streaming API's ``update`` events).
 
-``content`` is HTML. It is turned into text with the standard library's
-HTML parser: the visible text of links, hashtags and mentions is kept, link
-targets and the ``invisible`` spans that Mastodon uses to shorten URLs are
-dropped, and entities are decoded. ``reblog`` is Mastodon's retweet.
+``content`` is HTML. It is turned into the text a reader sees: the visible
+text of links, hashtags and mentions is kept, link targets and the
+``invisible`` spans that Mastodon uses to shorten URLs are dropped, a
+paragraph or line break is a newline, and entities are decoded. The HTML
+Mastodon sends is read by one regular expression; anything else (comments,
+script, a stray "<") by the standard library's HTML parser, which reads the
+simple kind the same way (a test compares the two on generated HTML) at three
+to four times the cost. ``reblog`` is Mastodon's retweet.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from html import unescape
 from html.parser import HTMLParser
 from typing import Any
 
@@ -23,39 +29,112 @@ __all__ = ["MastodonAdapter", "html_to_text"]
 _BLOCKS = {"p", "br", "li", "div", "blockquote"}
 
 
-class _TextExtractor(HTMLParser):
+class _VisibleText:
+    """The text a reader sees of Mastodon's HTML, fed its tags and text in order."""
+
+    __slots__ = ("_hidden_depth", "parts")
+
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self._hidden_depth = 0
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+    def start(self, tag: str, classes: str | None) -> None:
         if self._hidden_depth:
             if tag == "span":
                 self._hidden_depth += 1
             return
-        classes = (dict(attrs).get("class") or "").split()
-        if tag == "span" and "invisible" in classes:
+        if tag == "span" and "invisible" in (classes or "").split():
             self._hidden_depth = 1
         elif tag in _BLOCKS:
             self.parts.append("\n")
 
-    def handle_endtag(self, tag: str) -> None:
+    def end(self, tag: str) -> None:
         if self._hidden_depth and tag == "span":
             self._hidden_depth -= 1
         elif tag in _BLOCKS:
             self.parts.append("\n")
 
-    def handle_data(self, data: str) -> None:
+    def data(self, data: str) -> None:
         if not self._hidden_depth:
             self.parts.append(data)
 
+    def text(self) -> str:
+        return "".join(self.parts).strip()
+
+
+class _Parser(HTMLParser):
+    """The standard library's parser, for HTML that ``_simple_html`` leaves alone."""
+
+    def __init__(self, visible: _VisibleText) -> None:
+        super().__init__(convert_charrefs=True)
+        self.visible = visible
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.visible.start(tag, dict(attrs).get("class"))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.visible.end(tag)
+
+    def handle_data(self, data: str) -> None:
+        self.visible.data(data)
+
+
+# What Mastodon sends: text, end tags, and start tags whose attributes are
+# separated by spaces, with quoted or plain values. Comments, declarations, a
+# "<" that opens no such tag, and script or style (whose content is not
+# HTML) are left to the standard library's parser.
+_NAME = r"[a-zA-Z_:][-a-zA-Z0-9_:.]*"
+_VALUE = r""""[^"]*"|'[^']*'|[^\s"'=<>`]+"""
+_ATTRIBUTES = re.compile(rf"({_NAME})(?:\s*=\s*({_VALUE}))?")
+_TAG = re.compile(
+    rf"<(?:/([a-zA-Z][a-zA-Z0-9]*)\s*|([a-zA-Z][a-zA-Z0-9]*)((?:\s+{_NAME}(?:\s*=\s*(?:{_VALUE}))?)*)\s*(/?))>"
+)
+_RAW_TEXT_TAGS = {"script", "style"}
+
+
+def _simple_html(html: str, visible: _VisibleText) -> bool:
+    """Feed ``visible`` the tags and text of ``html`` as ``HTMLParser`` would,
+    when all of it is what ``_TAG`` reads; False (``visible`` half fed) when not."""
+    position = 0
+    for match in _TAG.finditer(html):
+        text = html[position : match.start()]
+        if text:
+            if "<" in text:
+                return False
+            visible.data(unescape(text) if "&" in text else text)
+        position = match.end()
+        closed, opened, attributes, self_closing = match.group(1, 2, 3, 4)
+        if closed is not None:
+            visible.end(closed.lower())
+            continue
+        tag = opened.lower()
+        if tag in _RAW_TEXT_TAGS:
+            return False
+        classes = None
+        if tag == "span" and attributes:
+            for name, value in _ATTRIBUTES.findall(attributes):
+                if name.lower() == "class":  # the last one, as HTMLParser's attrs make a dict
+                    classes = unescape(value[1:-1] if value[:1] in ("'", '"') else value)
+        visible.start(tag, classes)
+        if self_closing:
+            visible.end(tag)
+    text = html[position:]
+    if "<" in text:
+        return False
+    if text:
+        visible.data(unescape(text) if "&" in text else text)
+    return True
+
 
 def html_to_text(html: str) -> str:
-    parser = _TextExtractor()
-    parser.feed(html)
-    parser.close()
-    return " ".join("".join(parser.parts).split(" ")).strip()
+    """The visible text of a status's HTML ``content`` (see the module docstring)."""
+    visible = _VisibleText()
+    if not _simple_html(html, visible):
+        visible = _VisibleText()
+        parser = _Parser(visible)
+        parser.feed(html)
+        parser.close()
+    return visible.text()
 
 
 def _status_id(status: Mapping[str, Any]) -> str | None:

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamfilter import FilterConfig, MemoryStore, RetweetPolicy, StreamFilter
 from streamfilter.adapters import html_to_text, record_adapter
@@ -21,6 +24,82 @@ def test_mastodon_html_keeps_visible_text_only() -> None:
     text = html_to_text(html)
     assert "Fish & chips at #food with @bob" in text
     assert "example.org/a/very" in text and "https://" not in text and "/long/path" not in text
+
+
+class _StandardLibraryReading(HTMLParser):
+    """html_to_text as it was before its own tokenizer: the standard library's
+    parser alone. The fast path must read every input the same way."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self._hidden_depth:
+            if tag == "span":
+                self._hidden_depth += 1
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "span" and "invisible" in classes:
+            self._hidden_depth = 1
+        elif tag in {"p", "br", "li", "div", "blockquote"}:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._hidden_depth and tag == "span":
+            self._hidden_depth -= 1
+        elif tag in {"p", "br", "li", "div", "blockquote"}:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden_depth:
+            self.parts.append(data)
+
+
+def standard_library_reading(html: str) -> str:
+    parser = _StandardLibraryReading()
+    parser.feed(html)
+    parser.close()
+    return " ".join("".join(parser.parts).split(" ")).strip()
+
+
+# Pieces of the HTML Mastodon sends, and of HTML it does not: entities, tags
+# in other cases and spacings, attributes with and without quotes, repeated
+# and escaped classes, comments, declarations, raw-text elements, a "<" that
+# opens no tag, and a tag cut off at the end.
+HTML_PIECES = [
+    "Fish", " chips ", "\n", "ünï", "#food", "@bob", "&amp;", "&lt;", "&#39;", "&nbsp;", "&amp", "& ", "a < b",
+    " > ", "<", "</", "<p", "<p>", "</p>", "<P>", "</P >", "<br>", "<br/>", "<br />", "<BR>", "<li>", "</li>",
+    "<ol>", "</ol>", "<blockquote>", "</blockquote>", "<div class=x>", "</div>", "<em>", "</em>",
+    '<a href="https://example.org/tags/food" class="mention hashtag" rel="tag">', "</a>",
+    "<a href='https://x.example/@bob' class='u-url mention'>", '<a href="x>y">', '<a\nhref="x">',
+    '<span class="invisible">', "<span class='invisible'>", "<span class=invisible>", '<span class="ellipsis">',
+    '<span class="h-card">', '<SPAN CLASS="invisible">', '<span class="INVISIBLE">', '<span class="&#105;nvisible">',
+    '<span class="a" class="invisible">', '<span class="invisible" class="a">', "<span>", "</span>", "</SPAN>",
+    "<span/>", '<span class="invisible"/>', "<img src=x alt='a b'>", '<a href="x"class="y">', "< p>", "</ p>",
+    "</a foo>", "<a/b>", "<!-- note <p> -->", "<!DOCTYPE html>", "<?xml?>", "<script>x<p></script>",
+    "<style>p{}</style>", "<![CDATA[x]]>", '<span class="invisible"',
+]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(HTML_PIECES), max_size=30))
+def test_html_to_text_reads_html_as_the_standard_library_parser_does(pieces: list[str]) -> None:
+    html = "".join(pieces)
+    assert html_to_text(html) == standard_library_reading(html)
+
+
+def test_html_to_text_reads_real_statuses_as_the_standard_library_parser_does() -> None:
+    contents = []
+    for name in ("handle_params_max_id", "get_account_statuses_limit", "rtoot_examples", "get_timeline_public_default"):
+        for status in json.loads(shared_payload(f"mastodon/{name}.statuses.json").read_text()):
+            contents.append(status["content"])
+            if status.get("reblog"):
+                contents.append(status["reblog"]["content"])
+    assert len(contents) > 300
+    for content in contents:
+        assert html_to_text(content) == standard_library_reading(content)
 
 
 def test_mastodon_statuses_from_real_payloads() -> None:
