@@ -30,7 +30,12 @@ from .stores.redis import RedisStore
 
 __all__ = ["main"]
 
-_READ_SIZE = 1 << 16
+# Bytes asked of an input per read, each one a call in a thread. A pipe
+# gives what it holds, so a live stdin waits for no more. At 64 KB, a
+# replay of 70 MB of Mastodon statuses made 1,070 such calls, each a hand-off
+# between threads that contend with the store stage for the interpreter:
+# 1 MB took its wall time from 1.80 to 1.39 s (medians of 7 alternating runs).
+_READ_SIZE = 1 << 20
 _SIMILARITIES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 

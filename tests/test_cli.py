@@ -66,6 +66,24 @@ def test_out_passes_novel_lines_byte_for_byte(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == expected
 
 
+def test_lines_across_read_blocks_are_judged_whole_and_in_order(tmp_path: Path) -> None:
+    # 3 MB of lines of uneven length: the CLI reads its input in blocks of
+    # 1 MB, so lines are cut at block ends and put back together.
+    records = [
+        {"id": str(number), "text": distinct_text(number, 5 + number % 9), "pad": "x" * (300 + number * 37 % 900)}
+        for number in range(1, 4501)
+    ]
+    stream = tmp_path / "big.jsonl"
+    stream.write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert stream.stat().st_size > 3 << 20
+    result = replay(str(stream), "--verdicts", str(tmp_path / "v.jsonl"), "--out", str(tmp_path / "out.jsonl"))
+    assert result.returncode == 0, result.stderr.decode()
+    verdicts = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [(v["id"], v["line"]) for v in verdicts] == [(r["id"], number) for number, r in enumerate(records, 1)]
+    assert {v["verdict"] for v in verdicts} == {"novel"}
+    assert (tmp_path / "out.jsonl").read_bytes() == stream.read_bytes()
+
+
 def test_out_cuts_a_page_to_its_novel_posts(tmp_path: Path) -> None:
     first = {"data": {"id": "1", "text": "the gate agent rebooked everyone on the evening flight to Denver"}}
     page = {
