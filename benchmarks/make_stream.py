@@ -11,22 +11,46 @@ of copies of one text). Writes two JSON Lines files:
 - LABELS: {"id", "cluster", "kind", "duplicate"} per status, same order.
 
     python benchmarks/make_stream.py --out benchmarks/out/stream.jsonl --labels benchmarks/out/labels.jsonl
+
+The statuses carry only the fields above (about 330 bytes a line). With
+--template, each is a copy of a real v1.1 status instead (its user object,
+entities, source and counts; about 2.5 KB a line with the default
+../shared/data/payloads/twitter_v1/get_status.json), with the fields above
+set and the template's own text fields (extended_tweet, full_text, quoted and
+retweeted statuses) removed. The same seed gives the same posts and labels:
+
+    python benchmarks/make_stream.py --template --out benchmarks/out/stream_full.jsonl --labels benchmarks/out/labels_full.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import random
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import normalize  # noqa: E402
 
-DEFAULT_CSV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+DEFAULT_CSV = SHARED / "airline" / "Tweets.csv"
+DEFAULT_TEMPLATE = SHARED / "payloads" / "twitter_v1" / "get_status.json"
+# A template's fields that would give a status another text than the one set
+TEMPLATE_TEXT_FIELDS = (
+    "extended_tweet",
+    "full_text",
+    "display_text_range",
+    "retweeted_status",
+    "quoted_status",
+    "quoted_status_id",
+    "quoted_status_id_str",
+    "is_quote_status",
+)
 KINDS = (
     "exact",
     "mention_link",
@@ -180,6 +204,32 @@ def thin(texts: list[str], min_words: int, max_jaccard: float) -> list[int]:
     return kept
 
 
+def load_template(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        status = json.load(handle)
+    if isinstance(status, list):
+        status = status[0]
+    if not isinstance(status, dict) or "text" not in status:
+        raise SystemExit(f"{path}: not a Twitter v1.1 status")
+    return {key: value for key, value in status.items() if key not in TEMPLATE_TEXT_FIELDS}
+
+
+def dressed(template: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as a copy of the real status ``template``: every field of
+    the template, with the record's own set over it (its retweeted status too)."""
+    status = copy.deepcopy(template)
+    for key, value in record.items():
+        if key == "user":
+            status["user"] = {**status.get("user", {}), **value}
+        elif key == "retweeted_status":
+            status[key] = {**copy.deepcopy(template), **value}
+        else:
+            status[key] = value
+    if record["id_str"].isdigit():
+        status["id"] = int(record["id_str"])
+    return status
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--csv", default=str(DEFAULT_CSV))
@@ -214,8 +264,15 @@ def main() -> None:
         metavar=("LOW", "HIGH"),
         help="a truncated copy keeps between these shares of its base's characters",
     )
+    parser.add_argument(
+        "--template",
+        nargs="?",
+        const=str(DEFAULT_TEMPLATE),
+        help="write each status as a copy of this real v1.1 status (a JSON object, or a list: its first one)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    template = load_template(args.template) if args.template else None
     rng = random.Random(args.seed)
     with open(args.csv, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
@@ -298,6 +355,8 @@ def main() -> None:
                     "%a %b %d %H:%M:%S +0000 %Y"
                 )
                 record["user"] = {"screen_name": _user(rng)[1:]}
+                if template is not None:
+                    record = dressed(template, record)
                 label = {"id": record["id_str"], **label}
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 labels.write(json.dumps(label) + "\n")
