@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any
@@ -163,14 +163,14 @@ class StreamFilter:
         finally:
             scope.cancel()
 
-    async def judge(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterator[Verdict]:
+    async def judge(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncGenerator[Verdict, None]:
         """Yield one Verdict per post (and per invalid record), in arrival order."""
         async with aclosing(self.judge_batches(source)) as batches:
             async for verdicts in batches:
                 for verdict in verdicts:
                     yield verdict
 
-    async def filter(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncIterator[Post]:
+    async def filter(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncGenerator[Post, None]:
         """Yield only the novel posts of ``source``; invalid records are logged and skipped."""
         async with aclosing(self.judge_batches(source)) as batches:
             async for verdicts in batches:

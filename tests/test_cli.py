@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,7 +87,7 @@ def test_lines_across_read_blocks_are_judged_whole_and_in_order(tmp_path: Path) 
 
 def test_out_cuts_a_page_to_its_novel_posts(tmp_path: Path) -> None:
     first = {"data": {"id": "1", "text": "the gate agent rebooked everyone on the evening flight to Denver"}}
-    page = {
+    page: dict[str, Any] = {
         "data": [
             {"id": "2", "text": "The gate agent rebooked everyone on the evening flight to Denver!"},
             {"id": "3", "text": "lost luggage again and nobody at the counter knows where it went"},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from streamfilter import ConfigError, FilterConfig, MemoryStore, StreamFilter, StreamFilterError
@@ -22,7 +24,7 @@ from streamfilter._config import parse_duration
         ({"batch_size": 0}, "batch_size must be from 1"),
     ],
 )
-def test_bad_config(settings: dict, message: str) -> None:
+def test_bad_config(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         FilterConfig(**settings)
     assert message in str(caught.value)

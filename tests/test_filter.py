@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -28,7 +30,7 @@ EXPECTED = [json.loads(line) for line in (FIXTURES / "campaign.expected.jsonl").
 EXPECTED_NOVEL = [e["id"] for e in EXPECTED if e["verdict"] == "novel"]
 
 
-async def network_like(records: list[dict], delay: float = 0.003):
+async def network_like(records: list[dict[str, Any]], delay: float = 0.003) -> AsyncGenerator[dict[str, Any], None]:
     """Yields records over time, the way a streaming API does."""
     for record in records:
         await anyio.sleep(delay)
@@ -55,7 +57,7 @@ async def test_trickle_is_flushed_on_time_not_held_for_a_full_batch() -> None:
     arrived = anyio.Event()
     release = anyio.Event()
 
-    async def source():
+    async def source() -> AsyncGenerator[dict[str, str], None]:
         yield {"id": "1", "text": "first post of a slow stream"}
         await release.wait()
         yield {"id": "2", "text": "an unrelated reply arrives much later"}
@@ -76,7 +78,7 @@ async def test_a_post_that_finds_the_filter_idle_is_judged_at_once() -> None:
     # with a long max_delay (that applies to replayed files).
     release = anyio.Event()
 
-    async def source():
+    async def source() -> AsyncGenerator[dict[str, str], None]:
         yield {"id": "1", "text": "first post of a slow stream"}
         await release.wait()
 
@@ -91,7 +93,7 @@ async def test_a_post_that_finds_the_filter_idle_is_judged_at_once() -> None:
 async def test_a_burst_is_judged_in_full_batches() -> None:
     # Posts that arrive together (no wait between them) share batches, so a
     # backlog is judged at full speed rather than one post per transaction.
-    async def burst():
+    async def burst() -> AsyncGenerator[dict[str, str], None]:
         for i in range(600):
             yield {"id": str(i), "text": distinct_text(i)}
 
@@ -123,7 +125,7 @@ async def test_cancellation_mid_stream_keeps_the_filter_usable() -> None:
 async def test_source_errors_reach_the_consumer_after_the_posts_before_them() -> None:
     # The posts a source yielded before it broke are judged and passed on
     # first: a caller that reconnects after the last post it saw loses none.
-    async def broken():
+    async def broken() -> AsyncGenerator[dict[str, str], None]:
         yield {"id": "1", "text": "fine"}
         yield {"id": "2", "text": "another post that came in the same burst"}
         raise ConnectionError("stream dropped")
@@ -230,7 +232,7 @@ def test_batched_verdicts_equal_one_at_a_time(posts: list[str], batch_size: int)
     with StreamFilter(store=MemoryStore()) as one:
         single = [one.check(record).kind for record in records]
     with StreamFilter(store=MemoryStore()) as many:
-        batched = []
+        batched: list[VerdictKind] = []
         for start in range(0, len(records), batch_size):
             batched.extend(v.kind for v in many.check_many(records[start : start + batch_size]))
     assert batched == single
@@ -248,7 +250,7 @@ def test_a_post_is_a_duplicate_of_itself(text: str) -> None:
 async def test_endless_source_is_held_back_by_a_slow_consumer() -> None:
     produced = 0
 
-    async def endless():
+    async def endless() -> AsyncGenerator[dict[str, str], None]:
         nonlocal produced
         while True:
             produced += 1

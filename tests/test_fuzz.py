@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,7 +68,7 @@ def mutate(line: bytes, rng: random.Random) -> bytes:
     return line
 
 
-def run_cli(lines: list[bytes], tmp_path: Path) -> tuple[subprocess.CompletedProcess[bytes], list[dict]]:
+def run_cli(lines: list[bytes], tmp_path: Path) -> tuple[subprocess.CompletedProcess[bytes], list[dict[str, Any]]]:
     stream = tmp_path / "fuzz.jsonl"
     stream.write_bytes(b"\n".join(lines) + b"\n")
     verdicts = tmp_path / "verdicts.jsonl"

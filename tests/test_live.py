@@ -116,7 +116,7 @@ async def test_filter_wraps_a_live_stream() -> None:
                         passed.append(post.id)
                         if len(passed) == len(novel_ids("bluesky_jetstream.expected.jsonl")):
                             break
-    assert sorted(passed) == sorted(novel_ids("bluesky_jetstream.expected.jsonl"))
+    assert sorted(passed, key=str) == sorted(novel_ids("bluesky_jetstream.expected.jsonl"))
 
 
 async def test_not_found_is_not_retried() -> None:

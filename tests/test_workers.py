@@ -14,8 +14,8 @@ import anyio
 import numpy as np
 import pytest
 
-from streamfilter import FilterConfig, _launch, _workers
-from streamfilter._engine import Sketcher
+from streamfilter import FilterConfig, RetweetPolicy, _launch, _workers
+from streamfilter._engine import PreparedBatch, Sketcher
 from streamfilter._workers import SketchProcess
 from streamfilter.adapters import record_adapter
 from tests.conftest import FIXTURES
@@ -36,14 +36,14 @@ def mixed_lines() -> list[tuple[int, bytes]]:
     return list(enumerate(lines, 1))
 
 
-def entry_view(batch):  # type: ignore[no-untyped-def]
+def entry_view(batch: PreparedBatch) -> list[tuple[object, ...]]:
     return [(e.line, e.raw, e.post, e.kind, e.reason, e.sketch_index, e.reference) for e in batch.entries]
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("retweets", ["content", "drop", "keep"])
 async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> None:
-    sketcher = Sketcher(FilterConfig(retweet_policy=retweets), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(retweet_policy=RetweetPolicy(retweets)), record_adapter("auto"))
     records = mixed_lines()
     here = sketcher.prepare(records)
     worker = await SketchProcess.start(sketcher)
@@ -72,7 +72,7 @@ async def test_batches_sent_before_the_first_answer_come_back_to_their_callers()
     sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
     records = mixed_lines()
     batches = [records[start : start + 40] for start in range(0, 200, 40)]
-    results: dict[int, object] = {}
+    results: dict[int, PreparedBatch] = {}
     worker = await SketchProcess.start(sketcher)
     try:
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from streamfilter import (
@@ -21,7 +23,7 @@ from streamfilter._lsh import band_keys, id_keys
 from streamfilter._minhash import MinHasher
 from streamfilter._normalize import is_cut_off
 from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
-from streamfilter.stores import BandStore, IndexSettings, Sketch
+from streamfilter.stores import BandStore, IndexSettings, Match, Sketch
 from streamfilter.stores._base import word_edits
 from streamfilter.stores.redis import RedisStore
 
@@ -31,7 +33,7 @@ CONFIG = FilterConfig()
 HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
 
 
-def rekey(word_seqs: list[np.ndarray], post_ids: list[str]) -> np.ndarray:
+def rekey(word_seqs: Sequence[npt.NDArray[np.uint32]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
     offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in word_seqs], out=offsets[1:])
     shingles = shingles_of_words(np.concatenate(word_seqs).astype(np.uint32), offsets, CONFIG.shingle_size)
@@ -39,7 +41,7 @@ def rekey(word_seqs: list[np.ndarray], post_ids: list[str]) -> np.ndarray:
     return np.column_stack([keys, id_keys(post_ids, CONFIG.seed)])
 
 
-def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict | None = None) -> IndexSettings:
+def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict[str, Any] | None = None) -> IndexSettings:
     return IndexSettings(
         fingerprint=fingerprint or CONFIG.fingerprint(),
         jaccard_threshold=CONFIG.jaccard_threshold,
@@ -820,7 +822,7 @@ def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path
     first = [sketch(f"a{i}", i, f"first batch post {i} x{i * 31} y{i * 17} about it") for i in range(10)]
     assert store.check_and_insert(first) == [None] * 10
 
-    def fail(matches: list) -> None:
+    def fail(matches: list[Match | None]) -> None:
         raise RuntimeError("the verdicts could not be written")
 
     with pytest.raises(RuntimeError):
@@ -848,7 +850,7 @@ def test_lmdb_key_filter_at_its_size_cap_is_not_rebuilt_every_batch(
     rebuilds: list[int] = []
     original = lmdb_store._KeyFilter._rebuild
 
-    def counting(self: object, runs: list, live: int) -> None:
+    def counting(self: object, runs: list[object], live: int) -> None:
         rebuilds.append(live)
         original(self, runs, live)  # type: ignore[arg-type]
 

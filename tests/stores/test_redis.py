@@ -49,6 +49,7 @@ def test_redis_expiry_leaves_nothing_behind(url: str) -> None:
     client = store._client
     posts = [key for key in keys_under(store) if b":p:" in key]
     bands = [key for key in keys_under(store) if b":b:" in key]
+    assert CONFIG.bands is not None
     assert len(posts) == 20 and CONFIG.bands < len(bands) <= 20 * (CONFIG.bands + 1)  # + the id key
     for key in posts + bands:
         assert 0 < client.pttl(key) <= 3000  # every record and every band key expires with its post
