@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamfilter import ConfigError, InvalidRecordError
 from streamfilter.adapters import record_adapter
+from streamfilter.adapters._base import _MAX_DEPTH, _depth_ok
 
 
 def test_generic_dotted_fields() -> None:
@@ -60,3 +65,60 @@ def test_default_fields_fall_back_to_usual_names_but_named_fields_do_not() -> No
     assert (post.id, post.text, post.timestamp) == ("u1", "a message body", 1700000000.0)
     with pytest.raises(InvalidRecordError, match="no text field"):
         record_adapter("generic", text_field="payload.t").adapt(b'{"text": "x"}')
+
+
+def deepest_by_characters(line: str) -> int:
+    """The deepest bracket outside strings, one character at a time: the
+    depth check as it was first written, which the fast one must agree with."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+# Lines near the limit: runs of brackets, strings holding brackets, escaped
+# quotes and backslashes, an unterminated string, closers before openers.
+_PIECES = st.sampled_from(['{"a": ', "[", "]", "{", "}", '"', '\\"', "\\\\", '"[{[{"', "x", ", ", "é", "\n"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.tuples(_PIECES, st.integers(1, 40)), max_size=12))
+def test_depth_check_agrees_with_a_character_loop(runs: list[tuple[str, int]]) -> None:
+    line = "".join(piece * count for piece, count in runs)
+    assert _depth_ok(line) == (deepest_by_characters(line) <= _MAX_DEPTH)
+
+
+def test_a_page_of_many_records_is_not_too_deep_and_a_deep_one_is() -> None:
+    page = json.dumps(
+        {"data": [{"id": str(i), "text": "x [{", "entities": {"urls": [{"a": [1]}]}} for i in range(500)]}
+    )
+    assert _depth_ok(page)
+    assert record_adapter().adapt(page.encode())
+    deep = '{"text": "x", "a": ' + '{"b": [' * 33 + "1" + "]}" * 33 + "}"
+    assert deepest_by_characters(deep) == 67 and not _depth_ok(deep)
+    with pytest.raises(InvalidRecordError, match="nested deeper than 64"):
+        record_adapter().adapt(deep.encode())
+
+
+@pytest.mark.parametrize("depth", [_MAX_DEPTH - 1, _MAX_DEPTH, _MAX_DEPTH + 1])
+def test_depth_limit_is_exact_on_lines_with_many_brackets(depth: int) -> None:
+    # the nested part, then enough shallow brackets that the quick count cannot decide
+    line = (
+        '{"text": "x", "a": ' + "[" * (depth - 1) + "]" * (depth - 1) + ', "b": ' + "[[1], " * 40 + "2" + "]" * 40 + "}"
+    )
+    assert deepest_by_characters(line) == depth
+    assert _depth_ok(line) == (depth <= _MAX_DEPTH)
