@@ -54,6 +54,7 @@ only purged serials are deleted, and merges drop purged entries.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -93,7 +94,11 @@ _CLOCK_KEY = b"clock"
 _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
-_FORMAT = b"streamfilter-lmdb-6"  # 6: 40-bit band keys, their top bits implied by the fence
+# 7: Bluesky post URIs packed in post records (_pack_at_uri); 6: 40-bit band
+# keys, their top bits implied by the fence. A format-6 index is read and
+# written as format 6: its records never hold a packed URI.
+_FORMAT = b"streamfilter-lmdb-7"
+_FORMAT_6 = b"streamfilter-lmdb-6"
 # Merging stops at this many entries a run (64 MB): beyond it, runs are only
 # dropped whole when every post in them has been purged.
 _MAX_MERGED_ENTRIES = 1 << 23
@@ -141,27 +146,74 @@ _CACHED_RUN_BYTES = 1 << 16
 _RECORD_HEADER = struct.Struct("<dB")  # timestamp, then the id's length, or one of:
 _NUMERIC_ID = 255  # a decimal id of up to 19 digits follows as 8 bytes
 _LONG_ID = 254  # a 2-byte length and the id's UTF-8 follow
+_AT_URI = 253  # format 7: a Bluesky post's URI follows, packed (_pack_at_uri); in format 6, a length
 _ID_NUMBER = struct.Struct("<Q")
 _ID_LENGTH = struct.Struct("<H")
+# A Bluesky post's id: at://did:plc:<24 letters of base32>/app.bsky.feed.post/<record key>
+_AT_PREFIX = "at://did:plc:"
+_AT_COLLECTION = "/app.bsky.feed.post/"
+_PLC_LETTERS = 24  # 15 bytes as base32
+_PLC_BYTES = 15
+_RKEY_AT = len(_AT_PREFIX) + _PLC_LETTERS + len(_AT_COLLECTION)
 
 
-def _encode_record(timestamp: float, post_id: str, hashes: bytes) -> bytes:
-    """A post's record: its time, its id and ``hashes``, its word hashes as little-endian uint32."""
+# did:plc identifiers are written in base32's letters (RFC 4648, in lower
+# case); as int() reads base 32 in the digits 0-9 and a-v, those are mapped
+# to these, and back two letters (10 bits) at a time.
+_PLC_ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
+_PLC_LETTERS_SET = frozenset(_PLC_ALPHABET)
+_TO_INT_DIGITS = str.maketrans(_PLC_ALPHABET, "0123456789abcdefghijklmnopqrstuv")
+_LETTER_PAIRS = [first + second for first in _PLC_ALPHABET for second in _PLC_ALPHABET]
+
+
+def _pack_at_uri(post_id: str) -> bytes | None:
+    """A Bluesky post URI in 16 bytes and its record key (30 in all for the
+    usual 13-letter key, against 69 as text): the did:plc identifier's 24
+    base32 letters as 15 bytes, then the key's length and UTF-8. None for
+    any other id."""
+    if not post_id.startswith(_AT_PREFIX) or post_id[_RKEY_AT - len(_AT_COLLECTION) : _RKEY_AT] != _AT_COLLECTION:
+        return None
+    letters = post_id[len(_AT_PREFIX) : len(_AT_PREFIX) + _PLC_LETTERS]
+    rkey = post_id[_RKEY_AT:].encode("utf-8")
+    if not rkey or len(rkey) > 0xFF or not _PLC_LETTERS_SET.issuperset(letters):
+        return None
+    return int(letters.translate(_TO_INT_DIGITS), 32).to_bytes(_PLC_BYTES, "big") + bytes((len(rkey),)) + rkey
+
+
+def _unpack_plc(packed: bytes) -> str:
+    """The 24 base32 letters of a did:plc identifier packed by ``_pack_at_uri``."""
+    number = int.from_bytes(packed, "big")
+    return "".join([_LETTER_PAIRS[(number >> shift) & 0x3FF] for shift in range(110, -1, -10)])
+
+
+def _encode_record(timestamp: float, post_id: str, hashes: bytes, pack_uris: bool = True) -> bytes:
+    """A post's record: its time, its id and ``hashes``, its word hashes as
+    little-endian uint32. ``pack_uris`` is False for a format-6 index."""
     if post_id.isdigit() and post_id.isascii() and len(post_id) <= 19 and (post_id[0] != "0" or len(post_id) == 1):
         return _RECORD_HEADER.pack(timestamp, _NUMERIC_ID) + _ID_NUMBER.pack(int(post_id)) + hashes
+    if pack_uris and (packed := _pack_at_uri(post_id)) is not None:
+        return _RECORD_HEADER.pack(timestamp, _AT_URI) + packed + hashes
     encoded = post_id.encode("utf-8")[:0xFFFF]
-    if len(encoded) < _LONG_ID:
+    if len(encoded) < (_AT_URI if pack_uris else _LONG_ID):
         return _RECORD_HEADER.pack(timestamp, len(encoded)) + encoded + hashes
     return _RECORD_HEADER.pack(timestamp, _LONG_ID) + _ID_LENGTH.pack(len(encoded)) + encoded + hashes
 
 
-def _decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, the word hashes as a uint32 memoryview)."""
+def _decode_record(value: bytes | memoryview, packed_uris: bool = True) -> tuple[float, str, memoryview]:
+    """(timestamp, post id, the word hashes as a uint32 memoryview);
+    ``packed_uris`` is False for a format-6 index."""
     timestamp, marker = _RECORD_HEADER.unpack_from(value)
     start = _RECORD_HEADER.size
     if marker == _NUMERIC_ID:
         post_id = str(_ID_NUMBER.unpack_from(value, start)[0])
         start += _ID_NUMBER.size
+    elif marker == _AT_URI and packed_uris:
+        letters = _unpack_plc(bytes(value[start : start + _PLC_BYTES]))
+        length = value[start + _PLC_BYTES]
+        start += _PLC_BYTES + 1
+        rkey = bytes(value[start : start + length]).decode("utf-8", "replace")
+        post_id = f"{_AT_PREFIX}{letters}{_AT_COLLECTION}{rkey}"
+        start += length
     else:
         length = marker
         if marker == _LONG_ID:
@@ -932,6 +984,7 @@ class _Batch:
         results: list[Match | None] = []
         recorded: list[int] = []
         unwritten = self.unwritten
+        pack_uris = self.store._pack_uris
         for index, sketch in enumerate(sketches):
             clock = max(clock, sketch.timestamp)
             best: Match | None = None
@@ -974,7 +1027,8 @@ class _Batch:
                         under.append(next_serial)
                         if len(under) > limit:  # like the runs' look-ups: the newest ``limit`` a key
                             del under[0]
-                unwritten.append((_U64.pack(next_serial), _encode_record(sketch.timestamp, sketch.post_id, own.words)))
+                record = _encode_record(sketch.timestamp, sketch.post_id, own.words, pack_uris)
+                unwritten.append((_U64.pack(next_serial), record))
                 next_serial += 1
                 recorded.append(index)
             results.append(best)
@@ -1257,6 +1311,7 @@ class LMDBStore:
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
         self._cache = PostCache(_decode_record)
+        self._pack_uris = True  # False once open() finds a format-6 index
         self._key_filter = _KeyFilter()
         self._merger = _Merger(self._merge_step)
         self._map_guard = _MapGuard()
@@ -1303,15 +1358,19 @@ class LMDBStore:
 
         def pin(txn: lmdb.Transaction) -> None:
             stored_format = txn.get(_FORMAT_KEY, db=self._meta)
-            if stored_format is not None and stored_format != _FORMAT:
+            if stored_format is not None and bytes(stored_format) == _FORMAT_6:
+                self._pack_uris = False
+                self._cache.decode = functools.partial(_decode_record, packed_uris=False)
+            elif stored_format is not None and stored_format != _FORMAT:
                 raise StoreError(
                     f"{self.path} holds an index of format {bytes(stored_format).decode(errors='replace')}, "
-                    f"this streamfilter reads {_FORMAT.decode()}: it cannot be converted in place; "
-                    "replay into a new --db directory"
+                    f"this streamfilter reads {_FORMAT_6.decode()} and {_FORMAT.decode()}: "
+                    "it cannot be converted in place; replay into a new --db directory"
                 )
             stored = txn.get(_CONFIG_KEY, db=self._meta)
             if stored is None:
-                txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
+                if stored_format is None:
+                    txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
                 txn.put(_CONFIG_KEY, json.dumps(requested, sort_keys=True).encode(), db=self._meta)
             else:
                 check_fingerprint(str(self.path), json.loads(bytes(stored)), requested)

@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import strategies
 
 from streamfilter import (
     ConfigMismatchError,
@@ -27,7 +29,7 @@ from streamfilter.stores import BandStore, IndexSettings, Match, Sketch
 from streamfilter.stores._base import word_edits
 from streamfilter.stores.redis import RedisStore
 
-from ..conftest import unique_prefix
+from ..conftest import distinct_text, unique_prefix
 
 CONFIG = FilterConfig()
 HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
@@ -645,7 +647,10 @@ def test_lmdb_index_of_the_old_layout_is_refused_by_name(tmp_path: Path) -> None
     with env.begin(write=True) as txn:
         txn.put(b"format", b"streamfilter-lmdb-5", db=meta)  # the layout before 40-bit keys
     env.close()
-    with pytest.raises(StoreError, match="format streamfilter-lmdb-5, this streamfilter reads streamfilter-lmdb-6"):
+    with pytest.raises(
+        StoreError,
+        match="format streamfilter-lmdb-5, this streamfilter reads streamfilter-lmdb-6 and streamfilter-lmdb-7",
+    ):
         LMDBStore(tmp_path / "index").open(settings())
 
 
@@ -865,3 +870,83 @@ def test_lmdb_key_filter_at_its_size_cap_is_not_rebuilt_every_batch(
     store.close()
     assert match is not None and match.duplicate_of == "3-4"
     assert len(rebuilds) < 20
+
+
+BLUESKY_POST = "at://did:plc:dclwtltrt2ggsryagfzk7dp4/app.bsky.feed.post/3mptbyoeyc22k"
+
+
+# Bluesky post URIs and near misses (letters outside base32, other lengths and
+# collections, empty and long record keys), other text ids, decimal ids.
+@hypothesis.settings(max_examples=500, deadline=None)
+@hypothesis.given(
+    strategies.one_of(
+        strategies.builds(
+            lambda letters, collection, rkey: f"at://did:plc:{letters}{collection}{rkey}",
+            strategies.text("abcdefghijklmnopqrstuvwxyz234567018ABZ", min_size=22, max_size=26),
+            strategies.sampled_from(["/app.bsky.feed.post/", "/app.bsky.feed.repost/", "/app.bsky.feed.post"]),
+            strategies.text(max_size=300),
+        ),
+        strategies.text(max_size=300),
+        strategies.integers(0, 10**20).map(str),
+    )
+)
+@hypothesis.example(BLUESKY_POST)
+@hypothesis.example(BLUESKY_POST.replace("dclwtl", "DCLWTL"))  # base32 either way, but not the same text
+@hypothesis.example(BLUESKY_POST.replace("dclwtl", "dc1wtl"))  # not base32
+@hypothesis.example(BLUESKY_POST.rsplit("/", 1)[0] + "/")  # no record key
+@hypothesis.example(BLUESKY_POST + "é" * 200)  # a record key longer than a byte can count
+def test_lmdb_records_give_back_every_id(post_id: str) -> None:
+    from streamfilter.stores.lmdb import _decode_record, _encode_record
+
+    try:
+        post_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # lone surrogates: no record holds them
+    hashes = np.arange(5, dtype="<u4").tobytes()
+    for packed in (True, False):  # a new index; a format-6 index
+        timestamp, decoded, words = _decode_record(_encode_record(1.5, post_id, hashes, packed), packed)
+        assert (timestamp, decoded, bytes(words)) == (1.5, post_id, hashes)
+
+
+def test_lmdb_packs_bluesky_post_uris_in_new_indexes_only(tmp_path: Path) -> None:
+    import json
+
+    import lmdb
+
+    from streamfilter.stores import lmdb as lmdb_store
+
+    text, other = distinct_text(1, 12), distinct_text(2, 12)
+    long_id = "x" * 253  # a length the record's marker once gave, and format 6 still does
+
+    def shortest_record(path: Path) -> int:
+        with lmdb.open(str(path), max_dbs=4, readonly=True, lock=False) as env:
+            with env.begin(db=env.open_db(b"posts", create=False)) as txn:
+                return min(len(value) for _, value in txn.cursor())
+
+    old = tmp_path / "format-6"
+    env = lmdb.open(str(old), max_dbs=4)
+    with env.begin(write=True, db=env.open_db(b"meta")) as txn:  # as the code before format 7 left it
+        txn.put(b"format", b"streamfilter-lmdb-6")
+        txn.put(b"config", json.dumps(CONFIG.fingerprint(), sort_keys=True).encode())
+    env.close()
+    for path in (tmp_path / "new", old):
+        store = LMDBStore(path)
+        store.open(settings())
+        assert store.check_and_insert([sketch(BLUESKY_POST, 1, text), sketch(long_id, 2, other)]) == [
+            None,
+            None,
+        ]
+        store.close()
+        store = LMDBStore(path)  # read back from the file, not from the cache
+        store.open(settings())
+        again = store.check_and_insert([sketch("p1", 3, text), sketch("p2", 4, other)])
+        assert [match.duplicate_of if match else None for match in again] == [BLUESKY_POST, long_id]
+        store.close()
+    words = len(sketch(BLUESKY_POST, 1, text).words) * 4
+    # packed: 15 bytes of did:plc, the key's length and the key; format 6 keeps the text, as older code reads it
+    assert shortest_record(tmp_path / "new") == 9 + 16 + 13 + words
+    assert shortest_record(old) == 9 + len(BLUESKY_POST) + words
+    with lmdb.open(str(old), max_dbs=4, readonly=True, lock=False) as env:
+        with env.begin(db=env.open_db(b"meta", create=False)) as txn:
+            assert txn.get(b"format") == b"streamfilter-lmdb-6"
+    assert lmdb_store._FORMAT == b"streamfilter-lmdb-7"
