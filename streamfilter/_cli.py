@@ -7,12 +7,14 @@ import bisect
 import gzip
 import json
 import os
+import re
 import signal
 import sys
 import time
 import zlib
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
+from json.scanner import make_scanner
 from typing import IO, Any, cast
 
 import anyio
@@ -373,6 +375,49 @@ class _Inputs:
 
 
 # -- output --------------------------------------------------------------------------
+# A page whose posts come first: {"data": [ or {"statuses": [
+_PAGE_START = re.compile(r'\s*\{\s*"(data|statuses)"\s*:\s*\[\s*')
+_BLANK = re.compile(r"[ \t\n\r]*")
+# json's own C scanner, as JSONDecoder builds it (typeshed types its argument as the scanner itself)
+_scan_value = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _after_blanks(text: str, position: int) -> int:
+    blanks = _BLANK.match(text, position)
+    return position if blanks is None else blanks.end()
+
+
+def _cut_page(text: str, keep: set[str | None]) -> str | None:
+    """``text``, a response page that starts with its ``data`` or
+    ``statuses`` array and names neither key anywhere else, with only the
+    items of that array whose id is in ``keep``: every other character as
+    it was. Each item is read by json's scanner, and the rest of the page
+    (its ``includes``, often most of it) is not read at all, where decoding
+    and encoding the whole page took 3.5 ms for a Twitter v2 page of 100
+    tweets. None for any other page, which is then decoded whole."""
+    start = _PAGE_START.match(text)
+    if start is None or text.count('"data"') + text.count('"statuses"') != 1:
+        return None
+    position = start.end()
+    if text.startswith("]", position):
+        return None
+    kept: list[str] = []
+    while True:
+        try:
+            item, end = _scan_value(text, position)
+        except (StopIteration, ValueError):
+            return None
+        if isinstance(item, dict) and str(item.get("id_str", item.get("id"))) in keep:
+            kept.append(text[position:end])
+        position = _after_blanks(text, end)
+        if text.startswith(",", position):
+            position = _after_blanks(text, position + 1)
+        elif text.startswith("]", position):
+            return text[: start.end()] + ",".join(kept) + text[position:]
+        else:
+            return None
+
+
 def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     """What --out gets for one input line: the line itself when all its posts
     are novel; for a page with some duplicates, the page cut to its novel posts."""
@@ -383,10 +428,14 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     if len(novel) == len(verdicts) and isinstance(raw, bytes):
         return raw.rstrip(b"\r")
     post_record = novel[0].post.raw if novel[0].post is not None else None
+    keep = {v.post.id for v in novel if v.post is not None}
+    if isinstance(post_record, bytes):
+        cut = _cut_page(post_record.decode("utf-8").rstrip("\r"), keep)
+        if cut is not None:
+            return cut.encode("utf-8")
     if isinstance(post_record, bytes | str) and post_record.lstrip()[:1] in (b"{", "{"):
         post_record = json.loads(post_record)  # a page, decoded again to cut it
     if isinstance(post_record, dict):
-        keep = {v.post.id for v in novel if v.post is not None}
         page = dict(post_record)
         for key in ("data", "statuses"):
             if isinstance(page.get(key), list):
