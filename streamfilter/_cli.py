@@ -430,7 +430,8 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     post_record = novel[0].post.raw if novel[0].post is not None else None
     keep = {v.post.id for v in novel if v.post is not None}
     if isinstance(post_record, bytes):
-        cut = _cut_page(post_record.decode("utf-8").rstrip("\r"), keep)
+        # the adapter read it as UTF-8 (a first line's byte-order mark dropped)
+        cut = _cut_page(post_record.decode("utf-8").removeprefix("\ufeff").rstrip("\r"), keep)
         if cut is not None:
             return cut.encode("utf-8")
     if isinstance(post_record, bytes | str) and post_record.lstrip()[:1] in (b"{", "{"):

@@ -146,6 +146,20 @@ def test_a_page_is_cut_in_place_to_the_posts_kept(
     assert cut == text[:array_start] + inside + text[array_end:]
 
 
+def test_a_page_on_a_first_line_with_a_byte_order_mark_is_cut_too(tmp_path: Path) -> None:
+    text = "the gate agent rebooked everyone on the evening flight"
+    page = {"data": [{"id": "1", "text": text}, {"id": "2", "text": text}]}
+    stream = tmp_path / "bom.jsonl"
+    stream.write_bytes(b"\xef\xbb\xbf" + json.dumps(page).encode() + b"\n")
+    result = replay(str(stream), "--verdicts", str(tmp_path / "v.jsonl"))
+    assert result.returncode == 0, result.stderr.decode()
+    assert [json.loads(line)["verdict"] for line in (tmp_path / "v.jsonl").read_text().splitlines()] == [
+        "novel",
+        "duplicate",
+    ]
+    assert json.loads(result.stdout) == {"data": [page["data"][0]]}
+
+
 def test_a_page_the_scan_cannot_read_alone_is_left_to_decoding() -> None:
     keep: set[str | None] = {"1"}
     # a second "data" key (json keeps the last), the posts not first, a "data" key further in
