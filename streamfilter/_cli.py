@@ -23,6 +23,7 @@ import anyio.abc
 from ._config import FilterConfig, parse_duration
 from ._exceptions import ConfigError, ConfigMismatchError, StreamFilterError
 from ._filter import StreamFilter
+from ._launch import small_input
 from ._lsh import choose_for_rates
 from ._pipeline import Chunks, CommitHooks
 from ._post import RetweetPolicy, Verdict, VerdictKind
@@ -227,6 +228,8 @@ def _config(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterCo
         settings["batch_size"] = args.batch_size
     if getattr(args, "sketch_processes", None) is not None:
         settings["sketch_processes"] = args.sketch_processes
+    elif small_input(getattr(args, "inputs", None) or []):
+        settings["sketch_processes"] = 0  # as _launch, which then started no worker early
     if getattr(args, "max_miss_rate", None) is not None:
         settings["max_miss_rate"] = args.max_miss_rate
     if stored:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ import anyio
 import numpy as np
 import pytest
 
-from streamfilter import FilterConfig, RetweetPolicy, _launch, _workers
+from streamfilter import FilterConfig, RetweetPolicy, _cli, _launch, _workers
 from streamfilter._engine import PreparedBatch, Sketcher
 from streamfilter._workers import SketchProcess
 from streamfilter.adapters import record_adapter
@@ -151,6 +152,41 @@ def test_a_worker_started_early_and_never_used_is_ended() -> None:
 )
 def test_only_a_replay_that_sketches_in_a_worker_starts_one_early(argv: list[str], wanted: bool) -> None:
     assert _launch._wants_worker(argv) == (wanted and len(os.sched_getaffinity(0)) > 1)
+
+
+def test_a_replay_of_a_small_file_starts_no_worker(tmp_path: Path) -> None:
+    small, large, packed = tmp_path / "small.jsonl", tmp_path / "large.jsonl", tmp_path / "packed.jsonl.gz"
+    small.write_bytes(b"x" * (_launch.SMALL_INPUT_BYTES // 2))
+    large.write_bytes(b"x" * _launch.SMALL_INPUT_BYTES)
+    packed.write_bytes(b"x" * (_launch.SMALL_INPUT_BYTES // 4))  # counted 8 times: about 2 MB of lines
+    spare = len(os.sched_getaffinity(0)) > 1
+    cases = [
+        (["replay", str(small)], False),
+        (["replay", str(small), "--db", str(large)], False),  # an option's value is no input
+        (["replay", "--resume", str(small), "--out", str(large)], False),
+        (["replay", str(small), str(small)], True),  # 1 MB in all
+        (["replay", str(large)], True),
+        (["replay", str(packed)], True),
+        (["replay", str(small), "-"], True),  # stdin: no size to go by
+        (["replay", "--db", str(tmp_path)], True),
+        (["replay", str(tmp_path)], True),  # not a file: the replay reports it
+        (["replay", "--res", str(small)], True),  # an abbreviation: left to the parser
+        (["replay", str(small), "--sketch-processes", "1"], True),
+    ]
+    for argv, wanted in cases:
+        assert _launch._wants_worker(argv) == (wanted and spare), argv
+    config = _cli._config(_cli._parser().parse_args(["replay", str(small)]), None)
+    assert config.sketch_processes == 0
+    config = _cli._config(_cli._parser().parse_args(["replay", str(large)]), None)
+    assert config.sketch_processes is None  # the default: one per spare core
+
+
+def test_the_launcher_knows_every_replay_option() -> None:
+    parser = _cli._parser()
+    replay = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["replay"]
+    flags = {name for a in replay._actions if a.nargs == 0 for name in a.option_strings}
+    options = {name for a in replay._actions if a.option_strings and a.nargs != 0 for name in a.option_strings}
+    assert (flags, options) == (set(_launch._REPLAY_FLAGS), set(_launch._REPLAY_OPTIONS))
 
 
 def children(pid: int) -> list[int]:
