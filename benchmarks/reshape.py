@@ -43,12 +43,6 @@ PAYLOADS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "
 PAGE_SIZE = 100
 
 
-def statuses(path: str) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            yield json.loads(line)
-
-
 def iso(created_at: str) -> str:
     moment = datetime.strptime(created_at, "%a %b %d %H:%M:%S %z %Y").astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.000Z")
@@ -162,10 +156,13 @@ def as_twitter_v2_pages(stream: str) -> Iterator[dict[str, Any]]:
 
 
 def stream_records(stream: str) -> Iterator[dict[str, Any]]:
-    for status in statuses(stream):
-        if "statuses" in status or "data" in status:
-            raise SystemExit(f"{stream}: expected the Twitter v1.1 statuses of make_stream.py, one a line")
-        yield status
+    """The statuses of ``make_stream.py``'s stream, one a line."""
+    with open(stream, encoding="utf-8") as handle:
+        for line in handle:
+            status = json.loads(line)
+            if "statuses" in status or "data" in status:
+                raise SystemExit(f"{stream}: expected the Twitter v1.1 statuses of make_stream.py, one a line")
+            yield status
 
 
 SHAPES = {"mastodon": as_mastodon, "bluesky": as_bluesky, "twitter-v2-pages": as_twitter_v2_pages}

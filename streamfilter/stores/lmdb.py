@@ -186,7 +186,7 @@ def _unpack_plc(packed: bytes) -> str:
     return "".join([_LETTER_PAIRS[(number >> shift) & 0x3FF] for shift in range(110, -1, -10)])
 
 
-def _encode_record(timestamp: float, post_id: str, hashes: bytes, pack_uris: bool = True) -> bytes:
+def _encode_record(timestamp: float, post_id: str, hashes: bytes, pack_uris: bool) -> bytes:
     """A post's record: its time, its id and ``hashes``, its word hashes as
     little-endian uint32. ``pack_uris`` is False for a format-6 index."""
     if post_id.isdigit() and post_id.isascii() and len(post_id) <= 19 and (post_id[0] != "0" or len(post_id) == 1):
@@ -199,7 +199,7 @@ def _encode_record(timestamp: float, post_id: str, hashes: bytes, pack_uris: boo
     return _RECORD_HEADER.pack(timestamp, _LONG_ID) + _ID_LENGTH.pack(len(encoded)) + encoded + hashes
 
 
-def _decode_record(value: bytes | memoryview, packed_uris: bool = True) -> tuple[float, str, memoryview]:
+def _decode_record(value: bytes | memoryview, packed_uris: bool) -> tuple[float, str, memoryview]:
     """(timestamp, post id, the word hashes as a uint32 memoryview);
     ``packed_uris`` is False for a format-6 index."""
     timestamp, marker = _RECORD_HEADER.unpack_from(value)
@@ -1310,8 +1310,8 @@ class LMDBStore:
         self._env: lmdb.Environment | None = None
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
-        self._cache = PostCache(_decode_record)
-        self._pack_uris = True  # False once open() finds a format-6 index
+        self._cache = PostCache()
+        self._use_format(pack_uris=True)  # until open() finds a format-6 index
         self._key_filter = _KeyFilter()
         self._merger = _Merger(self._merge_step)
         self._map_guard = _MapGuard()
@@ -1353,14 +1353,18 @@ class LMDBStore:
             raise
         self._settings = settings
 
+    def _use_format(self, pack_uris: bool) -> None:
+        """Write and read post records as format 7 (Bluesky URIs packed) or format 6 (all as text)."""
+        self._pack_uris = pack_uris
+        self._cache.decode = functools.partial(_decode_record, packed_uris=pack_uris)
+
     def _pin(self, settings: IndexSettings) -> None:
         requested = dict(settings.fingerprint)
 
         def pin(txn: lmdb.Transaction) -> None:
             stored_format = txn.get(_FORMAT_KEY, db=self._meta)
             if stored_format is not None and bytes(stored_format) == _FORMAT_6:
-                self._pack_uris = False
-                self._cache.decode = functools.partial(_decode_record, packed_uris=False)
+                self._use_format(pack_uris=False)
             elif stored_format is not None and stored_format != _FORMAT:
                 raise StoreError(
                     f"{self.path} holds an index of format {bytes(stored_format).decode(errors='replace')}, "
