@@ -10,7 +10,7 @@ uniformly from each range, and "…" is appended, as ``make_stream.py
 
 - found: the cut copy reaches the threshold against its base, by Jaccard with
   the whole base, and with the rule streamfilter applies
-  (``stores._base.judged_similarity``: the Jaccard with the base's first n or
+  (``_rules.judged_similarity``: the Jaccard with the base's first n or
   n + 1 words, for a cut copy of at least ``CUT_OFF_MIN_WORDS`` words, or
   ``--min-words``);
 - false: every base is cut once at a random share of 30-90%, and the rule
@@ -37,7 +37,7 @@ from streamfilter import FilterConfig  # noqa: E402
 from streamfilter._engine import Sketcher  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
 from streamfilter.stores import Sketch, _base  # noqa: E402
-from streamfilter.stores._base import jaccard, judged_similarity  # noqa: E402
+from streamfilter._rules import jaccard, judged_similarity  # noqa: E402
 
 RANGES = ((0.8, 0.92), (0.6, 0.8), (0.4, 0.6), (0.25, 0.4))
 

@@ -10,7 +10,7 @@ measures over the normalised words: the words alone, the word pairs alone,
 both together (what streamfilter's Jaccard compares with its default k = 2),
 both with skip pairs (words one apart, which an edited word leaves intact;
 measured, not used), and words and pairs with the word-edit rule that
-streamfilter applies under the threshold (``stores._base.judged_similarity``:
+streamfilter applies under the threshold (``_rules.judged_similarity``:
 posts of 6 or more words, 2 word edits apart at most, with a Jaccard of 0.4
 or more, score 1 - edits / words).
 Earlier bases are found through words that are in fewer than 300 of them,
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import normalize  # noqa: E402
-from streamfilter.stores._base import EDIT_MIN_JACCARD, edit_similarity  # noqa: E402
+from streamfilter._rules import EDIT_MIN_JACCARD, edit_similarity  # noqa: E402
 
 THRESHOLDS = (0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
 _COMMON = 300

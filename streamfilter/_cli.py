@@ -586,9 +586,9 @@ def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
         if not args.store.startswith(("redis://", "rediss://", "unix://")):
             raise _UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {args.store!r}")
         store = RedisStore(args.store)
-        stored = RedisStore.read_fingerprint(args.store)
+        stored = store.pinned_settings()
     else:
-        stored = LMDBStore.read_fingerprint(args.db) if args.db else None
+        stored = LMDBStore(args.db).pinned_settings() if args.db else None
     return store, _config(args, stored)
 
 

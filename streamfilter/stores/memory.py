@@ -1,84 +1,35 @@
 """An in-process store for tests, notebooks and short-lived filters.
 
-It runs ``_base.run_batch`` over dicts, one post at a time; the conformance
-suite checks that its verdicts equal the LMDB store's. It keeps nothing
-after the process ends and is shared by nothing but this process.
+It is the plain reference of the matching rules (``_rules``): one post at a
+time, over dicts, in the words of the rules. Every other store must give the
+same verdicts, naming the same posts with the same similarity; a differential
+test runs them all over the same streams. It keeps nothing after the process
+ends and is shared by nothing but this process.
 """
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
+from .. import _rules
 from .._exceptions import StoreError
-from ._base import IndexSettings, Match, PostCache, Sketch, check_fingerprint, run_batch
+from .._rules import CachedPost, Match
+from ._base import IndexSettings, PostCache, Sketch, check_fingerprint, key_bytes
+from ._records import decode_record, encode_record
 
 __all__ = ["MemoryStore"]
-
-
-class _MemoryTxn:
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-
-    def first_members(self, band_keys: Sequence[bytes]) -> list[int]:
-        serials: list[int] = []
-        bands = self._store._bands
-        for band_key in band_keys:
-            members = bands.get(band_key)
-            if members and members[0] not in serials:
-                serials.append(members[0])
-        return serials
-
-    def members(self, band_keys: Sequence[bytes], limit: int) -> list[int]:
-        serials: list[int] = []
-        seen: set[int] = set()
-        bands = self._store._bands
-        for band_key in band_keys:
-            for serial in reversed(bands.get(band_key, [])[-limit:]):
-                if serial not in seen:
-                    seen.add(serial)
-                    serials.append(serial)
-        return serials
-
-    def get_post(self, serial: int) -> bytes | None:
-        return self._store._posts.get(serial)
-
-    def insert(self, serial: int, timestamp: float, band_keys: Sequence[bytes], record: bytes) -> None:
-        store = self._store
-        store._posts[serial] = record
-        heapq.heappush(store._expiry, (timestamp, serial))
-        for band_key in band_keys:
-            store._bands.setdefault(band_key, []).append(serial)
-
-    def expired(self, cutoff: float, limit: int) -> list[tuple[int, bytes]]:
-        found: list[tuple[int, bytes]] = []
-        expiry = self._store._expiry
-        while expiry and expiry[0][0] <= cutoff and len(found) < limit:
-            _, serial = heapq.heappop(expiry)
-            record = self._store._posts.get(serial)
-            if record is not None:
-                found.append((serial, record))
-        return found
-
-    def delete(self, serial: int, timestamp: float, band_keys: Sequence[bytes]) -> None:
-        store = self._store
-        for band_key in band_keys:
-            members = store._bands.get(band_key)
-            if members is not None:
-                members.remove(serial)
-                if not members:
-                    del store._bands[band_key]
-        store._posts.pop(serial, None)
 
 
 class MemoryStore:
     """A band store held in this process's memory."""
 
     def __init__(self) -> None:
-        self._bands: dict[bytes, list[int]] = {}
-        self._posts: dict[int, bytes] = {}
-        self._expiry: list[tuple[float, int]] = []
+        self._bands: dict[bytes, list[int]] = {}  # band key -> serials, oldest first
+        self._posts: dict[int, bytes] = {}  # serial -> record, oldest first
         self._clock = float("-inf")
         self._next_serial = 1
         self._fingerprint: dict[str, int | str] | None = None
@@ -94,7 +45,6 @@ class MemoryStore:
         else:
             check_fingerprint("memory store", self._fingerprint, requested)
         self._settings = settings
-        self._cache.shingle_size = settings.shingle_size
 
     def check_and_insert(
         self,
@@ -103,19 +53,61 @@ class MemoryStore:
         progress: Mapping[str, int] | None = None,
         before_commit: Callable[[list[Match | None]], None] | None = None,
     ) -> list[Match | None]:
-        if self._settings is None:
+        settings = self._settings
+        if settings is None:
             raise StoreError("the memory store is not open")
         with self._lock:
             # A dict cannot roll back: the callback runs after the batch is
             # recorded. Nothing here survives the process anyway.
-            results, self._clock, self._next_serial = run_batch(
-                _MemoryTxn(self), sketches, self._settings, self._clock, self._next_serial, self._cache
-            )
+            results = [self._judge(sketch, settings) for sketch in sketches]
+            if settings.ttl_seconds > 0 and self._clock > float("-inf"):
+                self._purge(self._clock - settings.ttl_seconds, settings.purge_limit)
             if progress:
                 self._progress.update(progress)
             if before_commit is not None:
                 before_commit(results)
         return results
+
+    def _judge(self, sketch: Sketch, settings: IndexSettings) -> Match | None:
+        self._clock = max(self._clock, sketch.timestamp)
+        after = _rules.horizon(self._clock, settings.ttl_seconds)
+        band_keys = key_bytes(sketch.band_keys)
+        shared: dict[int, int] = {}
+        for band_key in band_keys:
+            for serial in _rules.newest_per_key(self._bands.get(band_key, ()), settings.max_candidates_per_band):
+                shared[serial] = shared.get(serial, 0) + 1
+        read = self._posts.get
+        if sketch.refers_to is not None:
+            newest_first = sorted(shared, reverse=True)
+            return _rules.referenced(self._cache.posts(read, newest_first), sketch.refers_to, after)
+        own = CachedPost.of(sketch)
+        candidates = self._cache.posts(read, _rules.rank_candidates(shared))
+        best = _rules.best_match(candidates, sketch, own, after, settings.jaccard_threshold, settings.shingle_size)
+        if best is None:
+            serial = self._next_serial
+            self._next_serial += 1
+            self._posts[serial] = encode_record(sketch.timestamp, sketch.post_id, own.words)
+            for band_key in band_keys:
+                self._bands.setdefault(band_key, []).append(serial)
+            self._cache.put(serial, own)
+        return best
+
+    def _purge(self, cutoff: float, limit: int) -> None:
+        """Delete up to ``limit`` posts from the oldest serial on, while they have expired."""
+        assert self._settings is not None
+        for serial in list(itertools.islice(self._posts, limit)):
+            record = self._posts[serial]
+            timestamp, post_id, words = decode_record(record)
+            if timestamp > cutoff:
+                break
+            keys = self._settings.rekey([np.frombuffer(words, dtype=np.uint32)], [post_id])[0]
+            for band_key in key_bytes(keys):
+                members = self._bands.get(band_key)
+                if members is not None and serial in members:
+                    members.remove(serial)
+                    if not members:
+                        del self._bands[band_key]
+            del self._posts[serial]
 
     def progress(self) -> dict[str, int]:
         return dict(self._progress)
@@ -124,8 +116,10 @@ class MemoryStore:
         return len(self._posts)
 
     def clock(self) -> float:
-        """The newest event time the index has seen (-inf for none yet)."""
         return self._clock
+
+    def pinned_settings(self) -> dict[str, int | str] | None:
+        return None if self._fingerprint is None else dict(self._fingerprint)
 
     def close(self) -> None:
         self._settings = None

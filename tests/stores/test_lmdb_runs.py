@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamfilter.stores.lmdb import _KEY_BITS, _decode_run, _encode_run, _merge_entries, _short_keys
+from streamfilter.stores.lmdb._merging import merge_entries
+from streamfilter.stores.lmdb._runs import KEY_BITS, decode_run, encode_run, short_keys
 
-_TOP = np.uint64(1 << _KEY_BITS)
+_TOP = np.uint64(1 << KEY_BITS)
 
 
 @pytest.mark.parametrize("size", [1, 5, 31, 32, 33, 1000, 70_000, (1 << 22) + 5000])
@@ -16,17 +17,17 @@ def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None
     # keys drawn from a small pool too, so equal keys (several posts under one band) occur
     keys = np.concatenate(
         [
-            rng.integers(0, 1 << _KEY_BITS, size=size - size // 3, dtype=np.uint64),
-            rng.choice(np.array([0, 7, (1 << _KEY_BITS) - 1], dtype=np.uint64), size // 3),
+            rng.integers(0, 1 << KEY_BITS, size=size - size // 3, dtype=np.uint64),
+            rng.choice(np.array([0, 7, (1 << KEY_BITS) - 1], dtype=np.uint64), size // 3),
         ]
     )
-    run = _decode_run(b"run", _encode_run(keys, np.arange(size, dtype=np.uint32), 1000))
+    run = decode_run(b"run", encode_run(keys, np.arange(size, dtype=np.uint32), 1000))
     whole = np.sort(keys)
     assert run.keys().tolist() == whole.tolist()
     assert run.keys(size // 3, size // 2 + 1).tolist() == whole[size // 3 : size // 2 + 1].tolist()
     # the key prefixes the key filter and the run masks are built from
     for width in (20, 26, 30):
-        prefixes = (whole >> np.uint64(_KEY_BITS - width)).astype(np.uint32)
+        prefixes = (whole >> np.uint64(KEY_BITS - width)).astype(np.uint32)
         assert run.prefixes(width).tolist() == prefixes.tolist()
         assert run.prefixes(width, size // 3, size // 2 + 1).tolist() == prefixes[size // 3 : size // 2 + 1].tolist()
     sample = keys[: size // 2]
@@ -36,8 +37,8 @@ def test_fence_lookup_equals_a_binary_search_of_the_whole_run(size: int) -> None
                 sample,
                 sample ^ np.uint64(1),  # the same top 32 bits, another key
                 sample ^ np.uint64(1 << 20),
-                rng.integers(0, 1 << _KEY_BITS, size=500, dtype=np.uint64),
-                np.array([0, 1, 1 << 31, 1 << 39, (1 << _KEY_BITS) - 1], dtype=np.uint64),
+                rng.integers(0, 1 << KEY_BITS, size=500, dtype=np.uint64),
+                np.array([0, 1, 1 << 31, 1 << 39, (1 << KEY_BITS) - 1], dtype=np.uint64),
             ]
         )
     )
@@ -59,12 +60,12 @@ def test_band_keys_that_share_their_top_32_bits_are_different_keys() -> None:
     # band key is now cut to 40 bits, and one that differs from a stored key
     # only in bits 33 to 40 finds nothing.
     band_keys = np.array([0xABCDEF01_23456789, 0x12345678_9ABCDEF0], dtype=np.uint64)
-    run = _decode_run(b"run", _encode_run(_short_keys(band_keys), np.arange(2, dtype=np.uint32), 1))
+    run = decode_run(b"run", encode_run(short_keys(band_keys), np.arange(2, dtype=np.uint32), 1))
     near = band_keys ^ np.uint64(1 << 24)  # the lowest of the 40 bits kept
     assert np.array_equal(near >> np.uint64(32), band_keys >> np.uint64(32))
-    assert len(run.find(np.sort(_short_keys(near)))[0]) == 0
+    assert len(run.find(np.sort(short_keys(near)))[0]) == 0
     beyond = band_keys ^ np.uint64(1 << 23)  # below the 40 bits: the same key
-    assert len(run.find(np.sort(_short_keys(beyond)))[0]) == 2
+    assert len(run.find(np.sort(short_keys(beyond)))[0]) == 2
 
 
 @pytest.mark.parametrize(
@@ -75,9 +76,9 @@ def test_a_run_stores_each_serial_in_as_few_bytes_as_its_span_needs(span: int, e
     rng = np.random.default_rng(span)
     first = 5_000_000_000
     serials = np.concatenate([[first, first + span], first + rng.integers(0, span + 1, size=998)]).astype(np.uint64)
-    keys = rng.integers(0, 1 << _KEY_BITS, size=len(serials), dtype=np.uint64)
-    value = _encode_run(keys, (serials - first).astype(np.uint32), first)
-    run = _decode_run(b"run", value)
+    keys = rng.integers(0, 1 << KEY_BITS, size=len(serials), dtype=np.uint64)
+    value = encode_run(keys, (serials - first).astype(np.uint32), first)
+    run = decode_run(b"run", value)
     assert (run.first, run.last) == (first, first + span)
     # the header, a fence of 2**8 buckets (it holds each key's top 8 bits), the entries
     assert len(value) == 32 + 4 * 257 + entry_bytes * len(serials)
@@ -93,8 +94,8 @@ def test_a_merge_keeps_the_entries_of_posts_not_purged_under_their_serials(first
     rng = np.random.default_rng(first_live)
     runs = [
         # 50 posts of 10 band keys each from serial 1000, then 50 more a million serials later
-        _decode_run(
-            b"run", _encode_run(rng.integers(0, 1 << _KEY_BITS, 500, dtype=np.uint64), np.repeat(offsets, 10), base)
+        decode_run(
+            b"run", encode_run(rng.integers(0, 1 << KEY_BITS, 500, dtype=np.uint64), np.repeat(offsets, 10), base)
         )
         for base, offsets in [(1000, np.arange(50, dtype=np.uint32)), (1 << 20, np.arange(1000, 1050, dtype=np.uint32))]
     ]
@@ -104,10 +105,10 @@ def test_a_merge_keeps_the_entries_of_posts_not_purged_under_their_serials(first
         for key, serial in zip(run.keys().tolist(), run.serials().tolist(), strict=True)
         if serial >= first_live
     )
-    keys, offsets, base = _merge_entries(runs, first_live)
+    keys, offsets, base = merge_entries(runs, first_live)
     if not expected:
         assert len(keys) == 0
         return
-    merged = _decode_run(b"merged", _encode_run(keys, offsets, base))
+    merged = decode_run(b"merged", encode_run(keys, offsets, base))
     assert sorted(zip(merged.keys().tolist(), merged.serials().tolist(), strict=True)) == expected
     assert (merged.first, merged.last) == (min(s for _, s in expected), max(s for _, s in expected))

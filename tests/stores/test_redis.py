@@ -100,7 +100,7 @@ def test_config_mismatch_names_the_settings(url: str) -> None:
     with pytest.raises(ConfigMismatchError, match="shingle_size: index has 2, requested 3"):
         store.open(settings(fingerprint=other))
     store.close()
-    assert RedisStore.read_fingerprint(url) == CONFIG.fingerprint()
+    assert RedisStore(url).pinned_settings() == CONFIG.fingerprint()
 
 
 def test_two_stores_never_both_pass_copies(url: str) -> None:
@@ -190,7 +190,7 @@ def test_missing_extra_names_the_install() -> None:
 def test_filter_config_defaults_are_pinned_on_redis(url: str) -> None:
     store = opened(url)
     store.close()
-    assert RedisStore.read_fingerprint(url) == FilterConfig().fingerprint()
+    assert RedisStore(url).pinned_settings() == FilterConfig().fingerprint()
 
 
 def test_a_batch_lost_before_its_output_passes_again_on_resume(url: str) -> None:

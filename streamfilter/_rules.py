@@ -1,0 +1,264 @@
+"""The matching rules: when a post is a duplicate of an earlier one, and of which.
+
+Every store applies these and nothing else. The memory store is their plain
+reference; the LMDB store computes the same candidate order with numpy for a
+whole batch at once, and the Redis scripts (``stores/redis/*.lua``) carry a
+Lua copy of the similarity, which a property test compares with this one.
+
+1. **Candidates.** LSH proposes, for each band key a post holds, the newest
+   ``max_candidates_per_band`` recorded, not yet purged posts under that key
+   (``newest_per_key``). They are ranked by how many of the post's band keys
+   they share, then newest first, and the first ``MAX_VERIFIED`` are verified
+   (``rank_candidates``).
+2. **Liveness.** A candidate counts while its event time is newer than the
+   clock (the highest event time seen) minus the TTL (``horizon``).
+3. **Similarity.** The exact Jaccard of the two posts' verification sets
+   (their runs of 1 to k words), raised under the threshold by two rules
+   (``under_threshold``): a post cut off by "…" compared with the start of
+   the earlier post, and two posts a word edit or two apart.
+4. **Choice.** The first candidate with the very same words wins at once;
+   otherwise the most similar candidate at or above the threshold, the first
+   in rank order among equals (``best_match``).
+5. **References.** A repost without text is a duplicate of the post it
+   reposts while that post is live in the index (``referenced``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ._shingle import verification_set
+
+if TYPE_CHECKING:
+    from .stores._base import Sketch
+
+__all__ = [
+    "CUT_OFF_MIN_SIMILARITY",
+    "CUT_OFF_MIN_WORDS",
+    "EDIT_MAX_EDITS",
+    "EDIT_MIN_JACCARD",
+    "EDIT_MIN_WORDS",
+    "MAX_CANDIDATES_PER_BAND",
+    "MAX_VERIFIED",
+    "CachedPost",
+    "Match",
+    "best_match",
+    "edit_similarity",
+    "horizon",
+    "jaccard",
+    "judged_similarity",
+    "newest_per_key",
+    "rank_candidates",
+    "referenced",
+    "under_threshold",
+    "word_edits",
+]
+
+# A band key offers at most this many of its newest posts as candidates.
+MAX_CANDIDATES_PER_BAND = 64
+# A post sharing band keys with more earlier posts than this is verified
+# against the ones that share the most keys with it.
+MAX_VERIFIED = 64
+# A post cut off by "…" is also compared with the same number of words at the
+# start of each earlier post, when it keeps at least this many words and the
+# start matches at least this well (docs/design/rules.md, "Truncated copies").
+CUT_OFF_MIN_WORDS = 6
+CUT_OFF_MIN_SIMILARITY = 0.8
+# Two posts of at least this many words each, at most this many word edits
+# apart, whose Jaccard is at least EDIT_MIN_JACCARD, are also compared by their
+# words in order: two edits change most word pairs of a short post.
+EDIT_MIN_WORDS = 6
+EDIT_MAX_EDITS = 2
+EDIT_MIN_JACCARD = 0.4
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The earlier post that a post duplicates, and their similarity: the
+    Jaccard of their verification sets, or what ``under_threshold`` raised it to."""
+
+    duplicate_of: str
+    similarity: float
+
+
+def horizon(clock: float, ttl_seconds: float) -> float:
+    """The event time a stored post must be newer than to count (-inf without a TTL)."""
+    return clock - ttl_seconds if ttl_seconds > 0 else float("-inf")
+
+
+def newest_per_key(members: Sequence[int], limit: int) -> Sequence[int]:
+    """The candidates one band key offers: its newest ``limit`` members (``members`` oldest first)."""
+    return members[-limit:] if limit > 0 else members[:0]
+
+
+def rank_candidates(shared: Mapping[int, int]) -> list[int]:
+    """Candidate serials (serial -> band keys shared with the post) in the
+    order they are verified: most keys shared, then newest; at most ``MAX_VERIFIED``."""
+    return sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)[:MAX_VERIFIED]
+
+
+class CachedPost:
+    """What verification needs of one stored post: its time, id, word hashes
+    as stored (bytes of little-endian uint32) and, once a comparison needed
+    it, its verification set."""
+
+    __slots__ = ("members", "post_id", "timestamp", "words")
+
+    def __init__(self, timestamp: float, post_id: str, words: bytes, members: set[int] | None = None) -> None:
+        self.timestamp = timestamp
+        self.post_id = post_id
+        self.words = words
+        self.members = members
+
+    @classmethod
+    def of(cls, sketch: Sketch) -> CachedPost:
+        return cls(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
+
+    def word_list(self) -> list[int]:
+        """The word hashes in order."""
+        return memoryview(self.words).cast("I").tolist()
+
+    def verification_members(self, shingle_size: int) -> set[int]:
+        """The verification set, built on first use."""
+        if self.members is None:
+            self.members = verification_set(self.word_list(), shingle_size)
+        return self.members
+
+
+def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
+    """Exact Jaccard similarity of two verification sets."""
+    shared = len(other & query) if len(other) < len(query) else len(query & other)
+    return shared / (len(query) + len(other) - shared)
+
+
+def word_edits(first: Sequence[object], second: Sequence[object], limit: int) -> int:
+    """The word-level edit distance of two posts (their words in order), or
+    ``limit + 1`` once it is known to be over ``limit``: only the cells
+    within ``limit`` of the diagonal are computed."""
+    if abs(len(first) - len(second)) > limit:
+        return limit + 1
+    over = limit + 1
+    previous = {j: j for j in range(min(len(second), limit) + 1)}
+    for i, word in enumerate(first, 1):
+        current = {0: i} if i <= limit else {}  # a cell outside the band counts as over
+        for j in range(max(1, i - limit), min(len(second), i + limit) + 1):
+            current[j] = min(
+                previous.get(j, over) + 1,
+                current.get(j - 1, over) + 1,
+                previous.get(j - 1, over) + (word != second[j - 1]),
+            )
+        if min(current.values()) > limit:
+            return over
+        previous = current
+    return min(previous.get(len(second), over), over)
+
+
+def edit_similarity(first: Sequence[object], second: Sequence[object]) -> float:
+    """1 - edits / the longer post's words, for two posts of at least
+    ``EDIT_MIN_WORDS`` words at most ``EDIT_MAX_EDITS`` word edits apart;
+    0.0 for any others."""
+    if min(len(first), len(second)) < EDIT_MIN_WORDS:
+        return 0.0
+    edits = word_edits(first, second, EDIT_MAX_EDITS)
+    return 1 - edits / max(len(first), len(second)) if edits <= EDIT_MAX_EDITS else 0.0
+
+
+def _ints(words: Sequence[int] | npt.NDArray[np.uint32]) -> list[int]:
+    """Word hashes as Python ints (a pair shifts a word 32 bits up, which a uint32 cannot hold)."""
+    return words.tolist() if isinstance(words, np.ndarray) else list(words)
+
+
+def judged_similarity(
+    sketch: Sketch,
+    query: set[int],
+    other: set[int],
+    other_words: Sequence[int] | npt.NDArray[np.uint32],
+    shingle_size: int,
+    threshold: float,
+) -> float:
+    """How similar a post (``sketch``, its verification set ``query``) is to
+    an earlier one (its set ``other``, its word hashes in order): their
+    Jaccard, raised by ``under_threshold`` when that is under the threshold."""
+    return under_threshold(jaccard(query, other), sketch, query, other_words, shingle_size, threshold)
+
+
+def under_threshold(
+    whole: float,
+    sketch: Sketch,
+    query: set[int],
+    other_words: Sequence[int] | npt.NDArray[np.uint32],
+    shingle_size: int,
+    threshold: float,
+) -> float:
+    """``whole``, the Jaccard of a post and an earlier one, or, when it is
+    under the threshold, what one of two more comparisons raises it to:
+
+    - a post cut off by "…" (``sketch.cut_off``) of at least
+      ``CUT_OFF_MIN_WORDS`` words: the Jaccard with the earlier post's first
+      n or n + 1 words (n the cut post's own), when it reaches
+      ``CUT_OFF_MIN_SIMILARITY``: a cut copy keeps the start of a post, and
+      the rest is missing, not different;
+    - posts with a Jaccard of at least ``EDIT_MIN_JACCARD``:
+      ``edit_similarity`` of their words.
+    """
+    if whole >= threshold:
+        return whole
+    best = whole
+    length = len(sketch.words)
+    if sketch.cut_off and length >= CUT_OFF_MIN_WORDS and len(other_words) > length:
+        start_words = _ints(other_words[: length + 1])
+        start = max(jaccard(query, verification_set(start_words[:size], shingle_size)) for size in (length, length + 1))
+        if start >= max(threshold, CUT_OFF_MIN_SIMILARITY):
+            best = max(best, start)
+    if whole >= EDIT_MIN_JACCARD:
+        best = max(best, edit_similarity(_ints(sketch.words), _ints(other_words)))
+    return best
+
+
+def best_match(
+    candidates: Iterable[CachedPost | None],
+    sketch: Sketch,
+    own: CachedPost,
+    after: float,
+    threshold: float,
+    shingle_size: int,
+) -> Match | None:
+    """The post ``sketch`` duplicates among ``candidates`` (in rank order;
+    None for one that is gone), or None.
+
+    Candidates at or before ``after`` (the horizon) do not count. The first
+    with the sketch's very words wins at once; otherwise the most similar at
+    or above the threshold, the first among equals. ``own`` is the sketch as
+    a CachedPost; its set is built here when a comparison needs it, so a store
+    that records the sketch keeps it.
+    """
+    best: Match | None = None
+    for post in candidates:
+        if post is None or post.timestamp <= after:
+            continue
+        if post.words == own.words:  # the same words in the same order: the same set
+            return Match(post.post_id, 1.0)
+        if own.members is None:
+            own.members = set(sketch.shingles.tolist())
+        found = jaccard(own.members, post.verification_members(shingle_size))
+        if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
+            found = under_threshold(found, sketch, own.members, post.word_list(), shingle_size, threshold)
+        if found >= threshold and (best is None or found > best.similarity):
+            best = Match(post.post_id, found)
+            if found == 1.0:
+                break
+    return best
+
+
+def referenced(candidates: Iterable[CachedPost | None], post_id: str, after: float) -> Match | None:
+    """The live post ``post_id`` among ``candidates`` (found under its id
+    key, newest first), as a Match; None when it is not there."""
+    for post in candidates:
+        if post is not None and post.post_id == post_id and post.timestamp > after:
+            return Match(post_id, 1.0)
+    return None

@@ -1,0 +1,194 @@
+"""Merging runs: which runs merge, their live entries, and the merge thread.
+
+Every batch appends one run; runs of similar size are merged, which drops
+purged posts, so a stream keeps O(log n) runs. Merging never changes a
+verdict: look-ups take each key's newest entries across all runs, whatever
+their layout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ._runs import NO_KEYS, Run
+from ._tuning import LMDBTuning
+
+__all__ = [
+    "Merger",
+    "merge_entries",
+    "merge_plan",
+    "mergeable",
+    "merged_inline",
+    "one_run_spans",
+    "pending_run",
+    "release_freed_memory",
+]
+
+_NO_STORED = np.zeros(0, dtype=np.uint32)
+
+
+def mergeable(older: int, newer: int, tuning: LMDBTuning) -> bool:
+    """Whether two adjacent runs of these entry counts are merged: of similar size, and not too large together."""
+    return older <= 2 * newer and older + newer <= tuning.max_merged_entries
+
+
+def merged_inline(older: int, newer: int, tuning: LMDBTuning) -> bool:
+    """Whether a batch's own transaction merges two adjacent runs of these
+    entry counts; a larger merge that is due is the merge thread's."""
+    return mergeable(older, newer, tuning) and older + newer <= tuning.inline_merged_entries
+
+
+def one_run_spans(*runs: Run) -> bool:
+    """Whether one run can hold the entries of ``runs``: their serials less
+    than 2**32 apart, so that offsets fit 32 bits."""
+    return max(run.last for run in runs) - min(run.first for run in runs) < 1 << 32
+
+
+def merge_plan(runs: list[Run], tuning: LMDBTuning) -> int | None:
+    """The index in ``runs`` (live ones, oldest first) of the older run of the
+    newest adjacent pair that is for the merge thread: too large to merge
+    inline, and with offsets that fit 32 bits; None when there is none."""
+    for at in range(len(runs) - 2, -1, -1):
+        older, newer = runs[at], runs[at + 1]
+        entries = older.count + newer.count
+        if (
+            mergeable(older.count, newer.count, tuning)
+            and entries > tuning.inline_merged_entries
+            and one_run_spans(older, newer)
+        ):
+            return at
+    return None
+
+
+def _live_entries(run: Run, first_live: int, base: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]:
+    """(keys, serials minus ``base``) of a run's entries that are not purged;
+    copies, valid after its transaction. ``base`` is at most ``run.first``,
+    and the run's serials less than 2**32 past it."""
+    offsets = run.offsets(np.uint32)
+    if run.first > base:
+        offsets += np.uint32(run.first - base)
+    if run.first >= first_live:  # nothing purged: no mask to build and apply
+        return run.keys().copy(), offsets
+    if run.last < first_live:  # all purged (and ``first_live - base`` may not fit 32 bits)
+        return NO_KEYS.copy(), offsets[:0]
+    live = offsets >= np.uint32(first_live - base)
+    return run.keys()[live], offsets[live]
+
+
+def merge_entries(runs: Sequence[Run], first_live: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], int]:
+    """(keys, offsets, base) of the entries of ``runs`` that are not purged,
+    as ``encode_run`` takes them (the runs' serials less than 2**32 apart);
+    copies, valid after the runs' transaction."""
+    base = min(run.first for run in runs)
+    live = [_live_entries(run, first_live, base) for run in runs]
+    return np.concatenate([keys for keys, _ in live]), np.concatenate([offsets for _, offsets in live]), base
+
+
+def pending_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], first: int) -> Run:
+    """A batch's entries before they are written, as ``merge_entries`` takes a
+    run: keys in post order, not sorted, so never searched."""
+    return Run(b"", first, first + int(offsets[-1]), len(keys), _NO_STORED, _NO_STORED, 0, offsets, None, keys)
+
+
+def release_freed_memory() -> None:
+    """Hand the pages that a large merge freed back to the system.
+
+    glibc gives each thread that allocates a heap (arena) of its own and
+    keeps what is freed there for reuse: the merge thread's arrays, hundreds
+    of MB for runs of millions of entries, stayed resident between merges
+    (docs/design/lmdb.md gives the figures).
+    ``malloc_trim`` returns the free pages of every arena; elsewhere than
+    glibc this does nothing.
+    """
+    if not _malloc_trim:
+        import ctypes
+
+        try:
+            _malloc_trim.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError):
+            _malloc_trim.append(lambda pad: 0)
+    _malloc_trim[0](0)
+
+
+_malloc_trim: list[Callable[[int], int]] = []  # loaded by the first large merge
+
+
+class Merger:
+    """The store's merge thread: merges of runs too large for a batch's transaction.
+
+    A merge reads its two runs in a read transaction, builds the merged run
+    outside any transaction, then swaps it in with a short write transaction
+    of its own: two deletes and one put, if both runs are still there as they
+    were read (a batch, here or in another process, may have merged or dropped
+    them meanwhile; then the work is dropped and the next plan starts over).
+    Merging never changes a verdict: look-ups take each key's newest entries
+    across all runs, whatever their layout. A crash loses at most the merge
+    under way, never a post. The thread starts with the first merge it is
+    woken for; an error it meets is raised by the store's next batch.
+    """
+
+    def __init__(self, merge_step: Callable[[], bool]) -> None:
+        self._merge_step = merge_step
+        self._condition = threading.Condition()
+        self._wanted = False
+        self._busy = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def wake(self) -> None:
+        with self._condition:
+            if self._stopping or self.error is not None:
+                return
+            self._wanted = True
+            self._condition.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="streamfilter-lmdb-merge", daemon=True)
+                self._thread.start()
+
+    def settle(self) -> None:
+        """Wait until no merge is wanted or under way."""
+        with self._condition:
+            while (self._wanted or self._busy) and self._thread is not None:
+                self._condition.wait()
+
+    def stop(self) -> None:
+        """Stop after the merge under way, if any; merges still due wait for a later batch."""
+        with self._condition:
+            self._stopping = True
+            self._condition.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._condition:
+            self._thread = None
+            self._stopping = self._wanted = False
+
+    def _loop(self) -> None:
+        while True:
+            with self._condition:
+                while not self._wanted and not self._stopping:
+                    self._condition.wait()
+                if self._stopping:
+                    self._busy = False
+                    self._condition.notify_all()
+                    return
+                self._wanted = False
+                self._busy = True
+            try:
+                while not self._stopping and self._merge_step():
+                    pass
+            except BaseException as exc:  # raised by the store's next batch
+                with self._condition:
+                    self.error = exc
+                    self._busy = self._wanted = False
+                    self._thread = None
+                    self._condition.notify_all()
+                return
+            with self._condition:
+                self._busy = False
+                self._condition.notify_all()

@@ -1,0 +1,412 @@
+"""The LMDB store: the environment, its transactions, and the one operation.
+
+Named sub-databases:
+
+- ``posts``: serial -> the post's record (``stores/_records``). Serials only
+  grow, so posts are appended at the end and purged from the front.
+- ``runs``: the band index, log-structured (``_runs``): every batch appends
+  one run for its novel posts, and runs of similar size are merged
+  (``_merging``).
+- ``meta``: the format, the pinned signature settings, the clock, the next
+  serial and the input progress.
+
+Every batch is one write transaction (``_batch``): LMDB allows one writer at
+a time across all processes that open the directory, and look-ups happen
+inside that transaction, so two processes can never both let copies of a
+text through. When the map fills, the transaction is aborted, the map
+doubled, and the batch run again; nothing of the failed attempt is kept.
+
+Expiry. A post is invisible as soon as its timestamp falls ``ttl`` behind the
+clock (the highest timestamp seen). Purging walks ``posts`` from the front
+(the oldest serial) and deletes while the post there has expired, at most
+``purge_limit`` a batch; a post that arrived with a newer timestamp than the
+ones recorded after it holds the walk until it expires too. Runs that hold
+only purged serials are deleted, and merges drop purged entries.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import lmdb
+
+from ..._exceptions import StoreError, StoreFullError
+from ..._rules import Match
+from .._base import IndexSettings, PostCache, Sketch, check_fingerprint
+from ._batch import Batch, StoreParts
+from ._caches import KeyFilter, NewRun, RunCache
+from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
+from ._runs import RUN_HEADER, decode_run, encode_run, put_run
+from ._tuning import LMDBTuning
+
+__all__ = ["LMDBStore"]
+
+_U64 = struct.Struct(">Q")
+_CLOCK = struct.Struct("<d")
+_CONFIG_KEY = b"config"
+_CLOCK_KEY = b"clock"
+_SERIAL_KEY = b"next_serial"
+_FORMAT_KEY = b"format"
+_PROGRESS_KEY = b"progress"
+_FORMAT = b"streamfilter-lmdb-7"
+
+
+class _MapGuard:
+    """Keeps this process's read transactions and the map's growth apart.
+
+    LMDB lets a process resize its map only while no transaction of that
+    process is open (py-lmdb also invalidates the open ones). Write
+    transactions are kept apart by the store's lock; read transactions,
+    such as the merge thread's, by this: growth waits for the open ones
+    to end, and new ones wait for growth to end.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._growing = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._condition:
+            while self._growing:
+                self._condition.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers -= 1
+                self._condition.notify_all()
+
+    @contextmanager
+    def growing(self) -> Iterator[None]:
+        with self._condition:
+            self._growing = True
+            while self._readers:
+                self._condition.wait()
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._growing = False
+                self._condition.notify_all()
+
+
+class LMDBStore:
+    """A band store in an LMDB directory; the directory is created if needed.
+
+    ``map_size`` is only the starting size: the map doubles whenever it fills.
+    ``durable=False`` skips the fsync at each commit; a killed process still
+    loses nothing, but a power cut may lose the last few batches. ``tuning``
+    sets the sizes at which the index changes layout (never a verdict).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        map_size: int = 64 << 20,
+        durable: bool = True,
+        tuning: LMDBTuning | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.tuning = tuning if tuning is not None else LMDBTuning()
+        self._initial_map_size = map_size
+        self._durable = durable
+        self._env: lmdb.Environment | None = None
+        self._settings: IndexSettings | None = None
+        self._lock = threading.Lock()
+        self._cache = PostCache()
+        self._key_filter = KeyFilter(self.tuning)
+        self._merger = Merger(self._merge_step)
+        self._map_guard = _MapGuard()
+        self._run_cache = RunCache(self.tuning)
+
+    # -- opening -------------------------------------------------------------
+    def open(self, settings: IndexSettings) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            env = lmdb.open(
+                str(self.path),
+                map_size=self._initial_map_size,
+                max_dbs=4,
+                subdir=True,
+                sync=self._durable,
+                # Without metasync a power cut may undo the last commit, but
+                # never breaks the index; sync stays on, as NOSYNC could.
+                metasync=False,
+                writemap=False,
+                readahead=False,
+                lock=True,
+            )
+        except (OSError, lmdb.Error) as exc:
+            raise _map_error(exc, f"cannot open LMDB index at {self.path}", self.path) from exc
+        self._env = env
+        # A process killed inside a read transaction (the merge thread's) leaves
+        # its reader slot behind, and LMDB keeps every page that reader could
+        # see until the slot is cleared: the file would grow after each kill.
+        env.reader_check()
+        self._page_size = int(env.stat()["psize"])
+        try:
+            self._meta = env.open_db(b"meta")
+            self._pin(settings)  # before anything else is created in an index of another format
+            self._posts = env.open_db(b"posts")
+            self._runs = env.open_db(b"runs")
+            self._parts = StoreParts(
+                self._posts, self._runs, self._cache, self._run_cache, self._key_filter, self.tuning
+            )
+        except BaseException:
+            self.close()
+            raise
+        self._settings = settings
+
+    def _pin(self, settings: IndexSettings) -> None:
+        requested = dict(settings.fingerprint)
+
+        def pin(txn: lmdb.Transaction) -> None:
+            stored_format = txn.get(_FORMAT_KEY, db=self._meta)
+            if stored_format is not None and stored_format != _FORMAT:
+                raise StoreError(
+                    f"{self.path} holds an index of format {bytes(stored_format).decode(errors='replace')}, "
+                    f"this streamfilter reads {_FORMAT.decode()} only: it cannot be converted in place; "
+                    "replay the stream into a new --db directory"
+                )
+            stored = txn.get(_CONFIG_KEY, db=self._meta)
+            if stored is None:
+                if stored_format is None:
+                    txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
+                txn.put(_CONFIG_KEY, json.dumps(requested, sort_keys=True).encode(), db=self._meta)
+            else:
+                check_fingerprint(str(self.path), json.loads(bytes(stored)), requested)
+
+        self._write(pin)
+
+    def pinned_settings(self) -> dict[str, int | str] | None:
+        """The settings pinned in the index, or None when there is none yet; opens nothing for writing."""
+        path = self.path
+        if not (Path(path) / "data.mdb").exists():
+            return None
+        try:
+            env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=4, subdir=True)
+        except lmdb.Error as exc:
+            raise _map_error(exc, f"cannot read LMDB index at {path}") from exc
+        try:
+            meta = env.open_db(b"meta", create=False)
+            with env.begin(db=meta) as txn:
+                stored = txn.get(_CONFIG_KEY)
+        except lmdb.Error:
+            return None
+        finally:
+            env.close()
+        return None if stored is None else dict(json.loads(stored))
+
+    # -- the one operation ---------------------------------------------------
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
+        settings = self._settings
+        if settings is None:
+            raise StoreError("the LMDB store is not open")
+        self._raise_merge_error()
+
+        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], list[NewRun], bool]:
+            clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
+            clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
+            serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
+            first_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
+            batch = Batch(self._parts, txn, settings)
+            results, clock, next_serial, recorded = batch.judge(sketches, clock, first_serial)
+            batch.append_run(sketches, recorded, first_serial)
+            if settings.ttl_seconds > 0 and math.isfinite(clock):
+                batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
+            batch.compact(batch.first_live_serial(next_serial))
+            txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=self._meta)
+            txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=self._meta)
+            if progress:
+                stored = txn.get(_PROGRESS_KEY, db=self._meta)
+                merged = dict(json.loads(bytes(stored))) if stored else {}
+                merged.update(progress)
+                txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
+            if before_commit is not None:
+                before_commit(results)
+            return results, batch.new_runs, batch.merge_wanted
+
+        done: tuple[list[Match | None], list[NewRun], bool] = self._write(
+            apply, buffers=True, committed=lambda done: self._committed(done[1])
+        )
+        if done[2]:
+            self._merger.wake()
+        return done[0]
+
+    def _committed(self, new_runs: list[NewRun]) -> None:
+        """After a batch's transaction: its runs go to the key filter, and the
+        small ones to the run cache (see _RunCache.adopt)."""
+        self._key_filter.taken_in(new_runs)
+        self._run_cache.adopt(run for run, _, _ in new_runs if run.count <= self.tuning.inline_merged_entries)
+
+    def _raise_merge_error(self) -> None:
+        error = self._merger.error
+        if error is None:
+            return
+        self._merger.error = None
+        if isinstance(error, StoreError):
+            raise error
+        raise StoreError(f"merging runs of the LMDB index at {self.path} failed: {error!r}") from error
+
+    def _merge_step(self) -> bool:
+        """One merge for the merge thread (see Merger); False when none is due."""
+        with self._reading(buffers=True) as txn:
+            cursor = txn.cursor(self._posts)
+            if not cursor.first():
+                return False  # every post is purged: the next batch drops the runs
+            first_live = _U64.unpack(cursor.key())[0]
+            runs = [run for run in self._run_cache.listed(txn, self._runs) if run.last >= first_live]
+            at = merge_plan(runs, self.tuning)
+            if at is None:
+                return False
+            parts = [(run.db_key, run.identity) for run in runs[at : at + 2]]
+            entries = merge_entries(runs[at : at + 2], first_live)
+        value = encode_run(*entries)
+        merged = decode_run(b"", value)
+
+        def swap(txn: lmdb.Transaction) -> bool:
+            for part_key, identity in parts:
+                stored = txn.get(part_key, db=self._runs)
+                if stored is None or RUN_HEADER.unpack_from(stored)[:3] != identity:
+                    return False  # merged or dropped meanwhile
+            for part_key, _ in parts:
+                txn.delete(part_key, db=self._runs)
+            put_run(txn, self._runs, value)
+            return True
+
+        def committed(swapped: bool) -> None:
+            if swapped:
+                self._key_filter.taken_in([(merged, [identity for _, identity in parts], None)])
+
+        self._write(swap, buffers=True, committed=committed)
+        if merged.count >= self.tuning.filtered_run:
+            release_freed_memory()
+        return True
+
+    def _write(self, body, *, buffers: bool = False, committed=None):  # type: ignore[no-untyped-def]
+        """``body(txn)`` in a write transaction, run again after the map grows;
+        ``committed(result)`` runs once it has committed, still under the lock."""
+        env = self._require_env()
+        with self._lock:
+            # Grow ahead of need: a map that fills at commit time forces the
+            # batch to run again, and its output would be written twice.
+            info = env.info()
+            if (info["last_pgno"] + 1) * self._page_size > 0.7 * info["map_size"]:
+                self._grow(env, info["map_size"] * 2)
+            while True:
+                try:
+                    with env.begin(None, None, True, buffers) as txn:  # type: ignore[call-overload]
+                        result = body(txn)
+                    break
+                except BaseException as exc:
+                    # Posts cached from an aborted transaction may never have
+                    # existed: their serials can be reused by another writer.
+                    self._cache.clear()
+                    if isinstance(exc, lmdb.MapFullError):
+                        self._grow(env, env.info()["map_size"] * 2)
+                    elif isinstance(exc, lmdb.MapResizedError):
+                        self._remap(env, 0)  # another process grew the map: adopt its size
+                    elif isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
+                        # (a closed stdout, from the caller's before_commit, is not the index's failure)
+                        raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
+                    else:
+                        raise
+            if committed is not None:
+                committed(result)
+            return result
+
+    def _grow(self, env: lmdb.Environment, size: int) -> None:
+        try:
+            self._remap(env, size)
+        except lmdb.Error as exc:
+            raise _map_error(exc, f"cannot grow the LMDB map of {self.path} to {size} bytes", self.path) from exc
+
+    def _remap(self, env: lmdb.Environment, size: int) -> None:
+        """Map the file anew at ``size`` (0: the size another process set); what was read before is gone."""
+        with self._map_guard.growing():
+            self._run_cache.clear()
+            env.set_mapsize(size)
+
+    @contextmanager
+    def _reading(self, *, buffers: bool = False) -> Iterator[lmdb.Transaction]:
+        """A read transaction, which the map's growth waits for (see _MapGuard)."""
+        env = self._require_env()
+        with self._map_guard.reading(), env.begin(None, None, False, buffers) as txn:  # type: ignore[call-overload]
+            yield txn
+
+    # -- facts ---------------------------------------------------------------
+    def progress(self) -> dict[str, int]:
+        with self._reading() as txn:
+            stored = txn.get(_PROGRESS_KEY, db=self._meta)
+        return {} if stored is None else {str(k): int(v) for k, v in json.loads(bytes(stored)).items()}
+
+    def post_count(self) -> int:
+        with self._reading() as txn:
+            return int(txn.stat(self._posts)["entries"])
+
+    def clock(self) -> float:
+        """The newest event time the index has seen (-inf for none yet)."""
+        with self._reading() as txn:
+            stored = txn.get(_CLOCK_KEY, db=self._meta)
+        return _CLOCK.unpack(stored)[0] if stored else -math.inf
+
+    def map_size(self) -> int:
+        return int(self._require_env().info()["map_size"])
+
+    def _require_env(self) -> lmdb.Environment:
+        if self._env is None:
+            raise StoreError("the LMDB store is not open")
+        return self._env
+
+    def close(self) -> None:
+        self._merger.stop()
+        if self._env is not None:
+            with self._lock:
+                self._run_cache.clear()
+                self._env.close()
+                self._env = None
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        stats = os.statvfs(path if path.exists() else path.parent)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
+
+
+def _map_error(exc: BaseException, context: str, path: Path | None = None) -> StoreError:
+    code = getattr(exc, "errno", None)
+    message = str(exc).strip() or type(exc).__name__
+    free = _free_bytes(path) if path is not None else None
+    # LMDB reports a failed write of its pages as EIO on some filesystems
+    # (tmpfs among them), so a near-empty disk is read as "full" too.
+    if (
+        code in (errno.ENOSPC, errno.EDQUOT)
+        or "No space left" in message
+        or (("Input/output error" in message or code == errno.EIO) and free is not None and free < (8 << 20))
+    ):
+        where = "" if free is None else f", {free} bytes free"
+        return StoreFullError(
+            f"{context}: the disk is full ({message}{where}); "
+            "committed data is intact: free space, then rerun with --resume"
+        )
+    return StoreError(f"{context}: {message}")

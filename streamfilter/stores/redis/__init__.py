@@ -1,0 +1,12 @@
+"""The Redis store: one index that many workers share, on Redis or a Redis Cluster.
+
+- ``_store``: the store, its URL, connection, retries, and a batch on one node;
+- ``_cluster``: a batch on a Cluster, in steps, one script per node;
+- ``_scripts`` and the ``.lua`` files: the server-side scripts.
+
+docs/design/redis.md describes the protocol.
+"""
+
+from ._store import RedisStore
+
+__all__ = ["RedisStore"]

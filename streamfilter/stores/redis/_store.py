@@ -1,0 +1,345 @@
+"""The Redis store: a band store that many workers share, on Redis or a Redis Cluster.
+
+Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
+
+- ``{prefix}:config``, ``{prefix}:format``: the pinned signature settings
+- ``{prefix}:clock``: the highest event time seen, in seconds
+- ``{prefix}:progress:<host name>``: hash of input path -> lines done
+- ``{prefix}:p:<8 bytes>``: one post's record (``stores/_records``: its
+  time, id and 32-bit word hashes in order; the scripts compare its runs of
+  1 to k words as byte strings), keyed by a 64-bit hash of that set, so
+  copies of one normalised text share the key
+- ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
+  one band key, newest last, at most ``max_candidates_per_band`` of them
+
+**Atomicity.** On a single Redis one Lua script (``batch.lua``) judges and
+records a whole batch, so no two workers can both pass copies of a text, nor
+near-duplicates. It applies the rules of ``_rules``; its candidates are taken
+in band-key order, each key's oldest first, and the first of equally similar
+candidates wins (the memory and LMDB stores rank them by band keys shared,
+then newest), so where two stored posts are equally similar to a new one,
+Redis may name the other.
+On a Cluster (``_cluster``), keys live in different slots and no script can
+span them, so a batch runs in steps, each one script per node over the keys
+that node holds:
+
+1. read the band keys and the candidates' records, and verify;
+2. *claim* each novel post's record key (set only when no live record of
+   another post holds it). Copies of one normalised text all claim the same
+   key, so exactly one of them passes, whichever workers they reach. A post
+   that loses its claim becomes a duplicate of the holder, and a later post
+   of its batch that was judged a duplicate of it is judged again;
+3. append the novel posts to their band keys;
+4. *recheck*: read those band keys again. A near-duplicate that another
+   worker recorded meanwhile is concurrent; of the two, the one that came
+   second under the smallest band key they share defers to the other. Both
+   look at the same key, whose order never changes, so at most one defers,
+   and the second to append always sees the first, so one does;
+5. *pin* every post that a verdict names (each duplicate's match, and each
+   post deferred to), then drop each deferring post unless it was pinned.
+   Pin and drop are atomic on the record key, so a verdict never names a
+   post that did not pass; a duplicate whose match was dropped first is
+   judged again.
+
+What can still race: a pinned post that wanted to defer stays, and both pass.
+Nothing can make both posts of a pair drop.
+
+**Expiry.** Redis's own: each record and band key gets a TTL, and nothing is
+ever scanned. Event time decides visibility as in LMDB: a record is ignored
+once its timestamp is older than the clock minus the TTL. The Redis TTL of a
+record is what remains of its event-time life when it is written
+(``timestamp + ttl - clock``); a band key lives as long as its longest-lived
+post. A live stream, where event time follows the wall clock, expires in both
+at once. A replay, which runs event time faster, hides posts by event time
+first and frees their memory when their wall-clock remainder runs out.
+
+**Failures.** A dropped connection is retried with exponential backoff and
+jitter for ``retry_for`` seconds, then the batch fails with a StoreError. A
+batch whose reply was lost may be replayed: a stored record with the same post
+id is the post itself, recorded by that earlier attempt (or by a run killed
+before its output was written), and the post passes again. That is the
+at-least-once bound: a post is repeated, never lost. It also means that a
+platform delivering one post id twice gets it passed twice, as any
+at-least-once consumer must expect. Posts without an id get ``line:N``, which
+repeats across inputs, so for them the timestamp must match as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from ..._exceptions import ConfigError, MissingDependencyError, StoreError
+from ..._rules import Match
+from .._base import IndexSettings, Sketch, check_fingerprint, key_bytes
+from .._records import decode_id, encode_record
+from ._cluster import ClusterProtocol
+from ._scripts import rules_args, script
+
+__all__ = ["RedisStore"]
+
+logger = logging.getLogger("streamfilter")
+
+_FORMAT = b"streamfilter-redis-2"
+
+
+def _import_redis() -> Any:
+    try:
+        import redis
+        import redis.cluster
+    except ImportError as exc:
+        raise MissingDependencyError("the Redis store (redis-py)", "redis") from exc
+    return redis
+
+
+def _split_url(url: str) -> tuple[str, str, float | None]:
+    """(url without our own query parameters, key prefix, retry_for if given)."""
+    parts = urlsplit(url)
+    prefix = "sf"
+    retry_for: float | None = None
+    kept = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "prefix":
+            prefix = value
+        elif name == "retry_for":
+            try:
+                retry_for = float(value)
+            except ValueError:
+                raise ConfigError(f"{url}: retry_for must be a number of seconds, got {value!r}") from None
+        else:
+            kept.append((name, value))
+    if not prefix:
+        raise ConfigError(f"{url}: the prefix parameter is empty")
+    return urlunsplit(parts._replace(query=urlencode(kept))), prefix, retry_for
+
+
+def _slots_moved(exc: BaseException) -> bool:
+    """A Cluster answer that means: this key is served elsewhere now, or soon."""
+    message = str(exc)
+    return any(sign in message for sign in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "non local key", "not served"))
+
+
+class RedisStore(ClusterProtocol):
+    """A band store on Redis or Redis Cluster, shared by any number of workers.
+
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS);
+    ``?prefix=name`` keeps several indexes apart on one server. A Cluster is
+    detected from the node the URL names. ``retry_for`` (or ``?retry_for=``
+    in the URL, in seconds; 30 by default) is how long a dropped connection is
+    retried before a batch fails.
+    """
+
+    def __init__(self, url: str, *, retry_for: float | None = None) -> None:
+        self.url, self.prefix, from_url = _split_url(url)
+        self.retry_for = retry_for if retry_for is not None else from_url if from_url is not None else 30.0
+        self._redis: Any = None
+        self._client: Any = None
+        self.cluster = False
+        self._settings: IndexSettings | None = None
+        self._lock = threading.Lock()
+        key = self.prefix.encode()
+        self._config_key = key + b":config"
+        self._format_key = key + b":format"
+        self._clock_key = key + b":clock"
+        # Input paths are only unique on one machine: each host keeps its own
+        # progress, so workers elsewhere reading a file of the same name never
+        # skip each other's lines on --resume.
+        self._progress_key = key + b":progress:" + socket.gethostname().encode()
+        self._post_prefix = key + b":p:"
+        self._band_prefix = key + b":b:"
+
+    @property
+    def location(self) -> str:
+        return f"{self.url} (prefix {self.prefix})"
+
+    # -- opening -------------------------------------------------------------
+    def _connect(self) -> None:
+        if self._client is not None:
+            return
+        redis = self._redis = _import_redis()
+        self._transient: tuple[type[BaseException], ...] = (
+            redis.exceptions.ConnectionError,
+            redis.exceptions.TimeoutError,
+            redis.exceptions.ClusterDownError,
+            redis.exceptions.TryAgainError,
+        )
+        try:
+            client = redis.Redis.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+        except ValueError as exc:
+            raise StoreError(f"bad Redis URL {self.url}: {exc}") from exc
+
+        def probe() -> bool:
+            info = client.info("cluster")
+            return bool(info.get("cluster_enabled"))
+
+        self.cluster = self._retrying("connect", probe)
+        if self.cluster:
+            client.close()
+            client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+            self._raise_clock = client.register_script(script("raise_clock"))
+        else:
+            self._batch = client.register_script(script("batch"))
+        self._client = client
+
+    def open(self, settings: IndexSettings) -> None:
+        self._connect()
+        requested = dict(settings.fingerprint)
+        encoded = json.dumps(requested, sort_keys=True).encode()
+
+        def pin() -> tuple[bytes | None, bytes | None]:
+            client = self._client
+            client.set(self._format_key, _FORMAT, nx=True)
+            client.set(self._config_key, encoded, nx=True)
+            return client.get(self._format_key), client.get(self._config_key)
+
+        stored_format, stored = self._retrying("open", pin)
+        if stored_format != _FORMAT:
+            raise StoreError(f"{self.location} holds keys of format {stored_format!r}, expected {_FORMAT!r}")
+        check_fingerprint(self.location, json.loads(stored), requested)
+        self._settings = settings
+
+    def pinned_settings(self) -> dict[str, int | str] | None:
+        """The settings pinned here, or None when nothing is pinned yet."""
+        opened = self._client is not None
+        try:
+            self._connect()
+            stored = self._retrying("read the pinned settings", lambda: self._client.get(self._config_key))
+        finally:
+            if not opened:
+                self.close()
+        return None if stored is None else dict(json.loads(stored))
+
+    # -- the one operation ---------------------------------------------------
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int] | None = None,
+        before_commit: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
+        settings = self._settings
+        if settings is None:
+            raise StoreError("the Redis store is not open")
+        records = [
+            (
+                encode_record(s.timestamp, s.post_id, s.words.astype("<u4", copy=False).tobytes()),
+                key_bytes(s.band_keys),
+                _record_key_suffix(s.shingles),
+            )
+            for s in sketches
+        ]
+        with self._lock:
+            if not records:
+                results: list[Match | None] = []
+            elif self.cluster:
+                results = self._retrying("check a batch", lambda: self._cluster_batch(sketches, records, settings))
+            else:
+                results = self._retrying("check a batch", lambda: self._judge_on_one(sketches, records, settings))
+            # Recorded already: output written here and lost in a crash comes
+            # back when the batch is replayed (see the module docstring).
+            if before_commit is not None:
+                before_commit(results)
+            if progress:
+                self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=progress))
+        return results
+
+    def _judge_on_one(
+        self, sketches: Sequence[Sketch], records: list[tuple[bytes, list[bytes], bytes]], settings: IndexSettings
+    ) -> list[Match | None]:
+        args: list[bytes | str | float | int] = [
+            self.prefix,
+            repr(float(settings.ttl_seconds)),
+            max(1, settings.max_candidates_per_band),
+            *rules_args(settings.jaccard_threshold, settings.shingle_size),
+        ]
+        for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
+            refers = b"" if sketch.refers_to is None else _id_bytes(sketch.refers_to)
+            flags = ("1" if sketch.made_up_id else "0") + ("1" if sketch.cut_off else "0")
+            args += [record, b"".join(band_keys), suffix, flags, refers]
+        reply = self._batch(keys=[], args=args)
+        results: list[Match | None] = []
+        position = 0
+        while position < len(reply):
+            if reply[position] == b"1":
+                results.append(Match(decode_id(reply[position + 1]), float(reply[position + 2])))
+                position += 3
+            else:
+                results.append(None)
+                position += 1
+        return results
+
+    # -- retries ---------------------------------------------------------------
+    def _retrying(self, what: str, operation: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        delay = 0.05
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return operation()
+            except self._redis.exceptions.RedisError as exc:
+                moved = self.cluster and _slots_moved(exc)
+                if not (moved or isinstance(exc, self._transient)):
+                    raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc
+                waited = time.monotonic() - started
+                if waited + delay > self.retry_for:
+                    raise StoreError(
+                        f"Redis at {self.location} is unreachable: {what} failed {attempt} times "
+                        f"over {waited:.1f} s ({exc}); committed batches are intact, rerun with --resume"
+                    ) from exc
+                pause = random.uniform(delay / 2, delay)
+                logger.warning("Redis at %s: %s failed (%s); retrying in %.2f s", self.location, what, exc, pause)
+                time.sleep(pause)
+                delay = min(delay * 2, 5.0)
+                if moved:
+                    # Slots moved (resharding, failover): learn the new layout
+                    # before running the batch's per-node scripts again.
+                    self._client.nodes_manager.initialize()
+
+    # -- facts ---------------------------------------------------------------
+    def progress(self) -> dict[str, int]:
+        stored = self._retrying("read progress", lambda: self._require_client().hgetall(self._progress_key))
+        return {name.decode(): int(value) for name, value in stored.items()}
+
+    def post_count(self) -> int:
+        """Records still in Redis (live, or past event time and awaiting Redis expiry). Scans: for tests and stats."""
+        client = self._require_client()
+        pattern = self._post_prefix + b"*"
+        return int(self._retrying("count posts", lambda: sum(1 for _ in client.scan_iter(match=pattern, count=1000))))
+
+    def clock(self) -> float:
+        """The newest event time the index has seen (-inf for none yet)."""
+        client = self._require_client()
+        stored = self._retrying("read the clock", lambda: client.get(self._clock_key))
+        return float(stored) if stored is not None else float("-inf")
+
+    def _require_client(self) -> Any:
+        if self._client is None:
+            raise StoreError("the Redis store is not open")
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            with self._lock:
+                self._client.close()
+                self._client = None
+        self._settings = None
+
+
+def _id_bytes(post_id: str) -> bytes:
+    """A post id as records hold it, from its marker on (what ``record.lua``'s ``header`` returns)."""
+    return encode_record(0.0, post_id, b"")[8:]
+
+
+def _record_key_suffix(shingles: np.ndarray) -> bytes:
+    return hashlib.blake2b(shingles.astype("<u8").tobytes(), digest_size=8).digest()
