@@ -35,9 +35,9 @@ from make_stream import DEFAULT_CSV, thin  # noqa: E402
 
 from streamfilter import FilterConfig  # noqa: E402
 from streamfilter._engine import Sketcher  # noqa: E402
+from streamfilter._rules import jaccard, judged_similarity  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
 from streamfilter.stores import Sketch, _base  # noqa: E402
-from streamfilter._rules import jaccard, judged_similarity  # noqa: E402
 
 RANGES = ((0.8, 0.92), (0.6, 0.8), (0.4, 0.6), (0.25, 0.4))
 

@@ -1,8 +1,9 @@
 """streamfilter: filter near-duplicate posts out of social-media streams as they arrive.
 
-The names below are imported on first use (PEP 562), so ``import
-streamfilter`` alone costs nothing: the ``streamfilter`` command starts its
-sketch worker before it imports numpy and the rest (see ``_launch``).
+Every public name is listed here. They are imported on first use (PEP 562):
+the ``streamfilter`` command and each sketch worker import this package
+first, and importing every module eagerly made ``import streamfilter`` take
+0.19 s instead of 0.02 s (docs/design/pipeline.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ._filter import StreamFilter
     from ._lsh import BandPlan, candidate_probability, choose_bands
     from ._normalize import normalize
+    from ._pipeline import Chunks, CommitHooks
     from ._post import Post, RetweetPolicy, Verdict, VerdictKind
     from .stores import BandStore, LMDBStore, MemoryStore, RedisStore
 
@@ -43,6 +45,8 @@ _HOMES = {
     "StoreFullError": "._exceptions",
     "StreamFilterError": "._exceptions",
     "StreamFilter": "._filter",
+    "Chunks": "._pipeline",
+    "CommitHooks": "._pipeline",
     "BandPlan": "._lsh",
     "candidate_probability": "._lsh",
     "choose_bands": "._lsh",
@@ -60,6 +64,8 @@ _HOMES = {
 __all__ = [
     "BandPlan",
     "BandStore",
+    "Chunks",
+    "CommitHooks",
     "ConfigError",
     "ConfigMismatchError",
     "FilterConfig",

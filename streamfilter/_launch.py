@@ -4,9 +4,8 @@ A replay sketches in a worker process (``_workers``), and a new Python needs
 about as long to import numpy and the rest as the command itself does. So
 before importing anything of its own, the command starts that worker: both
 processes import at once, on two cores, and the worker is ready when the
-replay has its first batch, instead of a third of a second later (measured
-on the labelled stream: the worker was ready 0.31 s after it was started, and
-it was started 0.27 s into the run). The worker is handed to the first
+replay has its first batch, instead of a third of a second later
+(docs/design/pipeline.md). The worker is handed to the first
 ``SketchProcess.start``; one that is never used is closed when the command
 ends. Only the standard library is imported here.
 """
@@ -14,35 +13,23 @@ ends. Only the standard library is imported here.
 from __future__ import annotations
 
 import atexit
-import gc
 import os
 import socket
-import stat
-import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-# A worker's pipes (or socket) hold a whole batch's frame, a few hundred kB,
-# so each side writes it in one go (Linux's default pipe-max-size).
-FRAME_BYTES = 1 << 20
-# Each frame between a replay and its worker: this header (the length of what
-# follows), then a pickle.
-FRAME_HEADER = struct.Struct("<Q")
+from ._protocol import (
+    FRAME_BYTES,
+    default_sketch_processes,
+    pace_collector_for_batches,
+    small_input,
+    worker_environment,
+)
 
-
-# Input below this many bytes (a compressed file counted 8 times) is
-# sketched in the replay's own process. Two processes importing at once on
-# this project's 2-core host each take about 50 ms longer (137-178 ms alone,
-# 193-234 ms beside another), and a worker saves about 20 us a post: it pays
-# off from about 3,000 posts of the labelled stream, 0.8 MB. A 25-line
-# replay took 174-193 ms without a worker and 251-280 ms with one.
-SMALL_INPUT_BYTES = 1 << 20
-# The replay command's options, as _cli's parser defines them (a test keeps
+# The replay command's options, as the CLI's parser defines them (a test keeps
 # the two the same): those that take no value, and those that take one.
 _REPLAY_FLAGS = frozenset({"-h", "--help", "--resume", "--no-progress"})
 _REPLAY_OPTIONS = frozenset(
@@ -54,44 +41,11 @@ _REPLAY_OPTIONS = frozenset(
 )  # fmt: skip
 
 
-def default_sketch_processes() -> int:
-    """Worker processes for a replay when the config leaves it open: one per
-    core beyond the one the store stage uses, at most two (past that the store
-    stage is the bottleneck)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(2, cores - 1))
-
-
-def worker_environment() -> dict[str, str]:
-    """The environment of a worker process: this one's, with this very
-    package first on the path, wherever it was imported from."""
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
-    return environment
-
-
-def pace_collector_for_batches() -> None:
-    """Slow the cyclic garbage collector down, in a process streamfilter owns
-    (the CLI's, a worker's), never in a library caller's.
-
-    Batches allocate and free tens of thousands of objects without cycles,
-    and at CPython's default pace (a collection per 700 net allocations) the
-    collector rescanned them for 10% of a replay's time in the store stage
-    and 5% in a worker (measured with gc.callbacks). Objects made before
-    streaming starts (modules, settings) are frozen out of its scans.
-    """
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-
-
 def run() -> None:
-    """The ``streamfilter`` command: ``_cli.main`` in a process of its own."""
+    """The ``streamfilter`` command: ``cli.main`` in a process of its own."""
     prestarted = _prestart_worker(sys.argv[1:])
     from . import _workers
-    from ._cli import main
+    from .cli import main
 
     if prestarted is not None:
         _workers.hand_over(*prestarted)
@@ -110,8 +64,7 @@ def _exit_without_teardown(code: int) -> NoReturn:
     The command has closed its outputs and its index by then. What is left
     of a normal exit is joining other threads, the exit handlers (a test's,
     coverage's, logging's), which run here as they would, and freeing every
-    module and object one by one, which took 45-60 ms after a replay of the
-    labelled stream and is skipped. With a thread that is not a daemon still
+    module and object one by one, which is skipped. With a thread that is not a daemon still
     running, or without CPython's hook for the handlers, the exit is normal.
     """
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
@@ -162,23 +115,6 @@ def _replay_inputs(argv: Sequence[str]) -> list[str] | None:
         else:
             inputs.append(arg)
     return inputs
-
-
-def small_input(paths: Sequence[str]) -> bool:
-    """Whether ``paths`` are regular files of fewer than ``SMALL_INPUT_BYTES``
-    in all; False for stdin (no paths, or ``-``) and for any other path."""
-    total = 0
-    for path in paths:
-        if path == "-":
-            return False
-        try:
-            status = os.stat(path)
-        except OSError:
-            return False
-        if not stat.S_ISREG(status.st_mode):
-            return False
-        total += status.st_size * (8 if path.endswith(".gz") else 1)
-    return bool(paths) and total < SMALL_INPUT_BYTES
 
 
 def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], socket.socket] | None:

@@ -19,8 +19,8 @@ import socket
 from typing import IO, Any
 
 from ._engine import Sketcher
-from ._launch import FRAME_BYTES, FRAME_HEADER, pace_collector_for_batches
 from ._normalize import load_tables
+from ._protocol import FRAME_BYTES, FRAME_HEADER, pace_collector_for_batches
 
 __all__ = ["serve_socket", "serve_stdio"]
 

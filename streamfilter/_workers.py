@@ -33,7 +33,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
-from ._launch import FRAME_HEADER, default_sketch_processes, worker_environment
+from ._protocol import FRAME_HEADER, default_sketch_processes, worker_environment
 
 __all__ = [
     "SketchProcess",

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamfilter._cli import _cut_page
+from streamfilter.adapters._pages import _cut_page
 from tests.conftest import FIXTURES
 
 from .conftest import distinct_text

@@ -15,10 +15,11 @@ import anyio
 import numpy as np
 import pytest
 
-from streamfilter import FilterConfig, RetweetPolicy, _cli, _launch, _workers
+from streamfilter import FilterConfig, RetweetPolicy, _launch, _protocol, _workers
 from streamfilter._engine import PreparedBatch, Sketcher
 from streamfilter._workers import SketchProcess
 from streamfilter.adapters import record_adapter
+from streamfilter.cli import _parser as cli_parser
 from tests.conftest import FIXTURES
 from tests.conftest import replay_command as replay
 from tests.test_crash import make_stream
@@ -156,9 +157,9 @@ def test_only_a_replay_that_sketches_in_a_worker_starts_one_early(argv: list[str
 
 def test_a_replay_of_a_small_file_starts_no_worker(tmp_path: Path) -> None:
     small, large, packed = tmp_path / "small.jsonl", tmp_path / "large.jsonl", tmp_path / "packed.jsonl.gz"
-    small.write_bytes(b"x" * (_launch.SMALL_INPUT_BYTES // 2))
-    large.write_bytes(b"x" * _launch.SMALL_INPUT_BYTES)
-    packed.write_bytes(b"x" * (_launch.SMALL_INPUT_BYTES // 4))  # counted 8 times: about 2 MB of lines
+    small.write_bytes(b"x" * (_protocol.SMALL_INPUT_BYTES // 2))
+    large.write_bytes(b"x" * _protocol.SMALL_INPUT_BYTES)
+    packed.write_bytes(b"x" * (_protocol.SMALL_INPUT_BYTES // 4))  # counted 8 times: about 2 MB of lines
     spare = len(os.sched_getaffinity(0)) > 1
     cases = [
         (["replay", str(small)], False),
@@ -175,14 +176,14 @@ def test_a_replay_of_a_small_file_starts_no_worker(tmp_path: Path) -> None:
     ]
     for argv, wanted in cases:
         assert _launch._wants_worker(argv) == (wanted and spare), argv
-    config = _cli._config(_cli._parser().parse_args(["replay", str(small)]), None)
+    config = cli_parser.config_of(cli_parser.build_parser().parse_args(["replay", str(small)]), None)
     assert config.sketch_processes == 0
-    config = _cli._config(_cli._parser().parse_args(["replay", str(large)]), None)
+    config = cli_parser.config_of(cli_parser.build_parser().parse_args(["replay", str(large)]), None)
     assert config.sketch_processes is None  # the default: one per spare core
 
 
 def test_the_launcher_knows_every_replay_option() -> None:
-    parser = _cli._parser()
+    parser = cli_parser.build_parser()
     replay = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["replay"]
     flags = {name for a in replay._actions if a.nargs == 0 for name in a.option_strings}
     options = {name for a in replay._actions if a.option_strings and a.nargs != 0 for name in a.option_strings}
@@ -246,7 +247,7 @@ def test_a_worker_imports_nothing_of_the_parents_side() -> None:
 def test_the_commands_own_process_does_not_load_the_emoji_data() -> None:
     # Its imports are on the critical path of every command: the emoji data
     # (30-40 ms with the table) is loaded when a post first needs it.
-    check = "import sys; from streamfilter import _cli, _workers; print('emoji' in sys.modules)"
+    check = "import sys; from streamfilter import cli, _workers; print('emoji' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"

@@ -10,6 +10,7 @@ auto-detection.
 """
 
 from ._base import Adapter, NotAPost, RecordAdapter, decode_line
+from ._pages import page_of_posts
 from ._registry import record_adapter
 from .bluesky import BlueskyAdapter
 from .generic import GenericAdapter
@@ -18,6 +19,7 @@ from .text import TextAdapter
 from .twitter import TwitterV1Adapter, TwitterV2Adapter
 
 __all__ = [
+    "page_of_posts",
     "Adapter",
     "BlueskyAdapter",
     "GenericAdapter",

@@ -1,0 +1,86 @@
+"""What a replay and its sketch workers share: the frame format, the worker's
+environment, and when a worker is worth starting. Standard library only, so
+the command's entry point (``_launch``) can use it before importing anything
+heavy."""
+
+from __future__ import annotations
+
+import gc
+import os
+import stat
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "FRAME_BYTES",
+    "FRAME_HEADER",
+    "SMALL_INPUT_BYTES",
+    "default_sketch_processes",
+    "pace_collector_for_batches",
+    "small_input",
+    "worker_environment",
+]
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+# A worker's pipes (or socket) hold a whole batch's frame, a few hundred kB,
+# so each side writes it in one go (Linux's default pipe-max-size).
+FRAME_BYTES = 1 << 20
+# Each frame between a replay and its worker: this header (the length of what
+# follows), then a pickle.
+FRAME_HEADER = struct.Struct("<Q")
+
+
+# Input below this many bytes (a compressed file counted 8 times) is
+# sketched in the replay's own process: starting a worker costs more than it
+# saves on a few thousand posts (docs/design/pipeline.md).
+SMALL_INPUT_BYTES = 1 << 20
+
+
+def default_sketch_processes() -> int:
+    """Worker processes for a replay when the config leaves it open: one per
+    core beyond the one the store stage uses, at most two (past that the store
+    stage is the bottleneck)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(2, cores - 1))
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment of a worker process: this one's, with this very
+    package first on the path, wherever it was imported from."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
+    return environment
+
+
+def pace_collector_for_batches() -> None:
+    """Slow the cyclic garbage collector down, in a process streamfilter owns
+    (the CLI's, a worker's), never in a library caller's.
+
+    Batches allocate and free tens of thousands of objects without cycles,
+    and at CPython's default pace (a collection per 700 net allocations) the
+    collector rescans them over and over. Objects made before streaming
+    starts (modules, settings) are frozen out of its scans.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
+def small_input(paths: Sequence[str]) -> bool:
+    """Whether ``paths`` are regular files of fewer than ``SMALL_INPUT_BYTES``
+    in all; False for stdin (no paths, or ``-``) and for any other path."""
+    total = 0
+    for path in paths:
+        if path == "-":
+            return False
+        try:
+            status = os.stat(path)
+        except OSError:
+            return False
+        if not stat.S_ISREG(status.st_mode):
+            return False
+        total += status.st_size * (8 if path.endswith(".gz") else 1)
+    return bool(paths) and total < SMALL_INPUT_BYTES

@@ -1,0 +1,203 @@
+"""The ``streamfilter`` commands: ``replay``, ``follow`` and ``params``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import anyio
+import anyio.abc
+
+from .._config import FilterConfig
+from .._exceptions import ConfigError, ConfigMismatchError, StreamFilterError
+from .._filter import StreamFilter
+from .._lsh import choose_for_rates
+from .._pipeline import Chunks, CommitHooks
+from ..stores import BandStore, LMDBStore
+from ..stores.redis import RedisStore
+from ._inputs import Inputs, Live, Progress, watch_signals
+from ._outputs import Writer, summary
+from ._parser import SIMILARITIES, UsageError, build_parser, config_of
+
+__all__ = ["main"]
+
+
+def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
+    """The store named by --store (None: LMDB at --db) and the config, adopting the index's pinned settings."""
+    store: BandStore | None = None
+    if args.store:
+        if not args.store.startswith(("redis://", "rediss://", "unix://")):
+            raise UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {args.store!r}")
+        store = RedisStore(args.store)
+        stored = store.pinned_settings()
+    else:
+        stored = LMDBStore(args.db).pinned_settings() if args.db else None
+    return store, config_of(args, stored)
+
+
+def _filter(args: argparse.Namespace, store: BandStore | None, config: FilterConfig) -> StreamFilter:
+    """The StreamFilter that --db or --store and the format options describe."""
+    return StreamFilter(
+        config,
+        path=args.db,
+        store=store,
+        format=args.format,
+        id_field=args.id_field,
+        text_field=args.text_field,
+        time_field=args.time_field,
+    )
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    if args.resume and not (args.db or args.store):
+        raise UsageError("--resume needs --db or --store, where progress is recorded")
+    if args.resume and (not args.inputs or "-" in args.inputs):
+        raise UsageError("--resume needs named input files; stdin cannot be replayed from a position")
+    store, config = _index(args)
+    inputs = Inputs(args.inputs)
+    handles = inputs.open_all()
+    writer = Writer(args, inputs)
+    progress = Progress(sys.stderr.isatty() and not args.no_progress)
+    received: list[int] = []
+    started = time.monotonic()
+    try:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(watch_signals, inputs, received)
+            async with _filter(args, store, config) as sf:
+                if args.resume:
+                    inputs.skip = sf.store.progress()
+                hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
+                async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
+                    progress.show(writer.counts)
+            task_group.cancel_scope.cancel()
+    finally:
+        writer.close()
+        progress.show(writer.counts, final=True)
+        for handle in handles:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+    summary(writer.counts, time.monotonic() - started)
+    if received:
+        return 128 + received[0]
+    return 1 if inputs.broken else 0
+
+
+async def _follow(args: argparse.Namespace) -> int:
+    from ..sources import follow
+
+    headers = {}
+    for header in args.header:
+        name, colon, value = header.partition(":")
+        if not colon or not name.strip():
+            raise UsageError(f"--header takes 'Name: value', got {header!r}")
+        headers[name.strip()] = value.strip()
+    store, config = _index(args)
+    live = Live(args.url)
+    writer = Writer(args, live)
+    received: list[int] = []
+    started = time.monotonic()
+
+    def state(message: str) -> None:
+        print(f"streamfilter: {message}", file=sys.stderr, flush=True)
+
+    source = follow(args.url, headers=headers, max_retries=args.max_retries, on_state=state)
+    send, receive = anyio.create_memory_object_stream[bytes](config.batch_size)
+    try:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(watch_signals, live, received)
+            async with _filter(args, store, config) as sf:
+                task_group.start_soon(live.pump, source, send)
+                async with receive:
+                    hooks = CommitHooks(before_commit=writer.write, where=live.where)
+                    async for _ in sf.judge_batches(receive, hooks):
+                        pass
+            task_group.cancel_scope.cancel()
+    finally:
+        writer.close()
+    summary(writer.counts, time.monotonic() - started)
+    if received:
+        return 128 + received[0]
+    return 0
+
+
+def _params(args: argparse.Namespace) -> int:
+    targets = (args.fn_rate, args.fn_at, args.fp_rate, args.fp_at)
+    if any(value is not None for value in targets):
+        if any(value is None for value in targets):
+            raise UsageError("--fn-rate, --fn-at, --fp-rate and --fp-at go together")
+        if not (0 < args.fn_rate < 1 and 0 < args.fp_rate < 1 and args.fp_at < args.fn_at):
+            raise UsageError("rates must be in (0, 1) and --fp-at below --fn-at")
+        found = choose_for_rates(args.fn_at, args.fn_rate, args.fp_at, args.fp_rate)
+        if found is None:
+            raise UsageError("no split of up to 256 permutations meets both rates; loosen one of them")
+        plan = found
+        print(
+            f"cheapest split for P(miss | {args.fn_at}) <= {args.fn_rate} "
+            f"and P(candidate | {args.fp_at}) <= {args.fp_rate}:"
+        )
+        print(
+            f"use --num-perm {plan.num_perm} --bands {plan.bands} --rows {plan.rows} "
+            f"(FilterConfig(num_perm={plan.num_perm}, bands={plan.bands}, rows={plan.rows}))"
+        )
+    else:
+        config = config_of(args, None)
+        plan = config.plan
+    print(f"threshold {plan.threshold}  num_perm {plan.num_perm}  bands {plan.bands}  rows {plan.rows}")
+    print(f"mean P(candidate) below the threshold (false-positive rate): {plan.false_positive_rate:.4f}")
+    print(f"mean P(missed) at or above the threshold (false-negative rate): {plan.false_negative_rate:.6f}")
+    print(
+        f"work per post: {plan.num_perm} hash permutations per shingle, {plan.bands} band look-ups, "
+        f"{plan.bands} band entries in the index for a novel post"
+    )
+    print("similarity  P(candidate)")
+    for similarity, probability in plan.table(SIMILARITIES):
+        print(f"{similarity:>10.2f}  {probability:.6f}")
+    return 0
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups from task groups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        try:
+            if args.command == "params":
+                return _params(args)
+            if args.command == "follow":
+                return int(anyio.run(_follow, args))
+            return int(anyio.run(_replay, args))
+        except BaseExceptionGroup as group:
+            raise _leaf(group) from None
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"streamfilter: error: {exc}", file=sys.stderr)
+        return 2
+    except StreamFilterError as exc:
+        print(f"streamfilter: error: {exc}", file=sys.stderr)
+        # a bad setting is a usage error; an index built otherwise is a failure to open it
+        usage = isinstance(exc, ConfigError) and not isinstance(exc, ConfigMismatchError)
+        return 2 if usage else 1
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+        print(
+            f"streamfilter: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print("streamfilter: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract is one line, not a traceback
+        print(f"streamfilter: error: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,138 @@
+"""The command line's outputs: novel records, verdict lines, and the summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import IO
+
+from .._post import Verdict, VerdictKind
+from ..adapters import page_of_posts
+from ._inputs import Inputs, Live
+from ._parser import UsageError
+
+__all__ = ["Writer", "drop_torn_line", "summary"]
+
+
+def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
+    """What --out gets for one input line: the line itself when all its posts
+    are novel; for a page with some duplicates, the page cut to its novel posts."""
+    novel = [v for v in verdicts if v.kind is VerdictKind.NOVEL]
+    if not novel:
+        return None
+    raw = verdicts[0].raw
+    if len(novel) == len(verdicts) and isinstance(raw, bytes):
+        return raw.rstrip(b"\r")
+    post_record = novel[0].post.raw if novel[0].post is not None else None
+    page = page_of_posts(post_record, {v.post.id for v in novel if v.post is not None})
+    if page is not None:
+        return page
+    return raw if isinstance(raw, bytes) else str(raw).encode()
+
+
+class Writer:
+    def __init__(self, args: argparse.Namespace, inputs: Inputs | Live) -> None:
+        self.inputs = inputs
+        mode = "ab" if args.resume else "wb"
+        self.out = _open_output(args.out, mode) if args.out else sys.stdout.buffer
+        self.verdicts = _open_output(args.verdicts, mode) if args.verdicts else None
+        self.rejects = _open_output(args.rejects, mode) if args.rejects else None
+        self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid", "skipped"), 0)
+
+    def write(self, verdicts: list[Verdict]) -> None:
+        counts = self.counts
+        counts["posts"] += len(verdicts)
+        kinds = [verdict.kind for verdict in verdicts]
+        for kind in VerdictKind:
+            counts[kind.value] += kinds.count(kind)
+        output: list[bytes] = []
+        start = 0
+        while start < len(verdicts):
+            first = verdicts[start]
+            end = start + 1
+            while end < len(verdicts) and verdicts[end].line == first.line:
+                end += 1
+            if first.kind is VerdictKind.INVALID:
+                self._reject(first)
+            elif end == start + 1 and first.kind is not VerdictKind.NOVEL:
+                pass  # one duplicate, retweet or skipped record: nothing passes
+            elif end == start + 1 and isinstance(first.raw, bytes):
+                output.append(first.raw.rstrip(b"\r"))  # one novel post: its line as read
+            elif (novel := _novel_output(verdicts[start:end])) is not None:
+                output.append(novel)
+            start = end
+        # Runs inside the store transaction, before its commit: what the index
+        # will record as seen is already out of this process.
+        if self.verdicts is not None and verdicts:
+            self.verdicts.write("".join([verdict.json_line() + "\n" for verdict in verdicts]).encode())
+        if output:
+            self.out.write(b"\n".join(output) + b"\n")
+        for handle in (self.out, self.verdicts, self.rejects):
+            if handle is not None:
+                handle.flush()
+
+    def _reject(self, verdict: Verdict) -> None:
+        print(f"streamfilter: {self.inputs.where(verdict.line)}: invalid: {verdict.reason}", file=sys.stderr)
+        if self.rejects is not None:
+            raw = verdict.raw if isinstance(verdict.raw, bytes) else str(verdict.raw).encode()
+            self.rejects.write(raw + b"\n")
+
+    def close(self) -> None:
+        for handle in (self.out, self.verdicts, self.rejects):
+            if handle is not None:
+                handle.flush()
+                if handle is not sys.stdout.buffer:
+                    handle.close()
+
+
+def _open_output(path: str, mode: str) -> IO[bytes]:
+    if path == "-":
+        return sys.stdout.buffer
+    try:
+        if mode == "ab":
+            drop_torn_line(path)
+        return open(path, mode)  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def drop_torn_line(path: str) -> None:
+    """Cut an output file back to its last complete line before appending.
+
+    A run killed while writing a batch can leave half a line at the end. That
+    batch was never committed (its output is written before its commit), so
+    ``--resume`` writes it again; appending to the torn line would glue the
+    two into one broken line.
+    """
+    try:
+        handle = open(path, "r+b")  # noqa: SIM115
+    except FileNotFoundError:
+        return
+    with handle:
+        end = position = handle.seek(0, os.SEEK_END)
+        while position > 0:
+            start = max(0, position - 65536)
+            handle.seek(start)
+            newline = handle.read(position - start).rfind(b"\n")
+            if newline >= 0:
+                position = start + newline + 1
+                break
+            position = start
+        if position < end:
+            handle.truncate(position)
+            print(
+                f"streamfilter: {path} ended in a partial line ({end - position} bytes) "
+                "left by a run that was killed; cut it off before resuming",
+                file=sys.stderr,
+            )
+
+
+def summary(counts: dict[str, int], seconds: float) -> None:
+    print(
+        f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
+        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {counts['skipped']} skipped, {seconds:.2f} s, "
+        f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
+        file=sys.stderr,
+    )

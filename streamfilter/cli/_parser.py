@@ -1,0 +1,218 @@
+"""The command line's arguments: the parser, its value types, and the FilterConfig they describe."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._config import FilterConfig, parse_duration
+from .._exceptions import ConfigError
+from .._post import RetweetPolicy
+from .._protocol import small_input
+
+__all__ = ["SIMILARITIES", "UsageError", "build_parser", "config_of"]
+
+SIMILARITIES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+class UsageError(Exception):
+    pass
+
+
+# -- argument parsing ------------------------------------------------------------
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamfilter",
+        description="Filter near-duplicate posts out of social-media streams.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay JSON Lines (or text) files through the filter",
+        description="Replay recorded streams; novel posts go to --out, one verdict per post to --verdicts.",
+    )
+    replay.add_argument("inputs", nargs="*", metavar="INPUT", help="JSON Lines files (.gz too) or -; none means stdin")
+    _add_filtering(replay)
+    replay.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue each input from the last batch committed to --db or --store; outputs are appended",
+    )
+    replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
+    replay.add_argument(
+        "--sketch-processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes that sketch input lines beside the store stage; 0 sketches in this process "
+        "(default: one per spare core, at most 2)",
+    )
+
+    follow = commands.add_parser(
+        "follow",
+        help="filter a live stream (JSON Lines over HTTP, server-sent events, WebSocket)",
+        description="Follow a live stream and write its novel posts to stdout (or --out) as they come. "
+        "Reconnects with backoff and jitter, resuming where the protocol allows (SSE Last-Event-ID, "
+        "Jetstream cursor); connection state goes to stderr. Stop with SIGINT or SIGTERM.",
+    )
+    follow.add_argument(
+        "url", metavar="URL", help="http(s):// for JSON Lines or server-sent events, ws(s):// for WebSocket"
+    )
+    _add_filtering(follow)
+    follow.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header for every connection, e.g. 'Authorization: Bearer TOKEN' (repeatable)",
+    )
+    follow.add_argument(
+        "--max-retries",
+        type=int,
+        default=None,
+        help="give up after this many reconnects in a row that deliver nothing (default: never)",
+    )
+    follow.set_defaults(resume=False, batch_size=None)
+
+    params = commands.add_parser(
+        "params",
+        help="show the LSH split chosen for a threshold, or for target error rates",
+        description="Without --fn-rate/--fp-rate: the split FilterConfig derives from --threshold and --num-perm. "
+        "With them: the cheapest split that misses at most --fn-rate of the pairs at --fn-at and makes "
+        "candidates of at most --fp-rate of the pairs at --fp-at.",
+    )
+    _add_tuning(params)
+    params.add_argument(
+        "--max-miss-rate",
+        type=float,
+        default=None,
+        help="allowed share of missed pairs at the threshold (default: 0.02)",
+    )
+    params.add_argument("--fn-rate", type=float, help="allowed share of missed pairs at --fn-at, e.g. 0.01")
+    params.add_argument("--fn-at", type=_threshold, help="similarity of the pairs that must be caught, e.g. 0.6")
+    params.add_argument("--fp-rate", type=float, help="allowed share of candidate pairs at --fp-at, e.g. 0.2")
+    params.add_argument(
+        "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
+    )
+    return parser
+
+
+def _add_filtering(parser: argparse.ArgumentParser) -> None:
+    """Where the index lives, where verdicts go, how records are read and judged."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--db", metavar="PATH", help="LMDB index directory (default: a temporary one, removed at exit)")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="a shared index on Redis or Redis Cluster instead of LMDB: redis://host:6379/0[?prefix=name] "
+        "(needs pip install 'streamfilter[redis]')",
+    )
+    parser.add_argument("--out", metavar="FILE", help="novel posts, input lines byte for byte (default: stdout)")
+    parser.add_argument("--verdicts", metavar="FILE", help="one JSON verdict per post, in input order")
+    parser.add_argument("--rejects", metavar="FILE", help="invalid lines, unchanged")
+    parser.add_argument(
+        "--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto"
+    )
+    parser.add_argument("--id-field", default="id", help="dotted path of the id in generic JSON (default: id)")
+    parser.add_argument("--text-field", default="text", help="dotted path of the text in generic JSON (default: text)")
+    parser.add_argument(
+        "--time-field",
+        default="created_at",
+        help="dotted path of the time in generic JSON (default: created_at)",
+    )
+    _add_tuning(parser)
+    parser.add_argument(
+        "--ttl",
+        type=_duration,
+        metavar="DURATION",
+        help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)",
+    )
+    parser.add_argument(
+        "--retweets",
+        choices=[p.value for p in RetweetPolicy],
+        default=None,
+        help="retweet policy (default: content)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help="posts per store transaction at most; a batch is also flushed 2 ms after its first post "
+        f"(default: {FilterConfig.batch_size})",
+    )
+
+
+def _add_tuning(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threshold", type=_threshold, help="Jaccard similarity that makes a duplicate (default: 0.5)")
+    parser.add_argument(
+        "--shingle-size",
+        type=_positive_int,
+        help="words per MinHash shingle, and the longest run of words verification compares (default: 2)",
+    )
+    parser.add_argument("--num-perm", type=_positive_int, help="MinHash permutations (default: 32)")
+    parser.add_argument(
+        "--bands", type=_positive_int, help="LSH bands; give --rows too (default: derived from the threshold)"
+    )
+    parser.add_argument("--rows", type=_positive_int, help="rows per band; bands x rows must equal --num-perm")
+
+
+def config_of(args: argparse.Namespace, stored: dict[str, Any] | None) -> FilterConfig:
+    settings: dict[str, Any] = {}
+    if args.threshold is not None:
+        settings["jaccard_threshold"] = args.threshold
+    if args.shingle_size is not None:
+        settings["shingle_size"] = args.shingle_size
+    if args.num_perm is not None:
+        settings["num_perm"] = args.num_perm
+    if args.bands is not None or args.rows is not None:
+        settings["bands"], settings["rows"] = args.bands, args.rows
+    if getattr(args, "ttl", None) is not None:
+        settings["ttl_seconds"] = args.ttl
+    if getattr(args, "retweets", None) is not None:
+        settings["retweet_policy"] = RetweetPolicy(args.retweets)
+    if getattr(args, "batch_size", None) is not None:
+        settings["batch_size"] = args.batch_size
+    if getattr(args, "sketch_processes", None) is not None:
+        settings["sketch_processes"] = args.sketch_processes
+    elif small_input(getattr(args, "inputs", None) or []):
+        settings["sketch_processes"] = 0  # as _launch, which then started no worker early
+    if getattr(args, "max_miss_rate", None) is not None:
+        settings["max_miss_rate"] = args.max_miss_rate
+    if stored:
+        # An existing index keeps the shape it was built with, unless the
+        # command line asks for another one (which then fails, naming it).
+        settings.setdefault("shingle_size", stored.get("shingle_size"))
+        settings.setdefault("seed", stored.get("seed"))
+        if "num_perm" not in settings or settings["num_perm"] == stored.get("num_perm"):
+            settings["num_perm"] = stored.get("num_perm")
+            settings.setdefault("bands", stored.get("bands"))
+            settings.setdefault("rows", stored.get("rows"))
+    return FilterConfig(**settings)
