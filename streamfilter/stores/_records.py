@@ -82,7 +82,7 @@ def id_end(value: bytes | memoryview) -> int:
     if marker == _AT_URI:
         return start + _PLC_BYTES + 1 + value[start + _PLC_BYTES]
     if marker == _LONG_ID:
-        return start + _ID_LENGTH.size + _ID_LENGTH.unpack_from(value, start)[0]
+        return start + _ID_LENGTH.size + int(_ID_LENGTH.unpack_from(value, start)[0])
     return start + marker
 
 

@@ -123,7 +123,7 @@ def test_lua_similarity_equals_the_rules(redis_server, pairs: list[tuple[list[st
 
     client = redis.Redis.from_url(redis_server.url)
     try:
-        args: list[bytes | str] = rules_args(CONFIG.jaccard_threshold, CONFIG.shingle_size)
+        args: list[bytes | str] = [*rules_args(CONFIG.jaccard_threshold, CONFIG.shingle_size)]
         expected = []
         for first, second, cut in pairs:
             post = sketch("a", 1.0, " ".join(first) + ("…" if cut else ""))
