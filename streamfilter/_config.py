@@ -38,7 +38,7 @@ class FilterConfig:
     """How posts are compared.
 
     The defaults were measured on real airline tweets with injected variants
-    (see README, "How the defaults were chosen").
+    (docs/design/tuning.md).
 
     - ``jaccard_threshold``: a post is a duplicate when the set of its runs of
       1 to ``shingle_size`` words (its words and word pairs, by default) has at

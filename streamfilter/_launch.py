@@ -22,11 +22,10 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ._protocol import (
-    FRAME_BYTES,
     default_sketch_processes,
     pace_collector_for_batches,
     small_input,
-    worker_environment,
+    spawn_worker,
 )
 
 # The replay command's options, as the CLI's parser defines them (a test keeps
@@ -118,34 +117,4 @@ def _replay_inputs(argv: Sequence[str]) -> list[str] | None:
 
 
 def _prestart_worker(argv: Sequence[str]) -> tuple[subprocess.Popen[bytes], socket.socket] | None:
-    if sys.platform == "win32" or not _wants_worker(argv):  # pass_fds is POSIX only
-        return None
-    try:
-        ours, theirs = socket.socketpair()
-    except OSError:
-        return None
-    try:  # room for a whole batch's frame, as the pipes of other workers have
-        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, FRAME_BYTES)
-    except OSError:
-        pass
-    try:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                f"from streamfilter._serve import serve_socket; serve_socket({theirs.fileno()})",
-            ],
-            stdin=subprocess.DEVNULL,
-            # never the replay's stdout, which may be its --out: a stray print goes to stderr
-            stdout=2,
-            stderr=None,
-            pass_fds=(theirs.fileno(),),
-            env=worker_environment(),
-            start_new_session=True,
-        )
-    except OSError:
-        ours.close()
-        return None
-    finally:
-        theirs.close()
-    return process, ours
+    return spawn_worker() if _wants_worker(argv) else None

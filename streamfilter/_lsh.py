@@ -20,8 +20,8 @@ Verification compares runs of 1 to k words (``_shingle``), which rate an
 edited post higher: with one word replaced and one added, a nine-word tweet
 keeps 0.42 of its word pairs and 0.57 of its words and pairs. So a pair just
 at the verification threshold sits lower on the curve, and is caught less
-often than the curve at the threshold says; the README has the measured
-recall per kind of edit.
+often than the curve at the threshold says; docs/benchmarks.md has the
+measured recall per kind of edit.
 
 The areas that datasketch minimises (false positives below the threshold,
 false negatives above it) are reported too, but normalised by the width of

@@ -56,7 +56,7 @@ NORMALIZER_VERSION = 4
 
 
 def _emoji_code_points() -> frozenset[int]:
-    import emoji  # its data takes 20-30 ms to load: only where posts are normalised
+    import emoji  # its data is slow to load: only where posts are normalised
 
     code_points: set[int] = set()
     for sequence in emoji.EMOJI_DATA:
@@ -90,8 +90,8 @@ def _run_table() -> dict[int, str | None]:
     """One translation of a non-ASCII run: dressed letters become letters,
     emoji a space, what only modifies an emoji nothing.
 
-    Built when first needed, not on import: it costs 30-40 ms (most of it
-    loading the emoji data), and a process may import this module and never
+    Built when first needed, not on import: it costs tens of milliseconds
+    (most of it loading the emoji data), and a process may import this module and never
     meet a non-ASCII post, or meet one only after it has started (``params``,
     an ASCII-only replay, a replay's own process whose worker sketches).
     Workers and live pipelines build it ahead with ``load_tables``."""
@@ -105,7 +105,7 @@ def _run_table() -> dict[int, str | None]:
 
 def load_tables() -> None:
     """Build now what the first post with a non-ASCII character would (the
-    emoji data, 30-40 ms), where that time would be idle anyway."""
+    emoji data), where that time would be idle anyway."""
     _run_table()
 
 

@@ -113,7 +113,7 @@ async def _judge_live(
     hooks: CommitHooks | None,
 ) -> None:
     """Judge whatever has arrived, up to a batch, whenever the last batch is
-    done: no wait for more when the filter is idle (README, Streaming latency).
+    done: no wait for more when the filter is idle (docs/benchmarks.md, Streaming latency).
     A source's error is raised after the records it yielded before it."""
     # before the first record is read, so no post waits for it
     await anyio.to_thread.run_sync(load_tables)
@@ -237,7 +237,7 @@ async def _sketch(
             slot = await free_receive.receive()
             if slot is local and live:
                 # Measured: once a worker process runs, batches sketched here
-                # as well slow the store stage more than they help (README).
+                # as well slow the store stage more than they help (docs/benchmarks.md).
                 local_retired = True
                 continue
             return slot
@@ -395,8 +395,8 @@ async def _run_chunked(
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(_read, source, records_send)
         # One worker thread at a time for both stages: their work is
-        # Python under the GIL, and overlapping them measured slower
-        # (README, Benchmarks); the event loop stays free meanwhile.
+        # Python under the GIL, and overlapping them measured slower;
+        # the event loop stays free meanwhile.
         limiter = anyio.CapacityLimiter(1)
         task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
         await _commit(engine, prepared_receive, send, hooks, limiter)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import stat
 import struct
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +22,7 @@ __all__ = [
     "default_sketch_processes",
     "pace_collector_for_batches",
     "small_input",
+    "spawn_worker",
     "worker_environment",
 ]
 
@@ -84,3 +88,38 @@ def small_input(paths: Sequence[str]) -> bool:
             return False
         total += status.st_size * (8 if path.endswith(".gz") else 1)
     return bool(paths) and total < SMALL_INPUT_BYTES
+
+
+def spawn_worker() -> tuple[subprocess.Popen[bytes], socket.socket] | None:
+    """Start a sketch worker: a child Python in a session of its own that
+    answers frames on one end of a socketpair (``_serve.serve_socket``).
+    Returns the child and this process's end; None where it cannot start
+    (no socketpair or ``pass_fds``: not POSIX). The one way workers start,
+    early from the command's entry point or later from the pipeline."""
+    if sys.platform == "win32":
+        return None
+    try:
+        ours, theirs = socket.socketpair()
+    except OSError:
+        return None
+    try:  # room for a whole batch's frame, so each side writes it in one go
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, FRAME_BYTES)
+    except OSError:
+        pass
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", f"from streamfilter._serve import serve_socket; serve_socket({theirs.fileno()})"],
+            stdin=subprocess.DEVNULL,
+            # never the replay's stdout, which may be its --out: a stray print goes to stderr
+            stdout=2,
+            stderr=None,
+            pass_fds=(theirs.fileno(),),
+            env=worker_environment(),
+            start_new_session=True,
+        )
+    except OSError:
+        ours.close()
+        return None
+    finally:
+        theirs.close()
+    return process, ours

@@ -12,7 +12,6 @@ later frame is a list of (line number, raw line) and the answer is
 
 from __future__ import annotations
 
-import os
 import pickle
 import signal
 import socket
@@ -22,7 +21,7 @@ from ._engine import Sketcher
 from ._normalize import load_tables
 from ._protocol import FRAME_BYTES, FRAME_HEADER, pace_collector_for_batches
 
-__all__ = ["serve_socket", "serve_stdio"]
+__all__ = ["serve_socket"]
 
 
 def _read_frame(stream: IO[bytes]) -> bytes | None:
@@ -60,7 +59,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 
 def serve_socket(descriptor: int) -> None:
-    """The entry point of a child that ``_launch`` started: frames on a socket
+    """A worker's entry point (``_protocol.spawn_worker``): frames on a socket
     (one end of a socketpair) until the parent closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     connection = socket.socket(fileno=descriptor)
@@ -71,32 +70,5 @@ def serve_socket(descriptor: int) -> None:
             pass
     requests = connection.makefile("rb")
     answers = connection.makefile("wb")
-    pace_collector_for_batches()
-    _serve(requests, answers)
-
-
-def serve_stdio() -> None:
-    """The child's entry point: answer frames on stdin/stdout until stdin closes."""
-    import fcntl  # POSIX only, like the worker processes themselves
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The frames get private descriptors, buffered whatever PYTHONUNBUFFERED
-    # says: a raw pipe may read or write short (a signal, a full pipe), where
-    # a buffered file loops. fd 0 and 1 then point elsewhere, so nothing else
-    # in this process can read a request or write into the answers.
-    requests = open(os.dup(0), "rb")  # noqa: SIM115 - open for the process's life
-    answers = open(os.dup(1), "wb")  # noqa: SIM115
-    # A batch's frames are a few hundred kB: pipes that hold a whole frame let
-    # each side write it in one go, without waiting for the other to read.
-    set_pipe_size: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
-    if set_pipe_size is not None:
-        for stream in (requests, answers):
-            try:
-                fcntl.fcntl(stream.fileno(), set_pipe_size, FRAME_BYTES)
-            except OSError:  # over the user's pipe allowance: the default size works, slower
-                pass
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
     pace_collector_for_batches()
     _serve(requests, answers)

@@ -50,7 +50,7 @@ def parse_timestamp(value: object) -> float:
 
 
 # Strings accepted before, and what they read as: a busy stream repeats each
-# second's stamp, and the checks above cost 4 µs a post. Only accepted ones
+# second's stamp, and the checks above are worth skipping. Only accepted ones
 # are kept, for the clock only moves on: a time far in the future now may
 # not be later, while one accepted stays acceptable.
 _ACCEPTED: dict[str, float] = {}

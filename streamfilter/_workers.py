@@ -11,8 +11,10 @@ re-runs the parent's ``__main__`` in each worker, and leaves workers in the
 terminal's process group, where Ctrl-C would land in a worker mid-batch as a
 KeyboardInterrupt returned to the caller. Here the child runs in its own
 session and ignores SIGINT (the parent decides how to stop), gets its
-Sketcher once, and exits when its stdin closes, so a killed parent leaves no
-child behind.
+Sketcher once, and exits when its socket closes, so a killed parent leaves no
+child behind. Every worker starts the same way (``_protocol.spawn_worker``):
+the command starts its first one before importing anything heavy, and hands
+it to the first ``SketchProcess.start``.
 
 The child's side, and the protocol between them, are in ``_serve``.
 """
@@ -23,17 +25,16 @@ import logging
 import pickle
 import socket
 import subprocess
-import sys
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
-from anyio.abc import ByteReceiveStream, ByteSendStream, Process, SocketStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
-from ._protocol import FRAME_HEADER, default_sketch_processes, worker_environment
+from ._protocol import FRAME_HEADER, default_sketch_processes, spawn_worker
 
 __all__ = [
     "SketchProcess",
@@ -67,7 +68,7 @@ class _Answer:
 class SketchProcess:
     """One child process that prepares batches of raw lines."""
 
-    def __init__(self, process: Process | _Prestarted, send: ByteSendStream, receive: ByteReceiveStream) -> None:
+    def __init__(self, process: _Child, send: ByteSendStream, receive: ByteReceiveStream) -> None:
         self._process = process
         self._stdin = send
         self._stdout = BufferedByteReceiveStream(receive)
@@ -93,23 +94,21 @@ class SketchProcess:
                 early.wait()
                 continue
             try:
-                return await cls._greet(cls(_Prestarted(early), stream, stream), init)
+                return await cls._greet(cls(_Child(early), stream, stream), init)
             except WorkerLost as exc:  # it died starting: start another the usual way
                 logger.warning("streamfilter: the worker process started early was lost (%s)", exc)
+        spawned = spawn_worker()
+        if spawned is None:
+            raise WorkerLost("cannot start a worker process on this platform")
+        process, connection = spawned
         try:
-            process = await anyio.open_process(
-                # -c, not -m: runpy would warn when the package has imported it already
-                [sys.executable, "-c", "from streamfilter._serve import serve_stdio; serve_stdio()"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None,  # a child's traceback reaches the user, and never fills an unread pipe
-                env=worker_environment(),
-                start_new_session=True,
-            )
+            stream = await SocketStream.from_socket(connection)
         except OSError as exc:
+            connection.close()
+            process.kill()
+            process.wait()
             raise WorkerLost(f"cannot start a worker process: {exc}") from exc
-        assert process.stdin is not None and process.stdout is not None
-        return await cls._greet(cls(process, process.stdin, process.stdout), init)
+        return await cls._greet(cls(_Child(process), stream, stream), init)
 
     async def _greet(self, init: bytes) -> SketchProcess:
         """Hand a started child its Sketcher and wait for its ``ready``."""
@@ -172,7 +171,7 @@ class SketchProcess:
         return status, value
 
     async def aclose(self) -> None:
-        """Close the child's stdin so it exits; kill it if it has not within two seconds."""
+        """Close the child's socket so it exits; kill it if it has not within two seconds."""
         self._broken = True
         with anyio.CancelScope(shield=True):
             try:
@@ -187,9 +186,8 @@ class SketchProcess:
             await self._process.aclose()
 
 
-class _Prestarted:
-    """A child started by ``_launch`` (a ``subprocess.Popen``), as much of
-    anyio's Process as SketchProcess uses."""
+class _Child:
+    """A worker's ``subprocess.Popen``, as much of anyio's Process as SketchProcess uses."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process

@@ -340,8 +340,7 @@ class Batch:
         txn, db = self.txn, self.parts.runs
         sizes: list[tuple[bytes, int]] = []  # (db key, entries)
         # Only the headers, as judging read them: reading a run's value again
-        # costs a touch of each of its pages (py-lmdb preloads values), 5% of
-        # a batch at 7 M posts.
+        # costs a touch of each of its pages (py-lmdb preloads values).
         if self.read is not None:  # only their headers: their arrays may be stale after this batch's writes
             headers = [(run.db_key, run.last, run.count) for run in self.read]
         else:
