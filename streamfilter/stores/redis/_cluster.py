@@ -42,6 +42,9 @@ class _Judged:
     clock: float
     lives: list[int]  # per post: Redis TTL in ms, 0 for none, -1 when past the horizon
     recorded: list[int]  # posts whose record key this batch claimed
+    # the members of each band key when the batch read them: a post among
+    # them was a candidate already, and is no concurrent near-duplicate
+    seen: dict[bytes, list[bytes]]
     # duplicates of a post of this batch that lost its claim (another worker
     # holds its text): they name a post that will not pass, so are judged again
     stale: list[int] = field(default_factory=list)
@@ -55,13 +58,24 @@ class _Stored:
     post_id: str
     verified: set[int]  # its runs of 1 to k words
     words: np.ndarray
+    serial: bytes  # the order it was recorded in (SERIAL digits, as record.lua reads them)
+
+
+# A stored value is the serial a post was recorded under, in this many
+# decimal digits, then its record (record.lua's SERIAL).
+SERIAL_DIGITS = 16
+
+
+def serial_text(serial: int) -> bytes:
+    return b"%016d" % serial
 
 
 def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
-    """(timestamp, post id, word hashes) of a record that may carry a pin byte."""
-    if (len(value) - id_end(value)) % 4:
-        value = value[:-1]
-    return decode_record(value)
+    """(timestamp, post id, word hashes) of a stored value, which may carry a pin byte."""
+    record = value[SERIAL_DIGITS:]
+    if (len(record) - id_end(record)) % 4:
+        record = record[:-1]
+    return decode_record(record)
 
 
 class ClusterProtocol:
@@ -72,6 +86,7 @@ class ClusterProtocol:
     _post_prefix: bytes
     _band_prefix: bytes
     _clock_key: bytes
+    _serial_key: bytes
     _raise_clock: Any
 
     def _on_nodes(
@@ -163,7 +178,8 @@ class ClusterProtocol:
                 if value is not None:
                     timestamp, post_id, words = _decode_record(value)
                     verified = verification_set(words.tolist(), shingle_size)
-                    stored[suffix] = _Stored(timestamp, post_id, verified, np.frombuffer(words, dtype=np.uint32))
+                    words_array = np.frombuffer(words, dtype=np.uint32)
+                    stored[suffix] = _Stored(timestamp, post_id, verified, words_array, value[:SERIAL_DIGITS])
         return members, stored
 
     def _judge_on_cluster(
@@ -179,6 +195,9 @@ class ClusterProtocol:
         members, stored = self._read_on_cluster(
             list(dict.fromkeys(key for _, band_keys, _ in records for key in band_keys))
         )
+        # serials for the batch's posts, in order, after every one recorded before
+        last_serial = int(self._client.incrby(self._serial_key, len(sketches)))
+        serials = [serial_text(last_serial - len(sketches) + 1 + index) for index in range(len(sketches))]
         results: list[Match | None] = []
         matched: dict[int, bytes] = {}
         stale: list[int] = []
@@ -191,9 +210,11 @@ class ClusterProtocol:
             horizons.append(max(horizon, -1e300))
             # a key offers its newest ``limit`` posts, stored or recorded earlier in this batch,
             # as a band key's list does, so batch boundaries change no verdict
-            candidates = dict.fromkeys(
-                m for key in band_keys for m in [*members.get(key, ()), *local.get(key, ())][-limit:]
-            )
+            shared: dict[bytes, int] = {}
+            for key in band_keys:
+                for member in _rules.newest_per_key([*members.get(key, ()), *local.get(key, ())], limit):
+                    shared[member] = shared.get(member, 0) + 1
+            candidates = dict.fromkeys(shared)
             best: Match | None = None
             if sketch.refers_to is not None:
                 # a repost without text: a duplicate when the post it reposts is live here
@@ -205,19 +226,27 @@ class ClusterProtocol:
                 results.append(best)
                 continue
             query = set(sketch.shingles.tolist())
-            for candidate in candidates:
-                entry = stored.get(candidate)
-                if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
+            # _rules.rank_candidates: most keys shared, then newest; those gone from Redis are no candidates
+            present = {m: stored[m] for m in shared if m in stored}
+            ranked = sorted(present, key=lambda m: (shared[m], present[m].serial), reverse=True)
+            for candidate in ranked[: _rules.MAX_VERIFIED]:
+                entry = present[candidate]
+                if entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
                     continue
+                if np.array_equal(entry.words, sketch.words):  # the very same words: a match at once
+                    best, matched[index] = Match(entry.post_id, 1.0), candidate
+                    break
                 similarity = _rules.judged_similarity(
                     sketch, query, entry.verified, entry.words, settings.shingle_size, threshold
                 )
                 if similarity >= threshold and (best is None or similarity > best.similarity):
                     best, matched[index] = Match(entry.post_id, similarity), candidate
+                    if similarity == 1.0:
+                        break
             results.append(best)
             if best is None:
                 novel.append(index)
-                stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, query, sketch.words)
+                stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, query, sketch.words, serials[index])
                 for key in band_keys:
                     under = local.setdefault(key, [])
                     under.append(suffix)
@@ -232,7 +261,7 @@ class ClusterProtocol:
                 script("claim"),
                 [self._post_prefix + records[i][2] for i in claims],
                 lambda n: [
-                    records[claims[n]][0],
+                    serials[claims[n]] + records[claims[n]][0],
                     repr(horizons[claims[n]]),
                     lives[claims[n]],
                     "1" if sketches[claims[n]].made_up_id else "0",
@@ -261,7 +290,7 @@ class ClusterProtocol:
                 if target in lost and result is not None and result.duplicate_of == lost[target]:
                     del matched[index]
                     stale.append(index)
-        return _Judged(results, matched, clock, lives, recorded, stale)
+        return _Judged(results, matched, clock, lives, recorded, members, stale)
 
     def _record_on_cluster(
         self, records: list[tuple[bytes, list[bytes], bytes]], judged: _Judged, settings: IndexSettings
@@ -290,7 +319,9 @@ class ClusterProtocol:
         by another worker, each with that post's record-key suffix and Match.
 
         Each recorded post reads its band keys again, now that its own entries
-        are in. A post recorded meanwhile that matches it is concurrent: of the
+        are in. A post recorded meanwhile (not under the key when the batch
+        read it: one that was is a candidate the rules ranked, verified or
+        left out) that matches it is concurrent: of the
         two, the one that came second under the smallest band key they share
         defers. Both posts look at the same key, whose order never changes, so
         at most one of them defers; and the later of the two to append finds
@@ -308,7 +339,12 @@ class ClusterProtocol:
         for index in judged.recorded:
             sketch, (_, band_keys, suffix) = sketches[index], records[index]
             query = set(sketch.shingles.tolist())
-            concurrent = (other for key in band_keys for other in members.get(key, ()))
+            concurrent = (
+                other
+                for key in band_keys
+                for other in members.get(key, ())
+                if other not in judged.seen.get(key, ())  # recorded since the batch read this key
+            )
             for other in concurrent:
                 entry = stored.get(other)
                 if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):

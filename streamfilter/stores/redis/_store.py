@@ -4,21 +4,20 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 
 - ``{prefix}:config``, ``{prefix}:format``: the pinned signature settings
 - ``{prefix}:clock``: the highest event time seen, in seconds
+- ``{prefix}:serial``: the last serial given to a recorded post
 - ``{prefix}:progress:<host name>``: hash of input path -> lines done
-- ``{prefix}:p:<8 bytes>``: one post's record (``stores/_records``: its
-  time, id and 32-bit word hashes in order; the scripts compare its runs of
-  1 to k words as byte strings), keyed by a 64-bit hash of that set, so
-  copies of one normalised text share the key
+- ``{prefix}:p:<8 bytes>``: the serial a post was recorded under (16
+  decimal digits, which order candidates newest first), then its record
+  (``stores/_records``: its time, id and 32-bit word hashes in order; the
+  scripts compare its runs of 1 to k words as byte strings), keyed by a
+  64-bit hash of that set, so copies of one normalised text share the key
 - ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
   one band key, newest last, at most ``max_candidates_per_band`` of them
 
 **Atomicity.** On a single Redis one Lua script (``batch.lua``) judges and
 records a whole batch, so no two workers can both pass copies of a text, nor
-near-duplicates. It applies the rules of ``_rules``; its candidates are taken
-in band-key order, each key's oldest first, and the first of equally similar
-candidates wins (the memory and LMDB stores rank them by band keys shared,
-then newest), so where two stored posts are equally similar to a new one,
-Redis may name the other.
+near-duplicates. It applies the rules of ``_rules``, ranking candidates by
+band keys shared, then by serial, newest first, as the other stores do.
 On a Cluster (``_cluster``), keys live in different slots and no script can
 span them, so a batch runs in steps, each one script per node over the keys
 that node holds:
@@ -79,6 +78,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from ... import _rules
 from ..._exceptions import ConfigError, MissingDependencyError, StoreError
 from ..._rules import Match
 from .._base import IndexSettings, Sketch, check_fingerprint, key_bytes
@@ -151,6 +151,7 @@ class RedisStore(ClusterProtocol):
         self._config_key = key + b":config"
         self._format_key = key + b":format"
         self._clock_key = key + b":clock"
+        self._serial_key = key + b":serial"
         # Input paths are only unique on one machine: each host keeps its own
         # progress, so workers elsewhere reading a file of the same name never
         # skip each other's lines on --resume.
@@ -261,6 +262,7 @@ class RedisStore(ClusterProtocol):
             repr(float(settings.ttl_seconds)),
             max(1, settings.max_candidates_per_band),
             *rules_args(settings.jaccard_threshold, settings.shingle_size),
+            _rules.MAX_VERIFIED,
         ]
         for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
             refers = b"" if sketch.refers_to is None else _id_bytes(sketch.refers_to)

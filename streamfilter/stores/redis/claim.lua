@@ -1,5 +1,5 @@
--- Cluster: claim record keys. ARGV per key: key, record, horizon, life in ms
--- (0: none), made-up-id flag. A key is set unless it holds a live record of
+-- Cluster: claim record keys. ARGV per key: key, stored value (serial and
+-- record), horizon, life in ms (0: none), made-up-id flag. A key is set unless it holds a live record of
 -- another post, which is returned.
 local out = {}
 for i = 1, #ARGV / 5 do
@@ -8,8 +8,8 @@ for i = 1, #ARGV / 5 do
   local old = redis.call('GET', key)
   out[i] = false
   if old then
-    local ots, oid = header(old)
-    local ts, id = header(rec)
+    local ots, oid = header(old, SERIAL + 1)
+    local ts, id = header(rec, SERIAL + 1)
     local same = oid == id and (ots == ts or not made_up)
     if ots > horizon and not same then out[i] = old end
   end

@@ -6,7 +6,7 @@ for i = 1, #ARGV do
   local v = redis.call('GET', ARGV[i])
   out[i] = 0
   if v then
-    local _, _, first = header(v)
+    local _, _, first = header(v, SERIAL + 1)
     if (#v - first + 1) % 4 == 1 then out[i] = 1 else redis.call('DEL', ARGV[i]) end
   end
 end

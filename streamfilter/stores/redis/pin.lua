@@ -6,7 +6,7 @@ local out = {}
 for i = 1, #ARGV do
   local v = redis.call('GET', ARGV[i])
   if v then
-    local _, _, first = header(v)
+    local _, _, first = header(v, SERIAL + 1)
     if (#v - first + 1) % 4 == 0 then redis.call('SET', ARGV[i], v .. '\1', 'KEEPTTL') end
     out[i] = 1
   else

@@ -1,15 +1,20 @@
--- Reading a post record (stores/_records.py): '<dB' (timestamp, marker),
--- then the id, then its 32-bit word hashes; on a Cluster a pinned record
--- has one more byte at the end.
--- Returns the timestamp, the id's bytes from its marker on (equal for equal
--- ids) and the position of the first word hash.
-local function header(rec)
-  local ts, marker = struct.unpack('<dB', rec)
-  local at = 10
+-- A post record (stores/_records.py): '<dB' (timestamp, marker), then the
+-- id, then its 32-bit word hashes. Redis keeps each behind the serial it was
+-- recorded under, SERIAL decimal digits (``stored``), and on a Cluster a
+-- pinned record has one more byte at the end.
+local SERIAL = 16
+
+-- A post record's timestamp, the id's bytes from its marker on (equal for
+-- equal ids) and the position of its first word hash; the record starts at
+-- ``from`` (1 by default, SERIAL + 1 in a stored value).
+local function header(rec, from)
+  from = from or 1
+  local ts, marker = struct.unpack('<dB', rec, from)
+  local at = from + 9
   local last
   if marker == 255 then last = at + 7
   elseif marker == 253 then last = at + 15 + string.byte(rec, at + 15)
   elseif marker == 254 then last = at + 1 + struct.unpack('<H', rec, at)
   else last = at + marker - 1 end
-  return ts, string.sub(rec, 9, last), last + 1
+  return ts, string.sub(rec, from + 8, last), last + 1
 end
