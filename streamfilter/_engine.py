@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -237,13 +238,18 @@ class Sketcher:
             for post in posts:
                 entry = _Entry(line, record, post)
                 entries.append(entry)
+                bad_id = _lone_surrogate(post.id) or _lone_surrogate(post.retweet_of)
+                if bad_id is not None:
+                    entry.kind = VerdictKind.INVALID
+                    entry.reason = f"post id holds a lone surrogate (U+{ord(bad_id):04X}), which is not Unicode text"
+                    continue
                 if post.is_retweet and policy is RetweetPolicy.DROP:
                     entry.kind = VerdictKind.RETWEET
                     continue
                 if post.is_retweet and policy is RetweetPolicy.KEEP:
                     entry.kind, entry.reason = VerdictKind.NOVEL, REASON_KEPT_RETWEET
                     continue
-                words, entry.cut_off = self.words(post.text)
+                words, entry.cut_off = self.words(_without_lone_surrogates(post.text))
                 if not words:
                     if post.is_retweet and post.retweet_of is not None:
                         entry.reference = True  # judged by the post it reposts, in the store
@@ -328,6 +334,24 @@ def _utc(timestamp: float) -> str:
 _HELD_JUMP = 86400.0
 
 
+# A code point JSON can escape (\udc00) but UTF-8 cannot encode: surrogate
+# pairs are joined when JSON is decoded, so one left in a string is alone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(text: str | None) -> str | None:
+    """The first lone surrogate of ``text``, or None."""
+    if text is None or text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return None if found is None else found.group()
+
+
+def _without_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so it can be hashed and stored."""
+    return text if _lone_surrogate(text) is None else _SURROGATE.sub("\ufffd", text)
+
+
 def _span(seconds: float) -> str:
     days = seconds / 86400
     return f"{days / 365.25:.1f} years" if days >= 365.25 else f"{days:.1f} days"
@@ -358,9 +382,7 @@ class Engine:
                 purge_limit=config.purge_limit,
             )
         )
-        read_clock = getattr(store, "clock", None)  # optional: BandStore does not require it
-        if callable(read_clock):
-            self._latest = float(read_clock())
+        self._latest = float(store.clock())
 
     def commit(
         self,

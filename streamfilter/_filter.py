@@ -128,7 +128,13 @@ class StreamFilter:
                 # Pipelines whose consumers went away are cancelled; each still
                 # finishes the store transaction it is in.
                 task_group.cancel_scope.cancel()
-                await task_group.__aexit__(exc_type, exc, traceback)
+                if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
+                    await task_group.__aexit__(exc_type, exc, traceback)
+                else:
+                    # The caller's own error: the pipelines are wound down
+                    # without it, so it leaves the block as raised, not
+                    # wrapped in an ExceptionGroup.
+                    await task_group.__aexit__(None, None, None)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.close)
@@ -194,13 +200,19 @@ class StreamFilter:
         return self._require_engine().judge(self._numbered(records))
 
     def check(self, record: Any) -> Verdict:
-        """The verdict for one record that carries one post."""
-        verdicts = self.check_many([record])
-        if len(verdicts) != 1:
+        """The verdict for one record that carries one post.
+
+        A record that carries several (a response page) raises
+        StreamFilterError before anything is judged or indexed; ``check_many``
+        and ``judge`` take such records."""
+        engine = self._require_engine()
+        prepared = engine.prepare(self._numbered([record]))
+        if len(prepared.entries) != 1:
             raise StreamFilterError(
-                f"the record carries {len(verdicts)} posts (a response page?); use check_many([record])"
+                f"the record carries {len(prepared.entries)} posts (a response page?): nothing was indexed; "
+                "judge it with check_many([record]) or judge()"
             )
-        return verdicts[0]
+        return engine.commit(prepared)[0]
 
     def is_novel(self, record: Any) -> bool:
         """True when the record's post is novel (and is now indexed)."""

@@ -98,6 +98,8 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
             position = getattr(exc, "pos", None)
             # json's own messages may end in "at" ("Unterminated string starting at")
             raise InvalidRecordError(f"broken JSON: {message.removesuffix(' at')} at character {position}") from None
+        except ValueError as exc:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+            raise InvalidRecordError(f"JSON number too long: {exc}") from None
         if not isinstance(value, dict):
             raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
         return value
@@ -110,6 +112,8 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
             value = json.loads(stripped)
         except (json.JSONDecodeError, RecursionError):
             return line.rstrip("\r\n")
+        except ValueError as exc:  # an integer longer than Python converts
+            raise InvalidRecordError(f"JSON number too long: {exc}") from None
         raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
     return line.rstrip("\r\n")
 

@@ -29,7 +29,7 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     page = page_of_posts(post_record, {v.post.id for v in novel if v.post is not None})
     if page is not None:
         return page
-    return raw if isinstance(raw, bytes) else str(raw).encode()
+    return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
 
 
 class Writer:
@@ -66,7 +66,9 @@ class Writer:
         # Runs inside the store transaction, before its commit: what the index
         # will record as seen is already out of this process.
         if self.verdicts is not None and verdicts:
-            self.verdicts.write("".join([verdict.json_line() + "\n" for verdict in verdicts]).encode())
+            # a lone surrogate (in an invalid post's id) goes out as JSON's own \udc00 escape
+            lines = "".join([verdict.json_line() + "\n" for verdict in verdicts])
+            self.verdicts.write(lines.encode("utf-8", "backslashreplace"))
         if output:
             self.out.write(b"\n".join(output) + b"\n")
         for handle in (self.out, self.verdicts, self.rejects):
@@ -76,7 +78,9 @@ class Writer:
     def _reject(self, verdict: Verdict) -> None:
         print(f"streamfilter: {self.inputs.where(verdict.line)}: invalid: {verdict.reason}", file=sys.stderr)
         if self.rejects is not None:
-            raw = verdict.raw if isinstance(verdict.raw, bytes) else str(verdict.raw).encode()
+            raw = (
+                verdict.raw if isinstance(verdict.raw, bytes) else str(verdict.raw).encode("utf-8", "backslashreplace")
+            )
             self.rejects.write(raw + b"\n")
 
     def close(self) -> None:
