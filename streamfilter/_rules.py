@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,8 @@ __all__ = [
     "under_threshold",
     "word_edits",
 ]
+
+_Member = TypeVar("_Member")  # what a store files under a band key: a serial, a record key
 
 # A band key offers at most this many of its newest posts as candidates.
 MAX_CANDIDATES_PER_BAND = 64
@@ -91,7 +93,7 @@ def horizon(clock: float, ttl_seconds: float) -> float:
     return clock - ttl_seconds if ttl_seconds > 0 else float("-inf")
 
 
-def newest_per_key(members: Sequence[int], limit: int) -> Sequence[int]:
+def newest_per_key(members: Sequence[_Member], limit: int) -> Sequence[_Member]:
     """The candidates one band key offers: its newest ``limit`` members (``members`` oldest first)."""
     return members[-limit:] if limit > 0 else members[:0]
 

@@ -26,7 +26,12 @@ Three protocols, chosen from the URL and the response:
 
 Reconnects wait an exponential backoff with full jitter (``backoff`` is the
 first and the largest wait), reset once a connection delivers a record.
-Redirects are followed. HTTP 400, 401, 403, 404, 405 and 410 are not retried;
+Redirects are followed, ten at most; ``headers`` go only to the origin (scheme,
+host and port) of ``url``, never to another host a redirect names. A record
+(a line, an event, a message) of more than the adapters' line limit is cut
+to its head, which the adapters report as too long, and the rest is read past,
+so no message can exhaust memory. Passwords and token-like query values are
+left out of every message. HTTP 400, 401, 403, 404, 405 and 410 are not retried;
 429, 5xx and other failures are, no sooner than their Retry-After (in
 seconds) asks. Connection state goes
 to ``on_state`` (the CLI prints it on stderr) or the ``streamfilter`` logger.
@@ -47,6 +52,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 
 from ._exceptions import ConfigError, MissingDependencyError, SourceError
+from ._redact import redact
+from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 
 __all__ = ["SourceError", "follow"]
 
@@ -54,7 +61,7 @@ logger = logging.getLogger("streamfilter")
 
 _TIME_US = re.compile(rb'"time_us"\s*:\s*(\d+)')
 _FATAL_STATUS = {400, 401, 403, 404, 405, 410}
-_MAX_PENDING = 8 << 20
+_MAX_REDIRECTS = 10
 
 
 @dataclass
@@ -92,10 +99,12 @@ async def follow(
     silent connection is trusted before it is dropped and made again.
     """
     _check_url(url)
+    shown = redact(url)
     httpx, wsproto = _imports()
     report = on_state or (lambda message: logger.info("%s", message))
     transient = (
         httpx.TransportError,
+        httpx.DecodingError,  # a compressed body that turns corrupt: the records before it are kept
         wsproto.utilities.RemoteProtocolError,
         anyio.EndOfStream,
         anyio.BrokenResourceError,
@@ -105,13 +114,13 @@ async def follow(
     failures = 0
     first, largest = backoff
     timeout = httpx.Timeout(10.0, read=read_timeout)
-    async with httpx.AsyncClient(timeout=timeout, headers=headers, follow_redirects=True) as client:
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
         while True:
             reason = "the server ended the stream"
             wait_at_least = 0.0
             try:
                 async with aclosing(
-                    _connect(client, url, resume, report, dict(headers or {}), read_timeout)
+                    _connect(client, url, shown, resume, report, dict(headers or {}), read_timeout)
                 ) as records:
                     async for record in records:
                         failures = 0
@@ -122,10 +131,10 @@ async def follow(
                 reason, wait_at_least = str(exc), exc.retry_after
             failures += 1
             if max_retries is not None and failures > max_retries:
-                raise SourceError(f"{url}: gave up after {max_retries} reconnects ({reason})")
+                raise SourceError(f"{shown}: gave up after {max_retries} reconnects ({reason})")
             base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
             delay = max(wait_at_least, random.uniform(0, min(largest, base * 2 ** (failures - 1))))
-            report(f"{url}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
+            report(f"{shown}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
             await anyio.sleep(delay)
 
 
@@ -145,30 +154,60 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme)
+    return parts.scheme, parts.hostname, parts.port or default
+
+
+async def _response(client: Any, url: str, shown: str, request_headers: dict[str, str], headers: dict[str, str]) -> Any:
+    """The streaming response to GET ``url``, redirects followed by hand:
+    ``headers`` (the caller's) go only to ``url``'s own origin."""
+    origin = _origin(url)
+    target = url
+    for _ in range(_MAX_REDIRECTS + 1):
+        sent = {**request_headers, **(headers if _origin(target) == origin else {})}
+        response = await client.send(client.build_request("GET", target, headers=sent), stream=True)
+        if not response.is_redirect or "location" not in response.headers:
+            return response
+        await response.aclose()
+        target = str(response.url.join(response.headers["location"]))
+        if urlsplit(target).scheme not in ("http", "https"):
+            raise SourceError(f"{shown}: redirected to {redact(target)}, which is not HTTP; not retrying")
+    raise SourceError(f"{shown}: more than {_MAX_REDIRECTS} redirects (a redirect loop?); not retrying")
+
+
 async def _connect(
-    client: Any, url: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
+    client: Any,
+    url: str,
+    shown: str,
+    resume: _Resume,
+    report: Callable[[str], None],
+    headers: dict[str, str],
+    read_timeout: float,
 ) -> AsyncGenerator[bytes, None]:
     """The records of one connection, until it ends or breaks."""
     scheme = urlsplit(url).scheme
     if scheme in ("ws", "wss"):
-        async with aclosing(_websocket(url, resume, report, headers, read_timeout)) as frames:
+        async with aclosing(_websocket(url, shown, resume, report, headers, read_timeout)) as frames:
             async for record in frames:
                 yield record
         return
     request_headers = {"Accept": "text/event-stream, application/x-ndjson, application/json"}
     if resume.last_event_id is not None:
         request_headers["Last-Event-ID"] = resume.last_event_id
-    async with client.stream("GET", url, headers=request_headers) as response:
+    response = await _response(client, url, shown, request_headers, headers)
+    try:
         status = response.status_code
         if status in _FATAL_STATUS:
-            raise SourceError(f"{url}: HTTP {status} {response.reason_phrase}; not retrying")
+            raise SourceError(f"{shown}: HTTP {status} {response.reason_phrase}; not retrying")
         if status >= 300:
             raise _Retryable(
                 f"HTTP {status} {response.reason_phrase}", _retry_after(response.headers.get("retry-after"))
             )
         event_stream = "text/event-stream" in response.headers.get("content-type", "")
         report(
-            f"{url}: connected"
+            f"{shown}: connected"
             + (
                 " (server-sent events"
                 + (f", resuming after id {resume.last_event_id})" if resume.last_event_id else ")")
@@ -185,10 +224,12 @@ async def _connect(
                 async for line in lines:
                     if line.strip():
                         yield line
+    finally:
+        await response.aclose()
 
 
 async def _websocket(
-    url: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
+    url: str, shown: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
 ) -> AsyncGenerator[bytes, None]:
     """Text frames of a WebSocket, with wsproto over an anyio stream.
 
@@ -220,16 +261,17 @@ async def _websocket(
         extra = [(name.encode(), value.encode()) for name, value in headers.items()]
         await stream.send(ws.send(Request(host=target.netloc, target=path, extra_headers=extra)))
         text: list[str] = []
+        size = 0  # characters of the message so far
         while True:
             with anyio.fail_after(read_timeout):
                 data = await stream.receive()
             ws.receive_data(data)
             for event in ws.events():
                 if isinstance(event, AcceptConnection):
-                    report(f"{url}: connected" + (f", resuming at cursor {resume.cursor}" if resume.cursor else ""))
+                    report(f"{shown}: connected" + (f", resuming at cursor {resume.cursor}" if resume.cursor else ""))
                 elif isinstance(event, RejectConnection):
                     if event.status_code in _FATAL_STATUS:
-                        raise SourceError(f"{url}: HTTP {event.status_code} on the WebSocket upgrade; not retrying")
+                        raise SourceError(f"{shown}: HTTP {event.status_code} on the WebSocket upgrade; not retrying")
                     raise _Retryable(f"HTTP {event.status_code} on the WebSocket upgrade")
                 elif isinstance(event, RejectData):
                     continue
@@ -239,11 +281,13 @@ async def _websocket(
                     await stream.send(ws.send(event.response()))
                     return
                 elif isinstance(event, TextMessage):
-                    text.append(event.data)
+                    if size <= MAX_LINE_BYTES:  # past it, the head is kept and the rest read past
+                        text.append(event.data)
+                        size += len(event.data)
                     if not event.message_finished:
                         continue
-                    record = "".join(text).encode("utf-8")
-                    text = []
+                    record = "".join(text).encode("utf-8")[:CLIPPED_LINE_BYTES]
+                    text, size = [], 0
                     if _seen_before(record, resume):
                         continue
                     yield record
@@ -268,43 +312,54 @@ def _seen_before(record: bytes, resume: _Resume) -> bool:
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     """Complete lines, without their line ending; a trailing partial line is dropped.
 
-    A line that runs past _MAX_PENDING bytes without an end is yielded as it
-    stands (the adapters report it as too long) rather than held without bound.
+    A line longer than the adapters' limit is yielded as its first
+    ``CLIPPED_LINE_BYTES`` (which they report as too long, as ``replay``
+    does), and the rest of it, up to its end, is read past: it is never held
+    whole, nor taken for a line of its own.
     """
     pending = b""
+    skipping = False  # inside the rest of an over-long line
     async for chunk in chunks:
+        if skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue
+            chunk, skipping = chunk[end + 1 :], False
         pending += chunk
         *complete, pending = pending.split(b"\n")
         for line in complete:
             yield line[:-1] if line.endswith(b"\r") else line
-        if len(pending) > _MAX_PENDING:
-            yield pending
-            pending = b""
+        if len(pending) > MAX_LINE_BYTES:
+            yield pending[:CLIPPED_LINE_BYTES]
+            pending, skipping = b"", True
 
 
 async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerator[bytes, None]:
     """Server-sent events, parsed as the HTML standard says."""
     name, event_id = b"", resume.last_event_id
     data: list[bytes] = []
+    size = 0  # bytes of data so far: past the line limit, only the head is kept
     async for line in lines:
         if not line:
             if data:
                 resume.last_event_id = event_id
-                payload = b"\n".join(data)
+                payload = b"\n".join(data)[:CLIPPED_LINE_BYTES]
                 if name in (b"", b"message"):
                     yield payload
                 else:
                     yield json.dumps(
                         {"event": name.decode("utf-8", "replace"), "payload": payload.decode("utf-8", "replace")}
                     ).encode()
-            name, data = b"", []
+            name, data, size = b"", [], 0
             continue
         if line.startswith(b":"):
             continue
         field_name, _, value = line.partition(b":")
         value = value[1:] if value.startswith(b" ") else value
         if field_name == b"data":
-            data.append(value)
+            if size <= MAX_LINE_BYTES:
+                data.append(value)
+                size += len(value) + 1
         elif field_name == b"event":
             name = value
         elif field_name == b"id" and b"\0" not in value:
@@ -320,11 +375,11 @@ def _check_url(url: str) -> None:
         host = parts.hostname
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError as exc:
-        raise ConfigError(f"{url!r} is not a valid URL: {exc}") from None
+        raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https", "ws", "wss"):
-        raise ConfigError(f"{url!r}: follow takes http://, https://, ws:// or wss:// URLs")
+        raise ConfigError(f"{redact(url)!r}: follow takes http://, https://, ws:// or wss:// URLs")
     if not host:
-        raise ConfigError(f"{url!r} names no host")
+        raise ConfigError(f"{redact(url)!r} names no host")
 
 
 def _describe(exc: BaseException) -> str:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -79,3 +84,130 @@ async def test_a_block_that_raises_outside_any_loop_leaves_unwrapped() -> None:
         async with StreamFilter(store=MemoryStore()):
             await anyio.lowlevel.checkpoint()
             raise KeyError("missing")
+
+
+# -- hostile servers ---------------------------------------------------------------
+class RawServer:
+    """A loopback HTTP server that answers each connection with ``respond(request
+    head) -> bytes`` and closes it; it records every request head."""
+
+    def __init__(self, respond: Callable[[str], bytes]) -> None:
+        self.respond = respond
+        self.requests: list[str] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            with connection:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        break
+                    head += chunk
+                self.requests.append(head.decode("latin-1"))
+                try:
+                    connection.sendall(self.respond(head.decode("latin-1")))
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def _http(body: bytes, content_type: str = "application/x-ndjson", status: str = "200 OK", extra: str = "") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nConnection: close\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+def _follow(url: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[bytes], list[dict[str, Any]]]:
+    verdicts = tmp_path / "follow.jsonl"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamfilter",
+            "follow",
+            url,
+            "--max-retries",
+            "0",
+            "--verdicts",
+            str(verdicts),
+            *extra,
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    lines = verdicts.read_text().splitlines() if verdicts.exists() else []
+    return done, [json.loads(line) for line in lines]
+
+
+def _post(index: int) -> bytes:
+    return json.dumps({"id": str(index), "text": f"post number {index} says {index * 7919} things"}).encode()
+
+
+def test_follow_judges_every_event_a_server_sent_before_it_closed(tmp_path: Path) -> None:
+    events = b"".join(b"id: %d\ndata: %s\n\n" % (i, _post(i)) for i in range(300))
+    server = RawServer(lambda _: _http(events, "text/event-stream"))
+    try:
+        done, verdicts = _follow(server.url, tmp_path)
+    finally:
+        server.close()
+    assert [v["id"] for v in verdicts] == [str(i) for i in range(300)]
+    assert done.returncode == 1  # the source gave up: an error, after the records it sent
+    stderr = done.stderr.decode()
+    assert "gave up after 0 reconnects" in stderr and "unexpected" not in stderr
+    assert "300 posts, 300 novel" in stderr  # the summary, on an error exit too
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sse"])
+def test_follow_reports_an_oversized_record_and_reads_past_it(tmp_path: Path, kind: str) -> None:
+    huge = b'{"id": "big", "text": "' + b"x " * (3 << 20) + b'"}'  # 6 MiB, over the 4 MiB line limit
+    if kind == "jsonl":
+        body = _post(1) + b"\n" + huge + b"\n" + _post(2) + b"\n"
+        response = _http(body)
+    else:
+        # an event whose data comes in many lines, as an endless one would
+        lines = b"".join(b"data: " + huge[at : at + 65536] + b"\n" for at in range(0, len(huge), 65536))
+        body = b"data: " + _post(1) + b"\n\n" + lines + b"\n" + b"data: " + _post(2) + b"\n\n"
+        response = _http(body, "text/event-stream")
+    server = RawServer(lambda _: response)
+    try:
+        done, verdicts = _follow(server.url, tmp_path)
+    finally:
+        server.close()
+    assert [v["verdict"] for v in verdicts] == ["novel", "invalid", "novel"], done.stderr.decode()[-2000:]
+    assert "over the 4194304 byte limit" in verdicts[1]["reason"]
+    assert [verdicts[0]["id"], verdicts[2]["id"]] == ["1", "2"]
+
+
+def test_a_redirect_to_another_host_gets_no_custom_header(tmp_path: Path) -> None:
+    target = RawServer(lambda _: _http(_post(1) + b"\n"))
+    origin = RawServer(lambda _: _http(b"", status="302 Found", extra=f"Location: {target.url}/elsewhere\r\n"))
+    try:
+        done, verdicts = _follow(origin.url, tmp_path, "--header", "X-Api-Key: s3cret")
+    finally:
+        origin.close()
+        target.close()
+    assert [v["id"] for v in verdicts] == ["1"], done.stderr.decode()
+    assert "s3cret" in origin.requests[0]
+    assert target.requests and all("s3cret" not in request for request in target.requests)
+
+
+def test_a_redirect_loop_is_a_clear_error(tmp_path: Path) -> None:
+    server = RawServer(lambda _: _http(b"", status="302 Found", extra="Location: /again\r\n"))
+    try:
+        done, _ = _follow(server.url + "/start?access_token=hunter2", tmp_path)
+    finally:
+        server.close()
+    stderr = done.stderr.decode()
+    assert done.returncode == 1
+    assert "more than 10 redirects" in stderr and "unexpected" not in stderr
+    assert "hunter2" not in stderr  # the token is redacted from every message

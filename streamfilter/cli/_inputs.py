@@ -16,6 +16,7 @@ from typing import IO, Any, cast
 import anyio
 import anyio.abc
 
+from .._redact import redact
 from ..adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 from ._parser import UsageError
 
@@ -195,9 +196,11 @@ class Live:
     """The records of a live URL, read by a task that SIGINT or SIGTERM can stop."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self.url = redact(url)  # as every message shows it
         self._scope: anyio.CancelScope | None = None
         self.stopping = False
+        # the source's error: raised once the records read before it are judged and committed
+        self.failed: Exception | None = None
 
     def where(self, line: int) -> str:
         return f"{self.url}: record {line}"
@@ -213,5 +216,8 @@ class Live:
             with anyio.CancelScope() as self._scope:
                 if self.stopping:
                     return
-                async for record in source:
-                    await send.send(record)
+                try:
+                    async for record in source:
+                        await send.send(record)
+                except Exception as exc:  # noqa: BLE001 - raised by the command after the records before it
+                    self.failed = exc

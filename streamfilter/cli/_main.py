@@ -62,24 +62,31 @@ async def _replay(args: argparse.Namespace) -> int:
     writer = Writer(args, inputs)
     progress = Progress(sys.stderr.isatty() and not args.no_progress)
     received: list[int] = []
+    opened: list[bool] = []
     started = time.monotonic()
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(watch_signals, inputs, received)
             async with _filter(args, store, config) as sf:
+                opened.append(True)
                 if args.resume:
                     inputs.skip = sf.store.progress()
                 hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
                 async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
                     progress.show(writer.counts)
             task_group.cancel_scope.cancel()
+    except BaseException as exc:
+        if _leaf(exc).__class__ is BrokenPipeError:
+            opened.clear()  # a reader that stopped early (`| head`) wants nothing more
+        raise
     finally:
         writer.close()
         progress.show(writer.counts, final=True)
         for handle in handles:
             if handle is not sys.stdin.buffer:
                 handle.close()
-    summary(writer.counts, time.monotonic() - started)
+        if opened:  # on an error exit too, once the index was open: what was judged before it
+            summary(writer.counts, time.monotonic() - started)
     if received:
         return 128 + received[0]
     return 1 if inputs.broken else 0
@@ -98,6 +105,7 @@ async def _follow(args: argparse.Namespace) -> int:
     live = Live(args.url)
     writer = Writer(args, live)
     received: list[int] = []
+    opened: list[bool] = []
     started = time.monotonic()
 
     def state(message: str) -> None:
@@ -109,15 +117,19 @@ async def _follow(args: argparse.Namespace) -> int:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(watch_signals, live, received)
             async with _filter(args, store, config) as sf:
+                opened.append(True)
                 task_group.start_soon(live.pump, source, send)
                 async with receive:
                     hooks = CommitHooks(before_commit=writer.write, where=live.where)
                     async for _ in sf.judge_batches(receive, hooks):
                         pass
             task_group.cancel_scope.cancel()
+        if live.failed is not None:
+            raise live.failed
     finally:
         writer.close()
-    summary(writer.counts, time.monotonic() - started)
+        if opened:  # on an error exit too, once the index was open: what was judged before it
+            summary(writer.counts, time.monotonic() - started)
     if received:
         return 128 + received[0]
     return 0

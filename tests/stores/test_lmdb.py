@@ -510,3 +510,28 @@ def test_lmdb_packs_bluesky_post_uris_and_refuses_other_formats(tmp_path: Path) 
     env.close()
     with pytest.raises(StoreError, match="format streamfilter-lmdb-6.*replay the stream into a new --db directory"):
         LMDBStore(old).open(settings())
+
+
+def test_an_empty_or_damaged_index_file_is_a_clear_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "data.mdb").write_bytes(b"")
+    with pytest.raises(StoreError, match="data.mdb is empty \\(0 bytes\\), so it is no LMDB index"):
+        LMDBStore(empty).open(settings())
+    with pytest.raises(StoreError, match="is empty"):
+        LMDBStore(empty).pinned_settings()
+
+    damaged = tmp_path / "damaged"
+    store = LMDBStore(damaged)
+    store.open(settings())
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(300)]
+    assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(300)]) == [None] * 300
+    store.close()
+    data = bytearray((damaged / "data.mdb").read_bytes())
+    for at in range(2 * 4096, len(data), 61):  # every page past the two meta pages, scribbled on
+        data[at] ^= 0x5A
+    (damaged / "data.mdb").write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="damaged"):
+        store = LMDBStore(damaged)
+        store.open(settings())
+        store.check_and_insert([sketch(f"copy{i}", 400 + i, texts[i]) for i in range(300)])

@@ -344,3 +344,47 @@ def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatc
     assert [result.duplicate_of if result else None for result in results] == ["b-copy", "b-copy"]
     worker_a.close()
     worker_b.close()
+
+
+def test_an_index_emptied_mid_run_stops_the_run_saying_so(url: str) -> None:
+    # Redis restarted without persistence (here: the index's keys deleted)
+    # would otherwise let every copy of what it held through
+    store = opened(url)
+    assert store.check_and_insert([sketch("a", 1, TEXT)]) == [None]
+    client = store._client
+    for key in keys_under(store):
+        client.delete(key)
+    with pytest.raises(StoreError, match="lost the index's pinned settings mid-run: the server was emptied"):
+        store.check_and_insert([sketch("b", 2, TEXT)])
+    store.close()
+
+
+def test_a_wrong_password_fails_at_once_and_is_not_printed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ..redis_servers import RedisServer
+
+    server = RedisServer(tmp_path / "locked").start()
+    try:
+        server.cli("CONFIG", "SET", "requirepass", "right-one")
+        wrong = f"redis://:hunter2@127.0.0.1:{server.port}/0"
+        started = time.monotonic()
+        with pytest.raises(StoreError) as caught:
+            RedisStore(wrong).open(settings())
+        assert time.monotonic() - started < 5  # not retried as if the server were down
+        assert "authentication failed" in str(caught.value) and "hunter2" not in str(caught.value)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("prefx=typo", "Redis does not know the URL parameter 'prefx'"),
+        ("retry_for=nan", "retry_for must be a finite number of seconds >= 0"),
+        ("retry_for=-1", "retry_for must be a finite number of seconds >= 0"),
+    ],
+)
+def test_bad_url_parameters_are_config_errors(redis_server, query: str, says: str) -> None:  # type: ignore[no-untyped-def]
+    from streamfilter import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        RedisStore(f"{redis_server.url}?{query}").open(settings())

@@ -133,6 +133,7 @@ class LMDBStore:
 
     # -- opening -------------------------------------------------------------
     def open(self, settings: IndexSettings) -> None:
+        self._refuse_empty_file()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             env = lmdb.open(
@@ -186,7 +187,9 @@ class LMDBStore:
                     txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
                 txn.put(_CONFIG_KEY, json.dumps(requested, sort_keys=True).encode(), db=self._meta)
             else:
-                check_fingerprint(str(self.path), json.loads(bytes(stored)), requested)
+                with self._corruption_reported():
+                    pinned = json.loads(bytes(stored))
+                check_fingerprint(str(self.path), pinned, requested)
 
         self._write(pin)
 
@@ -195,6 +198,7 @@ class LMDBStore:
         path = self.path
         if not (Path(path) / "data.mdb").exists():
             return None
+        self._refuse_empty_file()
         try:
             env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=4, subdir=True)
         except lmdb.Error as exc:
@@ -207,7 +211,24 @@ class LMDBStore:
             return None
         finally:
             env.close()
-        return None if stored is None else dict(json.loads(stored))
+        with self._corruption_reported():
+            return None if stored is None else dict(json.loads(stored))
+
+    def _refuse_empty_file(self) -> None:
+        data = self.path / "data.mdb"
+        if data.is_file() and data.stat().st_size == 0:
+            raise StoreError(f"{data} is empty (0 bytes), so it is no LMDB index: remove it, or choose another --db")
+
+    @contextmanager
+    def _corruption_reported(self) -> Iterator[None]:
+        """What a damaged file makes the decoders raise, as a StoreError that says so."""
+        try:
+            yield
+        except (ValueError, UnicodeDecodeError, struct.error, IndexError, KeyError) as exc:
+            raise StoreError(
+                f"the LMDB index at {self.path} is damaged ({type(exc).__name__}: {exc}); it cannot be "
+                "repaired in place: replay the stream into a new --db directory"
+            ) from exc
 
     # -- the one operation ---------------------------------------------------
     def check_and_insert(
@@ -223,6 +244,13 @@ class LMDBStore:
         self._raise_merge_error()
 
         def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], list[NewRun], bool]:
+            with self._corruption_reported():
+                results, batch = judge(txn)
+            if before_commit is not None:
+                before_commit(results)
+            return results, batch.new_runs, batch.merge_wanted
+
+        def judge(txn: lmdb.Transaction) -> tuple[list[Match | None], Batch]:
             clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
             clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
@@ -240,9 +268,7 @@ class LMDBStore:
                 merged = dict(json.loads(bytes(stored))) if stored else {}
                 merged.update(progress)
                 txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
-            if before_commit is not None:
-                before_commit(results)
-            return results, batch.new_runs, batch.merge_wanted
+            return results, batch
 
         done: tuple[list[Match | None], list[NewRun], bool] = self._write(
             apply, buffers=True, committed=lambda done: self._committed(done[1])
@@ -408,5 +434,10 @@ def _map_error(exc: BaseException, context: str, path: Path | None = None) -> St
         return StoreFullError(
             f"{context}: the disk is full ({message}{where}); "
             "committed data is intact: free space, then rerun with --resume"
+        )
+    if "MDB_CORRUPTED" in message or "MDB_PAGE_NOTFOUND" in message or "MDB_INVALID" in message:
+        return StoreError(
+            f"{context}: the index is damaged ({message}); it cannot be repaired in place: "
+            "replay the stream into a new --db directory"
         )
     return StoreError(f"{context}: {message}")

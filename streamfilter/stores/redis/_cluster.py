@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ... import _rules
+from ..._exceptions import StoreError
 from ..._rules import Match
 from ..._shingle import verification_set
 from .._base import IndexSettings, Sketch, key_bytes
@@ -78,6 +79,18 @@ def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
     return decode_record(record)
 
 
+# What batch.lua answers when the index's pinned settings are gone.
+_INDEX_GONE = "STREAMFILTER_INDEX_GONE"
+
+
+def _emptied(location: str) -> str:
+    return (
+        f"Redis at {location} lost the index's pinned settings mid-run: the server was emptied "
+        "(restarted without persistence, or flushed), and the posts it held are gone, so later copies "
+        "of them would pass; start again on a fresh prefix, or enable persistence on the server"
+    )
+
+
 class ClusterProtocol:
     """The Cluster steps of ``RedisStore``, which sets these attributes."""
 
@@ -86,8 +99,13 @@ class ClusterProtocol:
     _post_prefix: bytes
     _band_prefix: bytes
     _clock_key: bytes
+    _config_key: bytes
     _serial_key: bytes
     _raise_clock: Any
+
+    @property
+    def location(self) -> str:  # RedisStore's
+        raise NotImplementedError
 
     def _on_nodes(
         self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]], leading: Sequence[Any] = ()
@@ -190,6 +208,8 @@ class ClusterProtocol:
     ) -> _Judged:
         ttl, threshold = settings.ttl_seconds, settings.jaccard_threshold
         limit = settings.max_candidates_per_band
+        if self._client.get(self._config_key) is None:
+            raise StoreError(_emptied(self.location))
         stored_clock = self._client.get(self._clock_key)
         clock = float(stored_clock) if stored_clock is not None else float("-inf")
         members, stored = self._read_on_cluster(

@@ -68,6 +68,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 import socket
 import threading
@@ -80,10 +81,11 @@ import numpy as np
 
 from ... import _rules
 from ..._exceptions import ConfigError, MissingDependencyError, StoreError
+from ..._redact import redact
 from ..._rules import Match
 from .._base import IndexSettings, Sketch, check_fingerprint, key_bytes
 from .._records import decode_id, encode_record
-from ._cluster import ClusterProtocol
+from ._cluster import _INDEX_GONE, ClusterProtocol, _emptied
 from ._scripts import rules_args, script
 
 __all__ = ["RedisStore"]
@@ -115,11 +117,13 @@ def _split_url(url: str) -> tuple[str, str, float | None]:
             try:
                 retry_for = float(value)
             except ValueError:
-                raise ConfigError(f"{url}: retry_for must be a number of seconds, got {value!r}") from None
+                retry_for = math.nan
+            if not (math.isfinite(retry_for) and retry_for >= 0):
+                raise ConfigError(f"{redact(url)}: retry_for must be a finite number of seconds >= 0, got {value!r}")
         else:
             kept.append((name, value))
     if not prefix:
-        raise ConfigError(f"{url}: the prefix parameter is empty")
+        raise ConfigError(f"{redact(url)}: the prefix parameter is empty")
     return urlunsplit(parts._replace(query=urlencode(kept))), prefix, retry_for
 
 
@@ -161,7 +165,8 @@ class RedisStore(ClusterProtocol):
 
     @property
     def location(self) -> str:
-        return f"{self.url} (prefix {self.prefix})"
+        """Where the index is, as messages show it: without the password."""
+        return f"{redact(self.url)} (prefix {self.prefix})"
 
     # -- opening -------------------------------------------------------------
     def _connect(self) -> None:
@@ -177,13 +182,21 @@ class RedisStore(ClusterProtocol):
         try:
             client = redis.Redis.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
         except ValueError as exc:
-            raise StoreError(f"bad Redis URL {self.url}: {exc}") from exc
+            raise ConfigError(f"bad Redis URL {redact(self.url)}: {exc}") from exc
 
         def probe() -> bool:
             info = client.info("cluster")
             return bool(info.get("cluster_enabled"))
 
-        self.cluster = self._retrying("connect", probe)
+        try:
+            self.cluster = self._retrying("connect", probe)
+        except TypeError as exc:  # redis-py passes unknown URL parameters on to its connection class
+            client.close()
+            unknown = str(exc).rpartition("argument ")[2] or str(exc)
+            raise ConfigError(
+                f"{redact(self.url)}: Redis does not know the URL parameter {unknown} "
+                "(streamfilter's own are prefix and retry_for)"
+            ) from None
         if self.cluster:
             client.close()
             client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
@@ -263,6 +276,7 @@ class RedisStore(ClusterProtocol):
             max(1, settings.max_candidates_per_band),
             *rules_args(settings.jaccard_threshold, settings.shingle_size),
             _rules.MAX_VERIFIED,
+            self._config_key,
         ]
         for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
             refers = b"" if sketch.refers_to is None else _id_bytes(sketch.refers_to)
@@ -289,7 +303,15 @@ class RedisStore(ClusterProtocol):
             attempt += 1
             try:
                 return operation()
+            except self._redis.exceptions.AuthenticationError as exc:
+                # a ConnectionError to redis-py, but retrying cannot help
+                raise StoreError(
+                    f"Redis at {self.location}: {what} failed: authentication failed ({exc}); "
+                    "check the user name and password in the URL"
+                ) from exc
             except self._redis.exceptions.RedisError as exc:
+                if _INDEX_GONE in str(exc):
+                    raise StoreError(_emptied(self.location)) from exc
                 moved = self.cluster and _slots_moved(exc)
                 if not (moved or isinstance(exc, self._transient)):
                     raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc

@@ -1,7 +1,7 @@
 -- Judges and records one batch on a single Redis, atomically.
 -- ARGV: prefix, ttl seconds (0: never), cap (newest posts a band key keeps),
 -- then the rules (read_rules: 7 values from ARGV[4]), the most candidates
--- verified (_rules.MAX_VERIFIED), then per post: record,
+-- verified (_rules.MAX_VERIFIED), the key of the pinned settings, then per post: record,
 -- band keys (8 bytes each), record-key suffix, two flags ("1" or "0": a
 -- made-up id, a text cut off by "…"), and the reposted id's bytes of a
 -- reference ('' for a post).
@@ -9,11 +9,14 @@
 local prefix, ttl, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local rules = read_rules(4)
 local max_verified = tonumber(ARGV[11])
+-- settings pinned when the index was opened and gone now: the server was
+-- emptied under a running filter, and every post it held with them
+if redis.call('EXISTS', ARGV[12]) == 0 then return redis.error_reply('STREAMFILTER_INDEX_GONE') end
 local serial_key = prefix .. ':serial'
 local clock_key = prefix .. ':clock'
 local clock = tonumber(redis.call('GET', clock_key) or '') or -math.huge
 local out = {}
-for base = 12, #ARGV, 5 do
+for base = 13, #ARGV, 5 do
   local rec, keys, h = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local flags, refers = ARGV[base + 3], ARGV[base + 4]
   local made_up, cut = string.sub(flags, 1, 1) == '1', string.sub(flags, 2, 2) == '1'
