@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
@@ -211,3 +213,25 @@ def test_a_redirect_loop_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "more than 10 redirects" in stderr and "unexpected" not in stderr
     assert "hunter2" not in stderr  # the token is redacted from every message
+
+
+def test_follow_reads_past_an_oversized_websocket_message(tmp_path: Path) -> None:
+    from .live_servers import StreamServer
+
+    huge = b'{"id": "big", "text": "' + b"y " * (3 << 20) + b'"}'
+    verdicts_path = tmp_path / "ws.jsonl"
+    with StreamServer("ws", [_post(1), huge, _post(2)]) as server:
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "streamfilter", "follow", server.url, "--verdicts", str(verdicts_path)],
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+            not verdicts_path.exists() or len(verdicts_path.read_text().splitlines()) < 3
+        ):
+            time.sleep(0.1)
+        follow.send_signal(signal.SIGINT)  # a live stream never ends: stop it once the three are judged
+        _, stderr = follow.communicate(timeout=60)
+    verdicts = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
+    assert [v["verdict"] for v in verdicts] == ["novel", "invalid", "novel"], stderr.decode()[-2000:]
+    assert "over the 4194304 byte limit" in verdicts[1]["reason"]

@@ -16,6 +16,7 @@ from .._exceptions import ConfigError, ConfigMismatchError, StreamFilterError
 from .._filter import StreamFilter
 from .._lsh import choose_for_rates
 from .._pipeline import Chunks, CommitHooks
+from .._redact import redact
 from ..stores import BandStore, LMDBStore
 from ..stores.redis import RedisStore
 from ._inputs import Inputs, Live, Progress, watch_signals
@@ -30,7 +31,7 @@ def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
     store: BandStore | None = None
     if args.store:
         if not args.store.startswith(("redis://", "rediss://", "unix://")):
-            raise UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {args.store!r}")
+            raise UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {redact(args.store)!r}")
         store = RedisStore(args.store)
         stored = store.pinned_settings()
     else:
