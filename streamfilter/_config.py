@@ -16,7 +16,7 @@ from ._shingle import MAX_SHINGLE_SIZE
 __all__ = ["FilterConfig", "parse_duration"]
 
 # Bump when shingle hashing, MinHash permutations or band keys change.
-SKETCH_VERSION = 4  # 3: every post is also filed under an id key; 4: 32-bit word hashes, runs of 1 to k words verified
+SKETCH_VERSION = 5  # 5: character bigrams in scripts written without spaces, and in Hangul
 
 _DURATION = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", regex.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -10,18 +10,37 @@ What is removed, and why:
   The character set is compiled from the ``emoji`` package's data (plus
   ``\\p{Extended_Pictographic}`` for emoji newer than the package) into one
   ``regex`` character class; ``emoji.replace_emoji`` costs ~60 µs a post.
-- Combining marks and format characters (zero-width spaces and joiners, bidi
-  controls, soft hyphens), so ``he\\u200bllo`` and ``h̶e̶l̶l̶o̶`` read as ``hello``.
+- Format characters (zero-width spaces and joiners, bidi controls, soft
+  hyphens), so ``he\\u200bllo`` reads as ``hello``; and the combining marks
+  of scripts where they are accents a copy may drop or add (Latin, Greek,
+  Cyrillic, Arabic harakat, Hebrew niqqud, Thai and Lao vowel and tone marks,
+  the Devanagari nukta), so ``h̶e̶l̶l̶o̶`` reads as ``hello``. Marks that make
+  another letter elsewhere stay: Japanese voiced marks (``が`` is not ``か``),
+  Devanagari vowel signs.
 - Punctuation; hashtags keep their word (``#KYDerby`` reads as ``kyderby``).
 
 What is folded: HTML entities (``&amp;``), Unicode compatibility forms (NFKC:
-fullwidth, mathematical bold/italic/script letters, circled letters,
-ligatures), case (casefold), Latin small capitals, letters dressed as symbols
+fullwidth and halfwidth forms, mathematical bold/italic/script letters, circled
+letters, ligatures), case (casefold), Arabic letter forms as Lucene's Arabic
+and Persian normalisers fold them (tatweel deleted; alef, hamza, alef maqsura,
+teh marbuta, Persian and Urdu kaf, yeh and heh variants to one letter each),
+Latin small capitals, letters dressed as symbols
 that NFKC leaves alone (negative circled and squared, parenthesized), and
 Cyrillic/Greek letters that look like Latin ones (``Неllо`` spelled with
 Cyrillic Н and о; Greek capitals count as the Latin letter they look like).
 Joiners, variation selectors and skin tones inside a word are deleted, and
 blank letters (the Hangul filler) are spaces.
+
+Tokens. Scripts written with spaces give words. In scripts written without
+them (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar and the others in
+``_UNSPACED``, decided by each character's Unicode script, never by a
+language), and in Hangul, whose spacing varies from writer to writer, a run
+of such characters becomes its overlapping character bigrams, as Lucene's CJK
+bigram filter cuts it: spaces, emoji and punctuation inside the run do not
+change them. A run of one character is one token. Mixed posts mix both.
+
+Reposts: a leading ``RT @user:``, ``MT @user:`` or Weibo's ``//@user:`` marks
+a manual repost.
 
 Truncation: when the text ends in ``…`` glued to a word (or in such a ``…``
 and then links, as Twitter cuts a status), that last word was
@@ -52,7 +71,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 4
+NORMALIZER_VERSION = 5
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -189,17 +208,51 @@ _LOOKALIKES = str.maketrans(
 _ASCII_WORDS = bytes((ord(chr(i).lower()) if chr(i).isalnum() else 32) if i < 128 else i for i in range(256))
 _ASCII_DELETED = b"'`"
 
-_RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:RT|MT)\b\s*[@＠]\w+\s*:?)+", regex.IGNORECASE)
-_PREFIX_HEADS = ("RT", "MT")
+_RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:(?:RT|MT)\b\s*|//\s*)[@＠]\w+\s*[:：]?)+", regex.IGNORECASE)
+_PREFIX_HEADS = ("RT", "MT", "//")
 _URL = regex.compile(r"(?:https?|ftp):/\S*|\bwww\.\S+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}/\S*", regex.IGNORECASE)
 # "via" spelled out case by case (İ is what IGNORECASE would also match for i):
 # the same matches as the pattern with IGNORECASE, at a third of its cost.
 _MENTION = regex.compile(r"(?<!\w)@\w+(?:\s+[vV][iI\u0130][aA]\b)?|\b[vV][iI\u0130][aA]\s+@\w+")
 _KEYCAP = regex.compile(r"[0-9#*]\ufe0f?\u20e3")
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
-_MARKS_AND_FORMAT = regex.compile(r"[\p{Mn}\p{Me}\p{Cf}]+")
+_FORMAT = regex.compile(r"\p{Cf}+")
+# Combining marks that copies drop or add: after a letter of these scripts (or
+# a Common one), marks are accents; elsewhere they make another letter.
+# A run of marks at the start of a folded run follows an ASCII letter.
+_ACCENTS = regex.compile(
+    r"(?:^|(?<=[\p{sc=Latin}\p{sc=Greek}\p{sc=Cyrillic}\p{sc=Arabic}\p{sc=Hebrew}\p{sc=Thai}\p{sc=Lao}"
+    r"\p{sc=Common}\p{sc=Inherited}]))[\p{Mn}\p{Me}]+|\u093c"
+)
+# Arabic-script letters folded as Lucene's Arabic and Persian normalisers fold
+# them (after NFKD has split hamza and madda off alef, waw and yeh); tatweel is deleted.
+_ARABIC_LETTERS = str.maketrans(
+    {
+        "\u0640": None,  # tatweel
+        "\u0649": "\u064a",  # alef maqsura -> yeh
+        "\u0629": "\u0647",  # teh marbuta -> heh
+        "\u06a9": "\u0643",  # keheh (Persian kaf) -> kaf
+        "\u06cc": "\u064a",  # Farsi yeh -> yeh
+        "\u06d2": "\u064a",  # yeh barree (Urdu) -> yeh
+        "\u06c1": "\u0647",  # heh goal (Urdu) -> heh
+        "\u06be": "\u0647",  # heh doachashmee -> heh
+        "\u06d5": "\u0647",  # ae -> heh
+        "\u0671": "\u0627",  # alef wasla -> alef
+    }
+)
+# Scripts written without spaces between words: their runs are cut into
+# character bigrams. Hangul is written with spaces, but writers space it so
+# differently that its runs are cut the same way.
+_UNSPACED = (
+    "Han Hiragana Katakana Thai Lao Khmer Myanmar Tibetan Yi Tai_Le New_Tai_Lue Tai_Tham Tai_Viet "
+    "Javanese Balinese Buginese Lisu Vai Hangul Bopomofo Nko"
+).split()
+_UNSPACED_CHAR = regex.compile("[" + "".join(rf"\p{{scx={name}}}" for name in _UNSPACED) + "]")
+_UNSPACED_SPLIT = regex.compile("(" + _UNSPACED_CHAR.pattern + "+)")
 _APOSTROPHES = regex.compile(r"(?<=\w)['’ʼ`](?=\w)")
-_NON_WORD = re.compile(r"[\W_]+")
+# regex's \w, unlike re's, holds combining marks: a Devanagari vowel sign
+# stays inside its word
+_NON_WORD = regex.compile(r"[\W_]+")
 
 
 def has_retweet_prefix(text: str) -> bool:
@@ -213,9 +266,76 @@ def has_retweet_prefix(text: str) -> bool:
 
 def _fold(text: str) -> str:
     text = unicodedata.normalize("NFKD", text)
-    text = _MARKS_AND_FORMAT.sub("", text)
-    text = text.casefold().translate(_LOOKALIKES)
+    text = _ACCENTS.sub("", _FORMAT.sub("", text))
+    text = text.casefold().translate(_LOOKALIKES).translate(_ARABIC_LETTERS)
     return unicodedata.normalize("NFKC", text)
+
+
+def _spelled_out(words: list[str]) -> bool:
+    """Whether three one-character words follow each other (a plain loop:
+    a regular expression over the text cost as much as the rest of normalising)."""
+    run = 0
+    for word in words:
+        if len(word) == 1:
+            run += 1
+            if run == 3:
+                return True
+        else:
+            run = 0
+    return False
+
+
+def _join_spelled_out(words: list[str]) -> list[str]:
+    """Runs of three or more one-letter words joined into one word: a word
+    spelled out letter by letter ("f r e e") is the word."""
+    joined: list[str] = []
+    run: list[str] = []
+    for word in [*words, ""]:
+        if len(word) == 1 and word.isalpha():
+            run.append(word)
+            continue
+        if len(run) >= 3:
+            joined.append("".join(run))
+        else:
+            joined.extend(run)
+        run = []
+        if word:
+            joined.append(word)
+    return joined
+
+
+def _tokens(words: list[str]) -> list[str]:
+    """``words`` with each run of unspaced-script characters, across the
+    spaces between words, cut into overlapping character bigrams."""
+    tokens: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        joined = "".join(run)
+        if len(joined) == 1:
+            tokens.append(joined)
+        else:
+            tokens.extend([joined[at : at + 2] for at in range(len(joined) - 1)])
+        run.clear()
+
+    for word in words:
+        if _UNSPACED_CHAR.search(word) is None:
+            if run:
+                flush()
+            tokens.append(word)
+            continue
+        for part in _UNSPACED_SPLIT.split(word):
+            if not part:
+                continue
+            if _UNSPACED_CHAR.match(part):
+                run.append(part)
+            else:
+                if run:
+                    flush()
+                tokens.append(part)
+    if run:
+        flush()
+    return tokens
 
 
 def _fold_run(match: re.Match[str]) -> str:
@@ -299,8 +419,18 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         words = text.encode("ascii").translate(_ASCII_WORDS, _ASCII_DELETED).decode("ascii").split()
     else:
         words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
+        # a cut word is dropped; in an unspaced script "…" falls between whole characters
+        if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
+            words.pop()
+        if _spelled_out(words):
+            words = _join_spelled_out(words)
+        if _UNSPACED_CHAR.search(text) is not None:
+            words = _tokens(words)
+        return words, truncated
     if truncated and len(words) > 1:
         words.pop()
+    if _spelled_out(words):
+        words = _join_spelled_out(words)
     return words, truncated
 
 
