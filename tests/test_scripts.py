@@ -128,7 +128,7 @@ def test_an_index_of_the_previous_tokens_is_refused(tmp_path) -> None:  # type: 
         sf.check({"id": "1", "text": "a post"})
     env = lmdb.open(str(tmp_path / "index"), max_dbs=4)
     with env.begin(write=True, db=env.open_db(b"meta")) as txn:
-        config = json.loads(txn.get(b"config"))
+        config = json.loads(txn.get(b"config") or b"{}")
         config["normalizer_version"] = (
             config["normalizer_version"] - 1
         )  # as the code before script-aware tokens pinned it
