@@ -132,14 +132,14 @@ class PreparedBatch:
             raw = raw_of[line]
             post = None
             if fields is not None:
-                post_id, text, timestamp, retweet_of, is_retweet, platform = fields
-                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw)
+                post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
+                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
             entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
         return cls(entries, _Columns(*columns).sketches())
 
 
 def _post_fields(post: Post) -> tuple[Any, ...]:
-    return (post.id, post.text, post.timestamp, post.retweet_of, post.is_retweet, post.platform)
+    return (post.id, post.text, post.timestamp, post.retweet_of, post.is_retweet, post.platform, post.author)
 
 
 class Sketcher:

@@ -19,7 +19,9 @@ class Post:
     retweeted post's own text when the payload carries it. ``timestamp`` is
     the event time in seconds since the epoch, or None when the record has
     none (the filter then uses the wall clock). ``raw`` is the record exactly
-    as it arrived (a dict, a str, or the bytes of an input line).
+    as it arrived (a dict, a str, or the bytes of an input line). ``author``
+    is the account that posted it, as the platform names it (a screen name,
+    a handle or a DID), or None when the record does not say.
     """
 
     id: str | None
@@ -29,6 +31,7 @@ class Post:
     is_retweet: bool = False
     platform: str = "text"
     raw: Any = field(default=None, repr=False, compare=False)
+    author: str | None = None
 
     def __init__(
         self,
@@ -39,9 +42,12 @@ class Post:
         is_retweet: bool = False,
         platform: str = "text",
         raw: Any = None,
+        author: str | None = None,
     ) -> None:
         # What dataclass's own __init__ does, through the slots directly (see _slot_setters).
-        set_id, set_text, set_timestamp, set_retweet_of, set_is_retweet, set_platform, set_raw = _POST_SETTERS
+        set_id, set_text, set_timestamp, set_retweet_of, set_is_retweet, set_platform, set_raw, set_author = (
+            _POST_SETTERS
+        )
         set_id(self, id)
         set_text(self, text)
         set_timestamp(self, timestamp)
@@ -49,6 +55,7 @@ class Post:
         set_is_retweet(self, is_retweet)
         set_platform(self, platform)
         set_raw(self, raw)
+        set_author(self, author)
 
 
 def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:

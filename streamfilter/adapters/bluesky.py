@@ -48,10 +48,13 @@ class BlueskyAdapter:
         if not isinstance(body, Mapping):
             raise InvalidRecordError(f"bluesky {collection} create has no record")
         post_id = f"at://{record.get('did')}/{collection}/{commit.get('rkey')}"
+        author = str(record["did"]) if record.get("did") is not None else None  # Jetstream gives the DID
         time_us = record.get("time_us")
         timestamp = parse_timestamp(time_us if time_us is not None else body.get("createdAt"))
         if collection == _REPOST:
             subject = body.get("subject")
             reposted = subject.get("uri") if isinstance(subject, Mapping) else None
-            return [Post(post_id, "", timestamp, None if reposted is None else str(reposted), True, "bluesky", record)]
-        return [Post(post_id, text_of(body.get("text"), "record.text"), timestamp, None, False, "bluesky", record)]
+            reposted_id = None if reposted is None else str(reposted)
+            return [Post(post_id, "", timestamp, reposted_id, True, "bluesky", record, author)]
+        text = text_of(body.get("text"), "record.text")
+        return [Post(post_id, text, timestamp, None, False, "bluesky", record, author)]

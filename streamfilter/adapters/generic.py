@@ -96,5 +96,21 @@ class GenericAdapter:
                 has_retweet_prefix(text),
                 "generic",
                 record,
+                _author(record),
             )
         ]
+
+
+_AUTHOR_FIELDS = ("author", "user", "username", "screen_name", "handle")
+
+
+def _author(record: Mapping[str, Any]) -> str | None:
+    """The account of a generic record: the first of the usual fields that
+    holds a name (or an object with one)."""
+    for name in _AUTHOR_FIELDS:
+        value = record.get(name)
+        if isinstance(value, Mapping):
+            value = next((value[key] for key in ("screen_name", "username", "name", "id") if key in value), None)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return str(value)
+    return None

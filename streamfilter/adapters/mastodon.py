@@ -165,8 +165,11 @@ class MastodonAdapter:
         created = status.get("created_at")
         timestamp = None if created is None else parse_timestamp(created)
         reblog = status.get("reblog")
+        account = status.get("account")
+        handle = account.get("acct") if isinstance(account, Mapping) else None
+        author = handle if isinstance(handle, str) else None
         if isinstance(reblog, Mapping):
             text = html_to_text(text_of(reblog.get("content"), "reblog.content"))
-            return [Post(_status_id(status), text, timestamp, _status_id(reblog), True, "mastodon", record)]
+            return [Post(_status_id(status), text, timestamp, _status_id(reblog), True, "mastodon", record, author)]
         text = html_to_text(text_of(status.get("content"), "content"))
-        return [Post(_status_id(status), text, timestamp, None, False, "mastodon", record)]
+        return [Post(_status_id(status), text, timestamp, None, False, "mastodon", record, author)]

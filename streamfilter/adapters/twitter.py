@@ -70,10 +70,26 @@ class TwitterV1Adapter:
 
     def _post(self, status: Mapping[str, Any], raw: Any) -> Post:
         retweeted = status.get("retweeted_status")
+        author = _screen_name(status)
         if isinstance(retweeted, Mapping):
-            return Post(_id_of(status), _v1_text(retweeted), _time_of(status), _id_of(retweeted), True, "twitter", raw)
+            original = _id_of(retweeted)
+            return Post(_id_of(status), _v1_text(retweeted), _time_of(status), original, True, "twitter", raw, author)
         text = _v1_text(status)
-        return Post(_id_of(status), text, _time_of(status), None, has_retweet_prefix(text), "twitter", raw)
+        return Post(_id_of(status), text, _time_of(status), None, has_retweet_prefix(text), "twitter", raw, author)
+
+
+def _screen_name(status: Mapping[str, Any]) -> str | None:
+    user = status.get("user")
+    name = user.get("screen_name") if isinstance(user, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _v2_author(tweet: Mapping[str, Any], users: Mapping[str, str]) -> str | None:
+    """The author's username from the page's includes.users, else the author_id."""
+    author_id = tweet.get("author_id")
+    if author_id is None:
+        return None
+    return users.get(str(author_id), str(author_id))
 
 
 def _v2_text(tweet: Mapping[str, Any]) -> str:
@@ -101,20 +117,28 @@ class TwitterV2Adapter:
         data = record.get("data", record)
         includes = record.get("includes")
         included: dict[str, Mapping[str, Any]] = {}
+        users: dict[str, str] = {}
         if isinstance(includes, Mapping) and isinstance(includes.get("tweets"), list):
             for tweet in includes["tweets"]:
                 if isinstance(tweet, Mapping) and tweet.get("id") is not None:
                     included[str(tweet["id"])] = tweet
+        if isinstance(includes, Mapping) and isinstance(includes.get("users"), list):
+            for user in includes["users"]:
+                if isinstance(user, Mapping) and isinstance(user.get("username"), str):
+                    users[str(user.get("id"))] = user["username"]
         if isinstance(data, list):
             if not data:
                 raise InvalidRecordError("response page has no tweets in data")
-            return [self._post(tweet, included, record) for tweet in data if isinstance(tweet, Mapping)]
+            return [self._post(tweet, included, users, record) for tweet in data if isinstance(tweet, Mapping)]
         if not isinstance(data, Mapping):
             raise InvalidRecordError(f"data is a {type(data).__name__}, not a tweet object")
-        return [self._post(data, included, record)]
+        return [self._post(data, included, users, record)]
 
-    def _post(self, tweet: Mapping[str, Any], included: Mapping[str, Mapping[str, Any]], raw: Any) -> Post:
+    def _post(
+        self, tweet: Mapping[str, Any], included: Mapping[str, Mapping[str, Any]], users: Mapping[str, str], raw: Any
+    ) -> Post:
         own_text = _v2_text(tweet)
+        author = _v2_author(tweet, users)
         references = tweet.get("referenced_tweets")
         if isinstance(references, list):
             for reference in references:
@@ -124,5 +148,6 @@ class TwitterV2Adapter:
                     text = own_text
                     if isinstance(original.get("text"), str):
                         text = _v2_text(original)
-                    return Post(_id_of(tweet), text, _time_of(tweet), original_id, True, "twitter", raw)
-        return Post(_id_of(tweet), own_text, _time_of(tweet), None, has_retweet_prefix(own_text), "twitter", raw)
+                    return Post(_id_of(tweet), text, _time_of(tweet), original_id, True, "twitter", raw, author)
+        retweet = has_retweet_prefix(own_text)
+        return Post(_id_of(tweet), own_text, _time_of(tweet), None, retweet, "twitter", raw, author)

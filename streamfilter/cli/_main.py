@@ -22,6 +22,7 @@ from ..stores.redis import RedisStore
 from ._inputs import Inputs, Live, Progress, watch_signals
 from ._outputs import Writer, summary
 from ._parser import SIMILARITIES, UsageError, build_parser, config_of
+from ._report import run_report
 
 __all__ = ["main"]
 
@@ -187,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _params(args)
             if args.command == "follow":
                 return int(anyio.run(_follow, args))
+            if args.command == "report":
+                return run_report(args)
             return int(anyio.run(_replay, args))
         except BaseExceptionGroup as group:
             raise _leaf(group) from None

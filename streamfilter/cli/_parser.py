@@ -102,6 +102,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     follow.set_defaults(resume=False, batch_size=None)
 
+    report = commands.add_parser(
+        "report",
+        help="the campaigns in a replay's verdicts: clusters, timelines and charts",
+        description="Read a stream with the verdicts a replay or follow run wrote for it (matched by their line) "
+        "and write its clusters, a novel post and the duplicates that name it, as JSON (--json) and as one "
+        "self-contained HTML page with charts (--html; needs pip install 'streamfilter[report]').",
+    )
+    report.add_argument("inputs", nargs="+", metavar="INPUT", help="the stream, as replay read it (.gz too)")
+    report.add_argument("--verdicts", metavar="FILE", required=True, help="the verdicts replay or follow wrote")
+    report.add_argument("--html", metavar="FILE", help="write the HTML report here")
+    report.add_argument("--json", metavar="FILE", help="write the clusters as JSON here")
+    report.add_argument("--top", type=_positive_int, default=10, help="campaigns shown in the HTML (default: 10)")
+    report.add_argument(
+        "--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto"
+    )
+    report.add_argument("--id-field", default="id", help="as for replay")
+    report.add_argument("--text-field", default="text", help="as for replay")
+    report.add_argument("--time-field", default="created_at", help="as for replay")
+    report.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
+
     params = commands.add_parser(
         "params",
         help="show the LSH split chosen for a threshold, or for target error rates",

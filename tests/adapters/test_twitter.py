@@ -80,3 +80,26 @@ def test_twitter_format_rejects_other_json() -> None:
 
     with pytest.raises(InvalidRecordError, match="not a Twitter"):
         record_adapter("twitter").adapt({"body": "hello"})
+
+
+def test_every_adapter_names_the_author() -> None:
+    from streamfilter.adapters import record_adapter
+
+    adapter = record_adapter()
+    expected = {
+        "twitter_v1_search.jsonl": "alfonsohoops",
+        "twitter_v2_brexit.jsonl": "WarmongerHodges",  # the username from includes.users
+        "twitter_v2_stream.jsonl": "2828727288",  # no includes: the author_id
+        "mastodon_hashtag.jsonl": "laborjournal@mstdn.science",
+        "campaign.jsonl": "user1",
+    }
+    for name, author in expected.items():
+        line = (FIXTURES / name).read_bytes().splitlines()[0]
+        assert adapter.adapt(line)[0].author == author, name
+    bluesky = [
+        line
+        for line in (FIXTURES / "bluesky_jetstream.jsonl").read_bytes().splitlines()
+        if b'"app.bsky.feed.post"' in line and b'"create"' in line
+    ][0]
+    assert adapter.adapt(bluesky)[0].author.startswith("did:plc:")  # type: ignore[union-attr]
+    assert adapter.adapt(b'{"id": 1, "text": "hello", "author": {"username": "ann"}}')[0].author == "ann"

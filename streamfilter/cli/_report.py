@@ -1,0 +1,98 @@
+"""``streamfilter report``: the campaigns in a stream and the verdicts a replay wrote for it."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+from ..adapters import record_adapter
+from ..adapters._base import CLIPPED_LINE_BYTES
+from ..report import Clusters, render
+from ._inputs import Inputs
+from ._parser import UsageError
+
+__all__ = ["run_report"]
+
+
+def _lines(handles: list[IO[bytes]]) -> Iterator[bytes]:
+    """Every line of every input, numbered as replay numbers them (one after
+    another, a last line without its newline included); a line longer than
+    replay keeps is cut as replay cuts it."""
+    for handle in handles:
+        reader: IO[bytes] = handle
+        if isinstance(handle, io.RawIOBase):  # an unbuffered file: readline would read a byte at a time
+            reader = io.BufferedReader(handle, 1 << 20)
+        while True:
+            line = reader.readline(CLIPPED_LINE_BYTES + 1)
+            if not line:
+                break
+            if not line.endswith(b"\n") and len(line) > CLIPPED_LINE_BYTES:
+                while (rest := reader.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+                line = line[:CLIPPED_LINE_BYTES]
+            yield line.rstrip(b"\n")
+
+
+def _verdicts(lines: IO[str]) -> Iterator[dict[str, Any]]:
+    for text in lines:
+        if text.strip():
+            verdict = dict(json.loads(text))
+            verdict["line"] = int(verdict["line"])
+            yield verdict
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if not (args.html or args.json):
+        raise UsageError("report needs --html FILE or --json FILE (or both)")
+    adapter = record_adapter(
+        args.format, id_field=args.id_field, text_field=args.text_field, time_field=args.time_field
+    )
+    clusters = Clusters()
+    inputs = Inputs(args.inputs)
+    handles = inputs.open_all()
+    show = sys.stderr.isatty() and not args.no_progress
+    try:
+        with open(args.verdicts, encoding="utf-8") as verdict_file:
+            verdicts = _verdicts(verdict_file)
+            pending = next(verdicts, None)
+            for line, raw in enumerate(_lines(handles), 1):
+                found = []
+                while pending is not None and pending["line"] <= line:
+                    if pending["line"] == line:
+                        found.append(pending)
+                    pending = next(verdicts, None)
+                if found:
+                    try:
+                        posts = adapter.adapt(raw)
+                    except Exception:  # noqa: BLE001 - its verdict says why (invalid, skipped)
+                        posts = []
+                    clusters.add(posts, found)
+                if show and line % 100_000 == 0:
+                    print(f"\rstreamfilter report: {line:,} lines", end="", file=sys.stderr, flush=True)
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.verdicts}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.verdicts} is not a verdicts file of replay or follow ({exc!r})") from None
+    finally:
+        for handle in handles:
+            if handle is not sys.stdin.buffer:
+                handle.close()
+        if show:
+            print(file=sys.stderr)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(clusters.to_json(), out, ensure_ascii=False, indent=1)
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as out:
+            out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))
+    found_clusters = clusters.clusters()
+    largest = f", the largest of {found_clusters[0].size} posts" if found_clusters else ""
+    print(
+        f"streamfilter: {clusters.posts} posts, {len(found_clusters)} campaigns of 2 posts or more{largest}",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,141 @@
+"""Campaigns from verdicts: clusters of a novel post and the duplicates that name it.
+
+One pass over the records and their verdicts, in input order. Memory holds
+aggregates, never posts: per cluster of two posts or more its size, times,
+distinct authors (counted exactly up to ``MAX_AUTHORS``), a few variants and
+its timeline by minute; and, for novel posts not yet in a cluster, the newest
+``MAX_WAITING`` of them (their time, author and text), so that a duplicate
+arriving later finds its original's text. A duplicate of a post evicted from
+that window still makes a cluster, named after the post, with its own text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._post import Post
+
+__all__ = ["Clusters", "MAX_AUTHORS", "MAX_WAITING"]
+
+MAX_WAITING = 500_000
+MAX_AUTHORS = 100_000
+MAX_EXAMPLES = 5
+_TEXT_CHARS = 500
+_NUMBERS = re.compile(r"\d+")
+
+
+class _Cluster:
+    __slots__ = ("authors", "authors_capped", "examples", "first_seen", "id", "last_seen", "size", "text", "timeline")
+
+    def __init__(self, post_id: str, text: str, timestamp: float | None, author: str | None) -> None:
+        self.id = post_id
+        self.text = text
+        self.size = 1
+        self.first_seen = self.last_seen = timestamp
+        self.authors: set[str] = set() if author is None else {author}
+        self.authors_capped = False
+        self.examples: list[tuple[str, str]] = []
+        self.timeline: Counter[int] = Counter()
+        if timestamp is not None:
+            self.timeline[int(timestamp // 60)] += 1
+
+    def add(self, post: Post) -> None:
+        self.size += 1
+        timestamp = post.timestamp
+        if timestamp is not None:
+            self.first_seen = timestamp if self.first_seen is None else min(self.first_seen, timestamp)
+            self.last_seen = timestamp if self.last_seen is None else max(self.last_seen, timestamp)
+            self.timeline[int(timestamp // 60)] += 1
+        if post.author is not None and not self.authors_capped:
+            self.authors.add(post.author)
+            if len(self.authors) >= MAX_AUTHORS:
+                self.authors_capped = True
+        if len(self.examples) < MAX_EXAMPLES and post.text != self.text and post.id is not None:
+            if all(text != post.text for _, text in self.examples):
+                self.examples.append((post.id, post.text[:_TEXT_CHARS]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "size": self.size,
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "authors": len(self.authors),
+            "authors_at_least": self.authors_capped,
+            "text": self.text,
+            "examples": [{"id": post_id, "text": text} for post_id, text in self.examples],
+        }
+
+
+class Clusters:
+    """Aggregates of a replay's verdicts; ``add`` each record's posts and verdicts in input order."""
+
+    def __init__(self) -> None:
+        self.posts = 0
+        self.verdicts: Counter[str] = Counter()
+        self.invalid_reasons: Counter[str] = Counter()
+        self.timeline: dict[str, Counter[int]] = {}  # verdict -> posts per minute
+        self._waiting: OrderedDict[str, tuple[float | None, str | None, str]] = OrderedDict()
+        self._clusters: dict[str, _Cluster] = {}
+
+    def add(self, posts: Sequence[Post], verdicts: Sequence[Mapping[str, Any]]) -> None:
+        """One record's posts (as the adapters read them) and its verdicts (as
+        ``--verdicts`` writes them), matched by post id."""
+        line = verdicts[0]["line"] if verdicts else 0
+        # a post without an id is "line:N" in its verdict
+        by_id = {post.id if post.id is not None else f"line:{line}": post for post in posts}
+        for verdict in verdicts:
+            self.posts += 1
+            kind = str(verdict["verdict"])
+            self.verdicts[kind] += 1
+            if kind == "invalid":
+                self.invalid_reasons[_reason_kind(verdict.get("reason") or "")] += 1
+                continue
+            post = by_id.get(verdict["id"])
+            if post is None:
+                continue
+            if post.timestamp is not None:
+                self.timeline.setdefault(kind, Counter())[int(post.timestamp // 60)] += 1
+            duplicate_of = verdict.get("duplicate_of")
+            if kind == "novel" and verdict["id"] is not None:
+                self._waiting[str(verdict["id"])] = (post.timestamp, post.author, post.text[:_TEXT_CHARS])
+                if len(self._waiting) > MAX_WAITING:
+                    self._waiting.popitem(last=False)
+            elif duplicate_of is not None:
+                self._join(str(duplicate_of), post)
+
+    def _join(self, original: str, post: Post) -> None:
+        cluster = self._clusters.get(original)
+        if cluster is None:
+            waiting = self._waiting.pop(original, None)
+            if waiting is None:  # its original left the window: named after it, with this post's text
+                cluster = _Cluster(original, post.text[:_TEXT_CHARS], None, None)
+                cluster.size = 0
+            else:
+                timestamp, author, text = waiting
+                cluster = _Cluster(original, text, timestamp, author)
+            self._clusters[original] = cluster
+        cluster.add(post)
+
+    def clusters(self) -> list[_Cluster]:
+        """Clusters of two posts or more, largest first (then earliest)."""
+        return sorted(self._clusters.values(), key=lambda c: (-c.size, c.first_seen or 0.0, c.id))
+
+    def to_json(self, top: int | None = None) -> dict[str, Any]:
+        clusters = self.clusters()
+        return {
+            "posts": self.posts,
+            "verdicts": dict(sorted(self.verdicts.items())),
+            "clusters": [cluster.to_json() for cluster in (clusters if top is None else clusters[:top])],
+            "clustered_posts": sum(cluster.size for cluster in clusters),
+            "invalid_reasons": dict(self.invalid_reasons.most_common()),
+        }
+
+
+def _reason_kind(reason: str) -> str:
+    """An invalid line's reason without its particulars: "broken JSON", "line is N bytes, …"."""
+    head = reason.split(":", 1)[0]
+    return _NUMBERS.sub("N", head)

@@ -1,0 +1,217 @@
+"""The report as one self-contained HTML page: figures, charts as inline SVG, campaigns.
+
+Charts are Vega-Lite specifications rendered to static SVG by
+``vl-convert-python`` (the ``report`` extra), which runs offline: the page
+carries no script and loads nothing, and its Content-Security-Policy forbids
+any request.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from .._exceptions import MissingDependencyError
+from ._clusters import Clusters
+
+__all__ = ["render"]
+
+_MAX_BINS = 120
+_COLOURS = {
+    "novel": "#4c78a8",
+    "duplicate": "#f58518",
+    "retweet": "#54a24b",
+    "invalid": "#e45756",
+    "skipped": "#bab0ac",
+}
+
+
+def _vl_convert() -> Any:
+    try:
+        import vl_convert
+    except ImportError as exc:
+        raise MissingDependencyError("the HTML report (vl-convert-python)", "report") from exc
+    return vl_convert
+
+
+def _bins(minutes: list[int]) -> tuple[int, int]:
+    """(first minute, minutes a bin) so that the span fits ``_MAX_BINS`` bins of round sizes."""
+    first, last = min(minutes), max(minutes)
+    for width in (1, 5, 10, 15, 30, 60, 120, 360, 720, 1440, 10080):
+        if (last - first) // width < _MAX_BINS:
+            return first - first % width, width
+    return first, max(1, (last - first) // _MAX_BINS + 1)
+
+
+def _binned(counts: Counter[int], start: int, width: int) -> Counter[int]:
+    binned: Counter[int] = Counter()
+    for minute, count in counts.items():
+        binned[start + (minute - start) // width * width] += count
+    return binned
+
+
+def _iso(minute: int) -> str:
+    return datetime.fromtimestamp(minute * 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _svg(spec: dict[str, Any]) -> str:
+    svg = _vl_convert().vegalite_to_svg(spec)
+    return str(svg)
+
+
+def _over_time(report: Clusters) -> str:
+    minutes = [minute for counts in report.timeline.values() for minute in counts]
+    if not minutes:
+        return "<p>No post carried a time.</p>"
+    start, width = _bins(minutes)
+    values = [
+        {"time": _iso(minute), "verdict": verdict, "posts": count}
+        for verdict, counts in sorted(report.timeline.items())
+        for minute, count in sorted(_binned(counts, start, width).items())
+    ]
+    kinds = sorted(report.timeline)
+    spec = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "width": 760,
+        "height": 220,
+        "data": {"values": values},
+        "mark": {"type": "bar"},
+        "encoding": {
+            "x": {
+                "field": "time",
+                "type": "temporal",
+                "scale": {"type": "utc"},
+                "axis": {"format": "%b %d %H:%M", "labelAngle": -30},
+                "title": f"time, UTC (bins of {width} min)",
+            },
+            "y": {"field": "posts", "type": "quantitative", "stack": "zero", "title": "posts"},
+            "color": {
+                "field": "verdict",
+                "type": "nominal",
+                "scale": {"domain": kinds, "range": [_COLOURS.get(kind, "#888") for kind in kinds]},
+            },
+        },
+    }
+    return _svg(spec)
+
+
+def _campaign_timelines(report: Clusters, top: int) -> str:
+    clusters = [cluster for cluster in report.clusters()[:top] if cluster.timeline]
+    if not clusters:
+        return "<p>No campaign carried times.</p>"
+    start, width = _bins([minute for cluster in clusters for minute in cluster.timeline])
+    values = [
+        {"campaign": f"#{rank} ({cluster.size} posts)", "rank": rank, "time": _iso(minute), "posts": count}
+        for rank, cluster in enumerate(clusters, 1)
+        for minute, count in sorted(_binned(cluster.timeline, start, width).items())
+    ]
+    spec = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "data": {"values": values},
+        "facet": {
+            "row": {
+                "field": "campaign",
+                "type": "nominal",
+                "sort": {"field": "rank"},
+                "title": None,
+                "header": {"labelAngle": 0, "labelAlign": "left"},
+            }
+        },
+        "spec": {
+            "width": 700,
+            "height": 50,
+            "mark": {"type": "area", "color": _COLOURS["duplicate"], "interpolate": "step-after"},
+            "encoding": {
+                "x": {
+                    "field": "time",
+                    "type": "temporal",
+                    "scale": {"type": "utc"},
+                    "axis": {"format": "%b %d %H:%M", "labelAngle": -30},
+                    "title": f"time, UTC (bins of {width} min)",
+                },
+                "y": {"field": "posts", "type": "quantitative", "title": None},
+            },
+        },
+        "resolve": {"scale": {"y": "independent"}},
+    }
+    return _svg(spec)
+
+
+def _diff(original: str, variant: str) -> str:
+    """``variant`` as HTML, its words that ``original`` lacks marked, the words it dropped struck."""
+    before, after = original.split(), variant.split()
+    parts: list[str] = []
+    for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+        if tag == "equal":
+            parts.append(html.escape(" ".join(after[b0:b1])))
+            continue
+        if a1 > a0:
+            parts.append(f"<del>{html.escape(' '.join(before[a0:a1]))}</del>")
+        if b1 > b0:
+            parts.append(f"<ins>{html.escape(' '.join(after[b0:b1]))}</ins>")
+    return " ".join(parts)
+
+
+def _when(timestamp: float | None) -> str:
+    return "" if timestamp is None else datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def render(report: Clusters, top: int, title: str) -> str:
+    """The whole page."""
+    clusters = report.clusters()
+    figures = [("posts", report.posts), *sorted(report.verdicts.items()), ("campaigns (2+ posts)", len(clusters))]
+    if clusters:
+        figures.append(("largest campaign", clusters[0].size))
+    cards = "".join(
+        f'<div class="card"><b>{value:,}</b><span>{html.escape(name)}</span></div>' for name, value in figures
+    )
+    rows = []
+    for rank, cluster in enumerate(clusters[:top], 1):
+        variants = "".join(f"<li>{_diff(cluster.text, text)}</li>" for _, text in cluster.examples)
+        authors = f"{len(cluster.authors):,}{'+' if cluster.authors_capped else ''}"
+        rows.append(
+            f'<tr><td class="num">{rank}</td><td class="num">{cluster.size:,}</td><td class="num">{authors}</td>'
+            f"<td>{_when(cluster.first_seen)}<br>{_when(cluster.last_seen)}</td>"
+            f'<td><p class="text">{html.escape(cluster.text)}</p><ul class="variants">{variants}</ul></td></tr>'
+        )
+    reasons = "".join(
+        f'<tr><td>{html.escape(reason)}</td><td class="num">{count:,}</td></tr>'
+        for reason, count in report.invalid_reasons.most_common()
+    )
+    campaigns = (
+        f"<table><tr><th>#</th><th>posts</th><th>authors</th><th>first / last seen (UTC)</th>"
+        f"<th>text, and variants (<ins>added</ins>, <del>dropped</del>)</th></tr>{''.join(rows)}</table>"
+        if rows
+        else "<p>No post was a duplicate of another.</p>"
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{html.escape(title)}</title>
+<style>
+body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1100px; }}
+h1 {{ font-size: 22px; }} h2 {{ font-size: 17px; margin-top: 28px; }}
+.cards {{ display: flex; flex-wrap: wrap; gap: 10px; }}
+.card {{ border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 110px; }}
+.card b {{ display: block; font-size: 20px; }} .card span {{ color: #666; }}
+table {{ border-collapse: collapse; width: 100%; }}
+td, th {{ border-top: 1px solid #eee; padding: 6px; vertical-align: top; text-align: left; }}
+.num {{ text-align: right; white-space: nowrap; }} .text {{ margin: 0 0 4px; font-weight: 600; }}
+.variants {{ margin: 0; padding-left: 18px; color: #444; }}
+ins {{ background: #d4f7d4; text-decoration: none; }} del {{ background: #ffd8d8; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<div class="cards">{cards}</div>
+<h2>Posts over time, by verdict</h2>
+<figure class="chart" id="over-time">{_over_time(report)}</figure>
+<h2>The top {min(top, len(clusters))} campaigns over time</h2>
+<figure class="chart" id="campaigns">{_campaign_timelines(report, top)}</figure>
+<h2>The top campaigns</h2>
+{campaigns}
+<h2>Invalid lines, by reason</h2>
+{f"<table><tr><th>reason</th><th>lines</th></tr>{reasons}</table>" if reasons else "<p>None.</p>"}
+</body></html>
+"""

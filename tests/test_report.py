@@ -1,0 +1,150 @@
+"""streamfilter report: cluster figures against verdicts counted here, and the page in a real browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import FIXTURES, replay_command
+
+
+def _report(stream: Path, tmp_path: Path, *extra: str) -> tuple[dict[str, Any], Path, list[dict[str, Any]]]:
+    verdicts = tmp_path / "verdicts.jsonl"
+    subprocess.run(replay_command(str(stream), "--verdicts", str(verdicts)), check=True, capture_output=True)
+    report_json, page = tmp_path / "report.json", tmp_path / "report.html"
+    command = [sys.executable, "-m", "streamfilter", "report", str(stream), "--verdicts", str(verdicts)]
+    subprocess.run([*command, "--json", str(report_json), "--html", str(page), *extra], check=True, timeout=120)
+    lines = [json.loads(line) for line in verdicts.read_text().splitlines()]
+    return json.loads(report_json.read_text()), page, lines
+
+
+def _stream(tmp_path: Path) -> Path:
+    """The campaign fixture, an invalid line, and a second campaign from many accounts."""
+    lines = (FIXTURES / "campaign.jsonl").read_text().splitlines()
+    lines.append('{"broken": ')
+    for index in range(40):
+        lines.append(
+            json.dumps(
+                {
+                    "id_str": str(300 + index),
+                    "text": f"@fan{index} Win a trip to Lisbon with #FlyAway, retweet to enter! https://t.co/x{index}",
+                    "created_at": f"Fri May 04 18:{index:02d}:00 +0000 2012",
+                    "user": {"screen_name": f"account{index % 25}"},
+                }
+            )
+        )
+    stream = tmp_path / "stream.jsonl"
+    stream.write_text("\n".join(lines) + "\n")
+    return stream
+
+
+def test_cluster_figures_equal_the_verdicts_counted_independently(tmp_path: Path) -> None:
+    stream = _stream(tmp_path)
+    report, _, verdicts = _report(stream, tmp_path)
+    records = {}
+    for line in stream.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        records[record["id_str"]] = record
+    members: dict[str, list[str]] = defaultdict(list)
+    for verdict in verdicts:
+        if verdict["verdict"] == "duplicate":
+            members[verdict["duplicate_of"]].append(verdict["id"])
+    expected = []
+    for original, copies in members.items():
+        ids = [original, *copies]
+        times = [datetime.strptime(records[i]["created_at"], "%a %b %d %H:%M:%S %z %Y").timestamp() for i in ids]
+        authors = {records[i]["user"]["screen_name"] for i in ids}
+        expected.append((len(ids), original, min(times), max(times), len(authors)))
+    expected.sort(key=lambda row: (-row[0], row[2]))
+    got = [(c["size"], c["id"], c["first_seen"], c["last_seen"], c["authors"]) for c in report["clusters"]]
+    assert got == expected
+    assert report["clusters"][0]["size"] == 40 and report["clusters"][0]["authors"] == 25
+    assert report["posts"] == len(verdicts)
+    assert report["verdicts"] == {"duplicate": 51, "invalid": 1, "novel": 13}
+    assert report["invalid_reasons"] == {"broken JSON": 1}
+    variants = [example["text"] for example in report["clusters"][0]["examples"]]
+    assert variants and all(text != report["clusters"][0]["text"] for text in variants)
+
+
+def test_report_without_an_output_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "streamfilter", "report", str(FIXTURES / "campaign.jsonl"), "--verdicts", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "needs --html FILE or --json FILE" in done.stderr
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("chromium is not installed (.ci/run installs it: apt-get install chromium)")
+    return found
+
+
+def test_the_page_renders_its_charts_and_requests_nothing(tmp_path: Path) -> None:
+    chromium = _chromium()
+    _, page, _ = _report(_stream(tmp_path), tmp_path, "--top", "3")
+    text = page.read_text()
+    assert "<script" not in text and 'http-equiv="Content-Security-Policy"' in text
+    # Every request the page might make goes to this proxy: none may arrive.
+    trap = socket.create_server(("127.0.0.1", 0))
+    arrived: list[bytes] = []
+
+    def listen() -> None:
+        while True:
+            try:
+                connection, _ = trap.accept()
+            except OSError:
+                return
+            arrived.append(connection.recv(4096))
+            connection.close()
+
+    threading.Thread(target=listen, daemon=True).start()
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--proxy-server=http://127.0.0.1:{trap.getsockname()[1]}",
+        "--proxy-bypass-list=<-loopback>",
+        "--virtual-time-budget=3000",
+    ]
+    try:
+        dom = subprocess.run(
+            [chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+        ).stdout
+        shot = tmp_path / "report.png"
+        subprocess.run(
+            [chromium, *flags, "--window-size=1100,1400", f"--screenshot={shot}", page.as_uri()],
+            capture_output=True,
+            timeout=120,
+        )
+    finally:
+        trap.close()
+    # Chromium's own services (network time, component updates, sign-in) are not the page's
+    own = (b"clients2.google.com/time/", b"update.googleapis.com", b"accounts.google.com")
+    from_page = [request for request in arrived if not any(host in request.split(b"\r\n", 1)[0] for host in own)]
+    assert from_page == []  # no request left the page
+    for chart in ("over-time", "campaigns"):
+        figure = dom.split(f'id="{chart}"', 1)[1].split("</figure>", 1)[0]
+        assert "<svg" in figure and figure.count("<path") + figure.count("<rect") > 5, chart
+    assert "#1 (40 posts)" in dom
+    assert shot.stat().st_size > 20_000  # a page with charts, not a blank one
