@@ -75,7 +75,7 @@ def test_cluster_figures_equal_the_verdicts_counted_independently(tmp_path: Path
     assert report["posts"] == len(verdicts)
     assert report["verdicts"] == {"duplicate": 51, "invalid": 1, "novel": 13}
     assert report["invalid_reasons"] == {"broken JSON": 1}
-    variants = [example["text"] for example in report["clusters"][0]["examples"]]
+    variants = [records[example]["text"] for example in report["clusters"][0]["examples"]]
     assert variants and all(text != report["clusters"][0]["text"] for text in variants)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -45,6 +46,31 @@ def _verdicts(lines: IO[str]) -> Iterator[dict[str, Any]]:
             yield verdict
 
 
+def _total_bytes(paths: list[str]) -> int | None:
+    """The inputs' size on disk (compressed for .gz), None for stdin."""
+    try:
+        return sum(os.stat(path).st_size for path in paths) if "-" not in paths else None
+    except OSError:
+        return None
+
+
+def _progress(line: int, handles: list[IO[bytes]], total: int | None) -> None:
+    """A progress bar on stderr: how much of the inputs' bytes was read (lines alone for stdin)."""
+    if total:
+        done = 0
+        for handle in handles:
+            raw = getattr(handle, "fileobj", handle)  # a gzip file's position in its compressed file
+            try:
+                done += raw.tell()
+            except (OSError, ValueError):
+                break  # closed: read whole
+        share = min(done / total, 1.0)
+        bar = "#" * int(share * 30)
+        print(f"\rstreamfilter report [{bar:<30}] {share:4.0%} {line:,} lines", end="", file=sys.stderr, flush=True)
+    else:
+        print(f"\rstreamfilter report: {line:,} lines", end="", file=sys.stderr, flush=True)
+
+
 def run_report(args: argparse.Namespace) -> int:
     if not (args.html or args.json):
         raise UsageError("report needs --html FILE or --json FILE (or both)")
@@ -55,6 +81,7 @@ def run_report(args: argparse.Namespace) -> int:
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     show = sys.stderr.isatty() and not args.no_progress
+    total = _total_bytes(args.inputs)
     try:
         with open(args.verdicts, encoding="utf-8") as verdict_file:
             verdicts = _verdicts(verdict_file)
@@ -71,8 +98,8 @@ def run_report(args: argparse.Namespace) -> int:
                     except Exception:  # noqa: BLE001 - its verdict says why (invalid, skipped)
                         posts = []
                     clusters.add(posts, found)
-                if show and line % 100_000 == 0:
-                    print(f"\rstreamfilter report: {line:,} lines", end="", file=sys.stderr, flush=True)
+                if show and line % 50_000 == 0:
+                    _progress(line, handles, total)
     except OSError as exc:
         raise UsageError(f"cannot read {args.verdicts}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
@@ -85,7 +112,7 @@ def run_report(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(clusters.to_json(), out, ensure_ascii=False, indent=1)
+            clusters.write_json(out)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))

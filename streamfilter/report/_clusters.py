@@ -2,45 +2,65 @@
 
 One pass over the records and their verdicts, in input order. Memory holds
 aggregates, never posts: per cluster of two posts or more its size, times,
-distinct authors (counted exactly up to ``MAX_AUTHORS``), a few variants and
-its timeline by minute; and, for novel posts not yet in a cluster, the newest
+distinct authors (counted exactly up to ``MAX_AUTHORS``), a few variants' ids
+and the minute of each post; for novel posts not yet in a cluster, the newest
 ``MAX_WAITING`` of them (their time, author and text), so that a duplicate
 arriving later finds its original's text. A duplicate of a post evicted from
 that window still makes a cluster, named after the post, with its own text.
+
+Variant texts, for the page, are kept for at most ``MAX_TEXTS`` clusters: when
+more hold them, only clusters of twice the size before keep theirs, so the
+largest ones, which the page shows, always do.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import IO, Any
 
 from .._post import Post
 
-__all__ = ["Clusters", "MAX_AUTHORS", "MAX_WAITING"]
+__all__ = ["MAX_AUTHORS", "MAX_TEXTS", "MAX_WAITING", "Clusters"]
 
-MAX_WAITING = 500_000
+MAX_WAITING = 200_000
 MAX_AUTHORS = 100_000
 MAX_EXAMPLES = 5
-_TEXT_CHARS = 500
+MAX_TEXTS = 20_000
+_VARIANT_TEXTS = 3
+_TEXT_CHARS = 280
 _NUMBERS = re.compile(r"\d+")
 
 
 class _Cluster:
-    __slots__ = ("authors", "authors_capped", "examples", "first_seen", "id", "last_seen", "size", "text", "timeline")
+    __slots__ = (
+        "authors",
+        "authors_capped",
+        "examples",
+        "first_seen",
+        "id",
+        "last_seen",
+        "minutes",
+        "size",
+        "text",
+        "variants",
+    )
 
     def __init__(self, post_id: str, text: str, timestamp: float | None, author: str | None) -> None:
         self.id = post_id
         self.text = text
         self.size = 1
         self.first_seen = self.last_seen = timestamp
-        self.authors: set[str] = set() if author is None else {author}
+        self.authors: set[int] = set() if author is None else {hash(author)}
         self.authors_capped = False
-        self.examples: list[tuple[str, str]] = []
-        self.timeline: Counter[int] = Counter()
+        self.examples: list[str] = []  # ids of variants whose text differs from the original's
+        self.variants: list[str] | None = []  # texts of the first of them, while this cluster keeps texts
+        self.minutes = array("i")
         if timestamp is not None:
-            self.timeline[int(timestamp // 60)] += 1
+            self.minutes.append(int(timestamp // 60))
 
     def add(self, post: Post) -> None:
         self.size += 1
@@ -48,14 +68,24 @@ class _Cluster:
         if timestamp is not None:
             self.first_seen = timestamp if self.first_seen is None else min(self.first_seen, timestamp)
             self.last_seen = timestamp if self.last_seen is None else max(self.last_seen, timestamp)
-            self.timeline[int(timestamp // 60)] += 1
+            self.minutes.append(int(timestamp // 60))
         if post.author is not None and not self.authors_capped:
-            self.authors.add(post.author)
+            self.authors.add(hash(post.author))
             if len(self.authors) >= MAX_AUTHORS:
                 self.authors_capped = True
-        if len(self.examples) < MAX_EXAMPLES and post.text != self.text and post.id is not None:
-            if all(text != post.text for _, text in self.examples):
-                self.examples.append((post.id, post.text[:_TEXT_CHARS]))
+        if len(self.examples) < MAX_EXAMPLES and post.id is not None and post.text[:_TEXT_CHARS] != self.text:
+            text = post.text[:_TEXT_CHARS]
+            if self.variants is None:
+                self.examples.append(post.id)
+            elif text not in self.variants:
+                self.examples.append(post.id)
+                if len(self.variants) < _VARIANT_TEXTS:
+                    self.variants.append(text)
+
+    @property
+    def timeline(self) -> Counter[int]:
+        """Posts by minute."""
+        return Counter(self.minutes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,7 +96,7 @@ class _Cluster:
             "authors": len(self.authors),
             "authors_at_least": self.authors_capped,
             "text": self.text,
-            "examples": [{"id": post_id, "text": text} for post_id, text in self.examples],
+            "examples": list(self.examples),
         }
 
 
@@ -80,6 +110,8 @@ class Clusters:
         self.timeline: dict[str, Counter[int]] = {}  # verdict -> posts per minute
         self._waiting: OrderedDict[str, tuple[float | None, str | None, str]] = OrderedDict()
         self._clusters: dict[str, _Cluster] = {}
+        self._with_texts = 0  # clusters that keep variant texts
+        self._text_floor = 2  # the size a cluster needs to keep them
 
     def add(self, posts: Sequence[Post], verdicts: Sequence[Mapping[str, Any]]) -> None:
         """One record's posts (as the adapters read them) and its verdicts (as
@@ -117,22 +149,43 @@ class Clusters:
             else:
                 timestamp, author, text = waiting
                 cluster = _Cluster(original, text, timestamp, author)
+            cluster.variants = None  # until it is large enough (below)
             self._clusters[original] = cluster
+        if cluster.variants is None and cluster.size + 1 >= self._text_floor:
+            cluster.variants = []
+            self._with_texts += 1
+            if self._with_texts > MAX_TEXTS:
+                self._raise_text_floor()
         cluster.add(post)
+
+    def _raise_text_floor(self) -> None:
+        """Keep variant texts only in clusters of at least twice the size before."""
+        self._text_floor *= 2
+        self._with_texts = 0
+        for cluster in self._clusters.values():
+            if cluster.variants is not None:
+                if cluster.size < self._text_floor:
+                    cluster.variants = None
+                else:
+                    self._with_texts += 1
 
     def clusters(self) -> list[_Cluster]:
         """Clusters of two posts or more, largest first (then earliest)."""
         return sorted(self._clusters.values(), key=lambda c: (-c.size, c.first_seen or 0.0, c.id))
 
-    def to_json(self, top: int | None = None) -> dict[str, Any]:
+    def write_json(self, out: IO[str]) -> None:
+        """The report as JSON, written a cluster at a time (all of them is a long list)."""
         clusters = self.clusters()
-        return {
+        head = {
             "posts": self.posts,
             "verdicts": dict(sorted(self.verdicts.items())),
-            "clusters": [cluster.to_json() for cluster in (clusters if top is None else clusters[:top])],
             "clustered_posts": sum(cluster.size for cluster in clusters),
             "invalid_reasons": dict(self.invalid_reasons.most_common()),
         }
+        out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "clusters": [')
+        for index, cluster in enumerate(clusters):
+            out.write(("," if index else "") + "\n" + json.dumps(cluster.to_json(), ensure_ascii=False))
+        out.write("\n]}\n")
 
 
 def _reason_kind(reason: str) -> str:

@@ -170,7 +170,7 @@ def render(report: Clusters, top: int, title: str) -> str:
     )
     rows = []
     for rank, cluster in enumerate(clusters[:top], 1):
-        variants = "".join(f"<li>{_diff(cluster.text, text)}</li>" for _, text in cluster.examples)
+        variants = "".join(f"<li>{_diff(cluster.text, text)}</li>" for text in cluster.variants or ())
         authors = f"{len(cluster.authors):,}{'+' if cluster.authors_capped else ''}"
         rows.append(
             f'<tr><td class="num">{rank}</td><td class="num">{cluster.size:,}</td><td class="num">{authors}</td>'
