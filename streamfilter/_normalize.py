@@ -217,7 +217,6 @@ _MENTION = regex.compile(r"(?<!\w)@\w+(?:\s+[vV][iI\u0130][aA]\b)?|\b[vV][iI\u01
 _KEYCAP = regex.compile(r"[0-9#*]\ufe0f?\u20e3")
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 _FORMAT = regex.compile(r"\p{Cf}+")
-_LEADING_MARKS = regex.compile(r"^\p{M}+")
 # Combining marks that copies drop or add: after a letter of these scripts (or
 # a Common one), marks are accents; elsewhere they make another letter.
 # A run of marks at the start of a folded run follows an ASCII letter.
@@ -252,8 +251,9 @@ _UNSPACED_CHAR = regex.compile("[" + "".join(rf"\p{{scx={name}}}" for name in _U
 _UNSPACED_SPLIT = regex.compile("(" + _UNSPACED_CHAR.pattern + "+)")
 _APOSTROPHES = regex.compile(r"(?<=\w)['’ʼ`](?=\w)")
 # regex's \w, unlike re's, holds combining marks: a Devanagari vowel sign
-# stays inside its word
-_NON_WORD = regex.compile(r"[\W_]+")
+# stays inside its word. Marks that open a word follow no letter and mark
+# nothing: they go with the separator (and a second pass would drop them).
+_NON_WORD = regex.compile(r"[\W_]+\p{M}*|^\p{M}+")
 
 
 def has_retweet_prefix(text: str) -> bool:
@@ -420,9 +420,6 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         words = text.encode("ascii").translate(_ASCII_WORDS, _ASCII_DELETED).decode("ascii").split()
     else:
         words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
-        if any(unicodedata.category(word[0])[0] == "M" for word in words):
-            # a mark with no letter before it marks nothing (and a second pass would drop it)
-            words = [bare for word in words if (bare := _LEADING_MARKS.sub("", word))]
         # a cut word is dropped; in an unspaced script "…" falls between whole characters
         if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
             words.pop()

@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ..adapters import record_adapter
-from ..adapters._base import CLIPPED_LINE_BYTES
+import anyio
+
+from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
 from ._inputs import Inputs
 from ._parser import UsageError
 
 __all__ = ["run_report"]
-
-
-def _lines(handles: list[IO[bytes]]) -> Iterator[bytes]:
-    """Every line of every input, numbered as replay numbers them (one after
-    another, a last line without its newline included); a line longer than
-    replay keeps is cut as replay cuts it."""
-    for handle in handles:
-        reader: IO[bytes] = handle
-        if isinstance(handle, io.RawIOBase):  # an unbuffered file: readline would read a byte at a time
-            reader = io.BufferedReader(handle, 1 << 20)
-        while True:
-            line = reader.readline(CLIPPED_LINE_BYTES + 1)
-            if not line:
-                break
-            if not line.endswith(b"\n") and len(line) > CLIPPED_LINE_BYTES:
-                while (rest := reader.readline(1 << 20)) and not rest.endswith(b"\n"):
-                    pass
-                line = line[:CLIPPED_LINE_BYTES]
-            yield line.rstrip(b"\n")
 
 
 def _verdicts(lines: IO[str]) -> Iterator[dict[str, Any]]:
@@ -71,6 +52,41 @@ def _progress(line: int, handles: list[IO[bytes]], total: int | None) -> None:
         print(f"\rstreamfilter report: {line:,} lines", end="", file=sys.stderr, flush=True)
 
 
+async def _collect(
+    inputs: Inputs,
+    handles: list[IO[bytes]],
+    verdicts: Iterator[dict[str, Any]],
+    adapter: RecordAdapter,
+    clusters: Clusters,
+    progress: int | None | bool,
+) -> None:
+    """Each record with its verdicts into ``clusters``. The lines come from
+    replay's own reader (``Inputs.chunks``), so they are numbered, cut and
+    read past exactly as the replay that wrote the verdicts did.
+    ``progress``: the inputs' size for the bar, None for stdin, False for none."""
+    pending = next(verdicts, None)
+    line = 0
+    async for chunk in inputs.chunks(handles):
+        if isinstance(chunk, int):  # lines skipped on resume: none here
+            line += chunk
+            continue
+        for raw in chunk:
+            line += 1
+            found = []
+            while pending is not None and pending["line"] <= line:
+                if pending["line"] == line:
+                    found.append(pending)
+                pending = next(verdicts, None)
+            if found:
+                try:
+                    posts = adapter.adapt(raw)
+                except Exception:  # noqa: BLE001 - its verdict says why (invalid, skipped)
+                    posts = []
+                clusters.add(posts, found)
+        if progress is not False:
+            _progress(line, handles, progress)
+
+
 def run_report(args: argparse.Namespace) -> int:
     if not (args.html or args.json):
         raise UsageError("report needs --html FILE or --json FILE (or both)")
@@ -85,21 +101,7 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         with open(args.verdicts, encoding="utf-8") as verdict_file:
             verdicts = _verdicts(verdict_file)
-            pending = next(verdicts, None)
-            for line, raw in enumerate(_lines(handles), 1):
-                found = []
-                while pending is not None and pending["line"] <= line:
-                    if pending["line"] == line:
-                        found.append(pending)
-                    pending = next(verdicts, None)
-                if found:
-                    try:
-                        posts = adapter.adapt(raw)
-                    except Exception:  # noqa: BLE001 - its verdict says why (invalid, skipped)
-                        posts = []
-                    clusters.add(posts, found)
-                if show and line % 50_000 == 0:
-                    _progress(line, handles, total)
+            anyio.run(_collect, inputs, handles, verdicts, adapter, clusters, total if show else False)
     except OSError as exc:
         raise UsageError(f"cannot read {args.verdicts}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:

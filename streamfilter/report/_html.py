@@ -57,6 +57,17 @@ def _iso(minute: int) -> str:
     return datetime.fromtimestamp(minute * 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _time_axis(width: int) -> dict[str, Any]:
+    """The x encoding of both charts: time in UTC, in bins of ``width`` minutes."""
+    return {
+        "field": "time",
+        "type": "temporal",
+        "scale": {"type": "utc"},
+        "axis": {"format": "%b %d %H:%M", "labelAngle": -30},
+        "title": f"time, UTC (bins of {width} min)",
+    }
+
+
 def _svg(spec: dict[str, Any]) -> str:
     svg = _vl_convert().vegalite_to_svg(spec)
     return str(svg)
@@ -80,13 +91,7 @@ def _over_time(report: Clusters) -> str:
         "data": {"values": values},
         "mark": {"type": "bar"},
         "encoding": {
-            "x": {
-                "field": "time",
-                "type": "temporal",
-                "scale": {"type": "utc"},
-                "axis": {"format": "%b %d %H:%M", "labelAngle": -30},
-                "title": f"time, UTC (bins of {width} min)",
-            },
+            "x": _time_axis(width),
             "y": {"field": "posts", "type": "quantitative", "stack": "zero", "title": "posts"},
             "color": {
                 "field": "verdict",
@@ -99,10 +104,10 @@ def _over_time(report: Clusters) -> str:
 
 
 def _campaign_timelines(report: Clusters, top: int) -> str:
-    clusters = [cluster for cluster in report.clusters()[:top] if cluster.timeline]
+    clusters = [cluster for cluster in report.clusters()[:top] if cluster.minutes]
     if not clusters:
         return "<p>No campaign carried times.</p>"
-    start, width = _bins([minute for cluster in clusters for minute in cluster.timeline])
+    start, width = _bins([minute for cluster in clusters for minute in cluster.minutes])
     values = [
         {"campaign": f"#{rank} ({cluster.size} posts)", "rank": rank, "time": _iso(minute), "posts": count}
         for rank, cluster in enumerate(clusters, 1)
@@ -125,13 +130,7 @@ def _campaign_timelines(report: Clusters, top: int) -> str:
             "height": 50,
             "mark": {"type": "area", "color": _COLOURS["duplicate"], "interpolate": "step-after"},
             "encoding": {
-                "x": {
-                    "field": "time",
-                    "type": "temporal",
-                    "scale": {"type": "utc"},
-                    "axis": {"format": "%b %d %H:%M", "labelAngle": -30},
-                    "title": f"time, UTC (bins of {width} min)",
-                },
+                "x": _time_axis(width),
                 "y": {"field": "posts", "type": "quantitative", "title": None},
             },
         },

@@ -15,13 +15,9 @@ import numpy as np
 import pytest
 from hypothesis import strategies
 
-from streamfilter import MemoryStore, normalize
+from streamfilter import MemoryStore
 from streamfilter._rules import (
-    CUT_OFF_MIN_SIMILARITY,
-    CUT_OFF_MIN_WORDS,
     EDIT_MAX_EDITS,
-    EDIT_MIN_JACCARD,
-    EDIT_MIN_WORDS,
     judged_similarity,
 )
 from streamfilter._shingle import verification_set
@@ -129,19 +125,28 @@ def test_lua_similarity_equals_the_rules(redis_server, pairs: list[tuple[list[st
     assert [float(value) for value in reply] == expected
 
 
-def test_the_rules_constants_reach_lua_as_arguments() -> None:
-    args = rules_args(0.5, 3)
-    assert args == [
-        "0.5",
-        "3",
-        str(CUT_OFF_MIN_WORDS),
-        repr(CUT_OFF_MIN_SIMILARITY),
-        str(EDIT_MIN_WORDS),
-        str(EDIT_MAX_EDITS),
-        repr(EDIT_MIN_JACCARD),
+def test_the_scripts_take_the_rules_constants_as_arguments(redis_server) -> None:  # type: ignore[no-untyped-def]
+    # two words changed in an eight-word post: Jaccard under the threshold,
+    # which the word-edit rule raises to 1 - 2/8; with EDIT_MAX_EDITS passed as 0
+    # the same script must leave it under
+    import redis
+
+    post = sketch("a", 1.0, "the bus to the airport left late today")
+    other = sketch("b", 2.0, "the car to the airport went late today")
+    pair: list[bytes | str] = [
+        encode_record(1.0, "a", post.words.astype("<u4").tobytes()),
+        "0",
+        encode_record(2.0, "b", other.words.astype("<u4").tobytes()),
     ]
-    assert "CUT_OFF" not in script("batch") and "EDIT_MIN" not in script("batch")
-
-
-def test_normalize_is_what_the_generated_streams_assume() -> None:
-    assert normalize("w1 w2…") == "w1"  # a word cut by "…" is dropped
+    default = rules_args(CONFIG.jaccard_threshold, CONFIG.shingle_size)
+    no_edits = [*default[:5], "0", *default[6:]]  # EDIT_MAX_EDITS is the sixth
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        with_rule, without_rule = (
+            float(client.eval(script("similarity_check"), 0, *args, *pair)[0]) for args in (default, no_edits)
+        )
+    finally:
+        client.close()
+    assert with_rule == 1 - 2 / 8 >= CONFIG.jaccard_threshold
+    assert without_rule < CONFIG.jaccard_threshold
+    assert "CUT_OFF" not in script("batch") and "EDIT_MIN" not in script("batch")  # nothing spliced in
