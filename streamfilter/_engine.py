@@ -32,6 +32,7 @@ from ._minhash import MinHasher
 from ._normalize import normalize_fallback, words_and_cut
 from ._post import Post, RetweetPolicy, Verdict, VerdictKind
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
+from ._stats import StatsRecorder
 from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match, Sketch
 
@@ -372,6 +373,7 @@ class Engine:
         self._warned_behind = False
         # the last dated post was more than a TTL after the clock, and was held at it (see _place_in_time)
         self._held_jump = False
+        self.stats = StatsRecorder()
         store.open(
             IndexSettings(
                 fingerprint=config.fingerprint(),
@@ -388,16 +390,20 @@ class Engine:
         self,
         batch: PreparedBatch,
         *,
-        progress: Mapping[str, int] | None = None,
+        progress: Mapping[str, int | str] | None = None,
         before_commit: Callable[[list[Verdict]], None] | None = None,
         where: Callable[[int], str] | None = None,
+        arrived: float | None = None,
     ) -> list[Verdict]:
         """Judge a prepared batch against the store in one transaction.
 
         ``before_commit`` gets the verdicts inside that transaction, before it
         commits (see BandStore.check_and_insert); ``progress`` is recorded in it.
         ``where`` names a record number in warnings (by default "line N").
+        ``arrived`` is when the batch's first record arrived (``time.monotonic``),
+        for the latency in ``stats``; by default, when this call began.
         """
+        began = time.monotonic() if arrived is None else arrived
         self._place_in_time(batch, where or _line)
         built: list[list[Verdict]] = []
 
@@ -411,7 +417,13 @@ class Engine:
             self.store.check_and_insert(batch.sketches, progress=progress, before_commit=deliver)
         else:
             deliver([])
+        self.stats.committed(built[-1], time.monotonic() - began)
         return built[-1]
+
+    @property
+    def newest_event_time(self) -> float | None:
+        """The newest event time judged (or in the index at open); None before any."""
+        return self._latest if math.isfinite(self._latest) else None
 
     def _place_in_time(self, batch: PreparedBatch, where: Callable[[int], str]) -> None:
         """Give undated posts the stream's time, and warn where one post

@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from contextlib import aclosing
 from types import TracebackType
@@ -20,6 +21,7 @@ from ._engine import Engine
 from ._exceptions import ConfigError, StreamFilterError
 from ._pipeline import Chunks, CommitHooks, run_pipeline
 from ._post import Post, Verdict, VerdictKind
+from ._stats import FilterStats
 from .adapters import RecordAdapter, record_adapter
 from .stores import BandStore, LMDBStore
 
@@ -86,6 +88,7 @@ class StreamFilter:
         self._task_group: TaskGroup | None = None
         self._line = 0
         self._line_lock = threading.Lock()
+        self._index_posts: tuple[int, float] | None = None  # the last count, and when it may be taken again
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> None:
@@ -157,6 +160,7 @@ class StreamFilter:
         engine = self._require_engine()
         if self._task_group is None:
             raise StreamFilterError("judge() and filter() need the filter opened with async with")
+        engine.stats.watch(source)
         send, receive = anyio.create_memory_object_stream[list[Verdict] | BaseException](2)
         scope = anyio.CancelScope()
         self._task_group.start_soon(run_pipeline, engine, source, send, scope, hooks)
@@ -185,6 +189,32 @@ class StreamFilter:
                         yield verdict.post
                     elif verdict.kind is VerdictKind.INVALID:
                         logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
+
+    # -- what it has done -----------------------------------------------------------
+    def stats(self) -> FilterStats:
+        """Counts by verdict, arrival-to-verdict latency, the index's size,
+        posts purged, and the state of the sources being filtered, since the
+        filter opened. Safe to call from any thread.
+
+        The index is counted at most every 100 times as long as counting took
+        (an LMDB count is instant; a Redis one scans the keys), and at most
+        every second."""
+        engine = self._require_engine()
+        now = time.monotonic()
+        if self._index_posts is None or now >= self._index_posts[1]:
+            count = self.store.post_count()
+            took = time.monotonic() - now
+            self._index_posts = (count, now + max(1.0, 100 * took))
+        return engine.stats.snapshot(self._index_posts[0], self.store.purged_count(), engine.newest_event_time)
+
+    def resume_point(self, url: str) -> str | None:
+        """The position recorded for ``follow(url)`` by the last committed
+        batch it ended, to pass as ``follow(url, resume_from=...)``; None
+        when the index has none for that URL."""
+        from .sources import resume_key
+
+        point = self._require_engine().store.progress().get(resume_key(url))
+        return point if isinstance(point, str) else None
 
     # -- sync API ----------------------------------------------------------------
     def _numbered(self, records: Iterable[Any]) -> list[tuple[int, Any]]:

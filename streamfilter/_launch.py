@@ -35,7 +35,7 @@ _REPLAY_OPTIONS = frozenset(
     {
         "--db", "--store", "--out", "--verdicts", "--rejects", "--format", "--id-field", "--text-field",
         "--time-field", "--threshold", "--shingle-size", "--num-perm", "--bands", "--rows", "--ttl",
-        "--retweets", "--batch-size", "--sketch-processes",
+        "--retweets", "--batch-size", "--sketch-processes", "--metrics",
     }
 )  # fmt: skip
 

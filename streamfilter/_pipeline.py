@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
@@ -39,7 +41,7 @@ from ._normalize import load_tables
 from ._post import Verdict
 from ._workers import SketchProcess, WorkerLost, default_sketch_processes
 
-__all__ = ["Chunks", "CommitHooks", "run_pipeline"]
+__all__ = ["Chunks", "CommitHooks", "Resumable", "run_pipeline"]
 
 logger = logging.getLogger("streamfilter")
 _BATCHES_PER_WORKER = 2
@@ -54,7 +56,33 @@ class Chunks:
         self.source = source
 
 
-async def _read(source: Chunks, send: ObjectSendStream[list[tuple[int, Any]]]) -> None:
+@runtime_checkable
+class Resumable(Protocol):
+    """A live source that can say where a restart should pick up (``follow``'s
+    LiveStream): ``position`` covers every record yielded so far. The
+    pipeline records it under ``resume_key`` with each batch it ends."""
+
+    resume_key: str
+
+    @property
+    def position(self) -> str | None: ...
+
+
+# (first record number, when it arrived by time.monotonic, the source's position after it)
+_Mark = tuple[int, float, str | None]
+
+
+def _take_marks(marks: deque[_Mark], last_line: int) -> tuple[float | None, str | None]:
+    """When the first record up to ``last_line`` arrived, and the position after the last one."""
+    arrived = position = None
+    while marks and marks[0][0] <= last_line:
+        _, at, position = marks.popleft()
+        if arrived is None:
+            arrived = at
+    return arrived, position
+
+
+async def _read(source: Chunks, send: ObjectSendStream[list[tuple[int, Any]]], marks: deque[_Mark]) -> None:
     line = 0
     async with send, aclosing(source.source) as chunks:
         async for chunk in chunks:
@@ -62,16 +90,21 @@ async def _read(source: Chunks, send: ObjectSendStream[list[tuple[int, Any]]]) -
                 line += chunk  # records skipped on resume keep their numbers
                 continue
             numbered = list(enumerate(chunk, line + 1))
+            marks.append((line + 1, time.monotonic(), None))
             line += len(chunk)
             await send.send(numbered)
 
 
-async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any]], failed: list[Exception]) -> None:
-    """Numbers a live source's records into the buffer. Only a full buffer
-    makes it wait, so records that come in a burst are all there for the
-    next batch (a checkpoint per record would hand them over one by one).
+async def _read_live(
+    source: object, send: MemoryObjectSendStream[tuple[int, Any]], failed: list[Exception], marks: deque[_Mark]
+) -> None:
+    """Numbers a live source's records into the buffer, marking when each
+    arrived and, for a Resumable source, its position after it. Only a full
+    buffer makes it wait, so records that come in a burst are all there for
+    the next batch (a checkpoint per record would hand them over one by one).
     An error of the source ends the buffer and goes to ``failed``, to be
     raised once the records before it are judged."""
+    resumable = source if isinstance(source, Resumable) else None
 
     async def put(item: tuple[int, Any]) -> None:
         try:
@@ -85,6 +118,7 @@ async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any
             try:
                 async for record in source:
                     line += 1
+                    marks.append((line, time.monotonic(), None if resumable is None else resumable.position))
                     await put((line, record))
             except Exception as exc:  # noqa: BLE001 - raised by _judge_live, after what came before
                 failed.append(exc)
@@ -99,6 +133,7 @@ async def _read_live(source: object, send: MemoryObjectSendStream[tuple[int, Any
             try:
                 for record in source:
                     line += 1
+                    marks.append((line, time.monotonic(), None))
                     await put((line, record))
             except Exception as exc:  # noqa: BLE001 - as above
                 failed.append(exc)
@@ -120,8 +155,10 @@ async def _judge_live(
     batch_size = engine.config.batch_size
     records_send, records_receive = anyio.create_memory_object_stream[tuple[int, Any]](2 * batch_size)
     failed: list[Exception] = []
+    marks: deque[_Mark] = deque()
+    resume_key = source.resume_key if isinstance(source, Resumable) else None
     async with records_receive, anyio.create_task_group() as task_group:
-        task_group.start_soon(_read_live, source, records_send, failed)
+        task_group.start_soon(_read_live, source, records_send, failed, marks)
         async for record in records_receive:
             records = [record]
             while len(records) < batch_size:
@@ -129,10 +166,16 @@ async def _judge_live(
                     records.append(records_receive.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            options = _commit_options(hooks, records[-1][0])
+            last_line = records[-1][0]
+            arrived, position = _take_marks(marks, last_line)
+            options = _commit_options(hooks, last_line, arrived)
+            if resume_key is not None and position is not None:
+                options["progress"] = {**(options.get("progress") or {}), resume_key: position}
             # One thread call for both stages; not cancellable mid-transaction,
             # so a cancelled pipeline still commits or aborts the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(functools.partial(_judge_now, engine, records, options))
+            verdicts = await anyio.to_thread.run_sync(
+                functools.partial(_judge_now, engine, records, options, hooks, last_line)
+            )
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -143,17 +186,28 @@ async def _judge_live(
         task_group.cancel_scope.cancel()
 
 
-def _judge_now(engine: Engine, records: list[tuple[int, Any]], options: dict[str, Any]) -> list[Verdict]:
-    return engine.commit(engine.prepare(records), **options)
+def _judge_now(
+    engine: Engine, records: list[tuple[int, Any]], options: dict[str, Any], hooks: CommitHooks | None, last_line: int
+) -> list[Verdict]:
+    return _commit_now(engine, engine.prepare(records), options, hooks, last_line)
 
 
-def _commit_options(hooks: CommitHooks | None, last_line: int) -> dict[str, Any]:
+def _commit_now(
+    engine: Engine, prepared: PreparedBatch, options: dict[str, Any], hooks: CommitHooks | None, last_line: int
+) -> list[Verdict]:
+    verdicts = engine.commit(prepared, **options)
+    if hooks is not None and hooks.after_commit is not None:
+        hooks.after_commit(last_line)
+    return verdicts
+
+
+def _commit_options(hooks: CommitHooks | None, last_line: int, arrived: float | None) -> dict[str, Any]:
     """``Engine.commit``'s keyword arguments for a batch ending at ``last_line``;
     the progress is read here, on the event loop, where the reader updates it."""
     if hooks is None:
-        return {}
+        return {"arrived": arrived}
     progress = hooks.progress(last_line) if hooks.progress else None
-    return {"progress": progress, "before_commit": hooks.before_commit, "where": hooks.where}
+    return {"progress": progress, "before_commit": hooks.before_commit, "where": hooks.where, "arrived": arrived}
 
 
 class _Local:
@@ -323,13 +377,21 @@ async def _commit(
     send: ObjectSendStream[list[Verdict] | BaseException],
     hooks: CommitHooks | None,
     limiter: anyio.CapacityLimiter,
+    marks: deque[_Mark],
 ) -> None:
+    arrived: float | None = None  # when the chunk holding the batch's first line was read
     async with receive:
         async for prepared in receive:
+            last_line = prepared.last_line
+            first_line = prepared.entries[0].line if prepared.entries else last_line
+            while marks and marks[0][0] <= first_line:
+                arrived = marks.popleft()[1]
             # Not cancellable mid-transaction: a cancelled pipeline still
             # finishes (and commits or aborts) the batch in flight.
             verdicts = await anyio.to_thread.run_sync(
-                functools.partial(engine.commit, prepared, **_commit_options(hooks, prepared.last_line)),
+                functools.partial(
+                    _commit_now, engine, prepared, _commit_options(hooks, last_line, arrived), hooks, last_line
+                ),
                 limiter=limiter,
             )
             try:
@@ -345,12 +407,15 @@ class CommitHooks:
     ``before_commit`` gets each batch's verdicts inside its transaction,
     before the commit; ``progress`` maps the batch's last record number to
     the input progress that the transaction records; ``where`` names a
-    record number in warnings (the CLI: "path:line").
+    record number in warnings (the CLI: "path:line"); ``after_commit`` gets
+    the batch's last record number once the transaction has committed (in
+    the worker thread; consume acknowledges entries there).
     """
 
     before_commit: Callable[[list[Verdict]], None] | None = None
-    progress: Callable[[int], Mapping[str, int]] | None = None
+    progress: Callable[[int], Mapping[str, int | str]] | None = None
     where: Callable[[int], str] | None = None
+    after_commit: Callable[[int], None] | None = None
 
 
 async def run_pipeline(
@@ -392,12 +457,13 @@ async def _run_chunked(
     # store: the reader sends big lists, so a few of them are enough.
     records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](4)
     prepared_send, prepared_receive = anyio.create_memory_object_stream[PreparedBatch](1)
+    marks: deque[_Mark] = deque()
     async with anyio.create_task_group() as task_group:
-        task_group.start_soon(_read, source, records_send)
+        task_group.start_soon(_read, source, records_send, marks)
         # One worker thread at a time for both stages: their work is
         # Python under the GIL, and overlapping them measured slower;
         # the event loop stays free meanwhile.
         limiter = anyio.CapacityLimiter(1)
         task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
-        await _commit(engine, prepared_receive, send, hooks, limiter)
+        await _commit(engine, prepared_receive, send, hooks, limiter, marks)
         task_group.cancel_scope.cancel()

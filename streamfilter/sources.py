@@ -55,7 +55,7 @@ from ._exceptions import ConfigError, MissingDependencyError, SourceError
 from ._redact import redact
 from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 
-__all__ = ["SourceError", "follow"]
+__all__ = ["LiveStream", "SourceError", "follow", "resume_key"]
 
 logger = logging.getLogger("streamfilter")
 
@@ -73,6 +73,25 @@ class _Resume:
     cursor: int | None = None  # Jetstream time_us
     at_cursor: set[bytes] = field(default_factory=set)  # frames already seen at that time_us
 
+    def position(self) -> str | None:
+        """The resume point as an index records it: every record up to the last one seen is covered."""
+        if self.last_event_id is not None:
+            return f"last-event-id:{self.last_event_id}"
+        if self.cursor is not None:
+            return f"cursor:{self.cursor}"
+        return None
+
+    @classmethod
+    def from_position(cls, position: str | None) -> _Resume:
+        if position is None:
+            return cls()
+        kind, _, value = position.partition(":")
+        if kind == "last-event-id":
+            return cls(last_event_id=value)
+        if kind == "cursor" and value.isdigit():
+            return cls(cursor=int(value))
+        raise ConfigError(f"{position!r} is not a resume point follow records (last-event-id:ID or cursor:TIME_US)")
+
 
 def _imports() -> tuple[Any, Any]:
     try:
@@ -83,7 +102,7 @@ def _imports() -> tuple[Any, Any]:
     return httpx, wsproto
 
 
-async def follow(
+def follow(
     url: str,
     *,
     headers: Mapping[str, str] | None = None,
@@ -91,51 +110,146 @@ async def follow(
     backoff: tuple[float, float] = (0.5, 60.0),
     read_timeout: float = 90.0,
     on_state: Callable[[str], None] | None = None,
-) -> AsyncGenerator[bytes, None]:
-    """Yield the records of a live stream, reconnecting with backoff until cancelled.
+    resume_from: str | None = None,
+) -> LiveStream:
+    """The records of a live stream, reconnecting with backoff until cancelled.
 
     ``max_retries`` bounds the reconnects in a row that deliver nothing
     (None: forever); past it, SourceError. ``read_timeout`` is how long a
     silent connection is trusted before it is dropped and made again.
+    ``resume_from`` is a ``LiveStream.position`` of an earlier run: the first
+    connection asks the server to start there (None: start now).
     """
     _check_url(url)
-    shown = redact(url)
-    httpx, wsproto = _imports()
-    report = on_state or (lambda message: logger.info("%s", message))
-    transient = (
-        httpx.TransportError,
-        httpx.DecodingError,  # a compressed body that turns corrupt: the records before it are kept
-        wsproto.utilities.RemoteProtocolError,
-        anyio.EndOfStream,
-        anyio.BrokenResourceError,
-        OSError,  # TimeoutError and ssl errors too
+    return LiveStream(
+        url,
+        _Resume.from_position(resume_from),
+        headers=dict(headers or {}),
+        max_retries=max_retries,
+        backoff=backoff,
+        read_timeout=read_timeout,
+        on_state=on_state,
     )
-    resume = _Resume()
-    failures = 0
-    first, largest = backoff
-    timeout = httpx.Timeout(10.0, read=read_timeout)
-    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
-        while True:
-            reason = "the server ended the stream"
-            wait_at_least = 0.0
-            try:
-                async with aclosing(
-                    _connect(client, url, shown, resume, report, dict(headers or {}), read_timeout)
-                ) as records:
-                    async for record in records:
-                        failures = 0
-                        yield record
-            except transient as exc:
-                reason = _describe(exc)
-            except _Retryable as exc:
-                reason, wait_at_least = str(exc), exc.retry_after
-            failures += 1
-            if max_retries is not None and failures > max_retries:
-                raise SourceError(f"{shown}: gave up after {max_retries} reconnects ({reason})")
-            base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
-            delay = max(wait_at_least, random.uniform(0, min(largest, base * 2 ** (failures - 1))))
-            report(f"{shown}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
-            await anyio.sleep(delay)
+
+
+def resume_key(url: str) -> str:
+    """The name a live URL's resume point is recorded under in an index.
+
+    Secrets and the ``cursor`` parameter are left out, so a rotated token or
+    a resumed cursor still names the same stream; any other difference in
+    the URL names another one."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cursor"]
+    return "follow " + redact(urlunsplit(parts._replace(query=urlencode(query))))
+
+
+class LiveStream:
+    """The records of a live URL, as ``follow`` returns them: an async
+    iterator of raw records (bytes), with what a service needs to watch and
+    restart it.
+
+    ``position`` is the point a restart resumes at to get every record after
+    the last one yielded (a string to pass back as ``follow(...,
+    resume_from=)``; None when the protocol offers none). ``StreamFilter``
+    records it under ``resume_key`` in the same transaction as the batch it
+    ends, and ``StreamFilter.resume_point(url)`` reads it back.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        resume: _Resume,
+        *,
+        headers: dict[str, str],
+        max_retries: int | None,
+        backoff: tuple[float, float],
+        read_timeout: float,
+        on_state: Callable[[str], None] | None,
+    ) -> None:
+        self.url = url
+        self.resume_key = resume_key(url)
+        self.reconnects = 0  # connections lost and made again
+        self.connected = False  # a connection is open and answered
+        self._resume = resume
+        self._stopping = False
+        self._scope: anyio.CancelScope | None = None
+        self._records = self._run(headers, max_retries, backoff, read_timeout, on_state)
+
+    @property
+    def position(self) -> str | None:
+        return self._resume.position()
+
+    def stop(self) -> None:
+        """End the iteration: no record after the one being read is yielded."""
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def __aiter__(self) -> LiveStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._stopping:
+            raise StopAsyncIteration
+        with anyio.CancelScope() as self._scope:
+            return await self._records.__anext__()
+        raise StopAsyncIteration  # stopped while waiting for a record
+
+    async def aclose(self) -> None:
+        await self._records.aclose()
+
+    async def _run(
+        self,
+        headers: dict[str, str],
+        max_retries: int | None,
+        backoff: tuple[float, float],
+        read_timeout: float,
+        on_state: Callable[[str], None] | None,
+    ) -> AsyncGenerator[bytes, None]:
+        url = self.url
+        shown = redact(url)
+        httpx, wsproto = _imports()
+        log = on_state or (lambda message: logger.info("%s", message))
+
+        def report(message: str) -> None:
+            self.connected = message.startswith(f"{shown}: connected")
+            log(message)
+
+        transient = (
+            httpx.TransportError,
+            httpx.DecodingError,  # a compressed body that turns corrupt: the records before it are kept
+            wsproto.utilities.RemoteProtocolError,
+            anyio.EndOfStream,
+            anyio.BrokenResourceError,
+            OSError,  # TimeoutError and ssl errors too
+        )
+        resume = self._resume
+        failures = 0
+        first, largest = backoff
+        timeout = httpx.Timeout(10.0, read=read_timeout)
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+            while True:
+                reason = "the server ended the stream"
+                wait_at_least = 0.0
+                try:
+                    async with aclosing(_connect(client, url, shown, resume, report, headers, read_timeout)) as records:
+                        async for record in records:
+                            failures = 0
+                            yield record
+                except transient as exc:
+                    reason = _describe(exc)
+                except _Retryable as exc:
+                    reason, wait_at_least = str(exc), exc.retry_after
+                finally:
+                    self.connected = False
+                failures += 1
+                self.reconnects += 1
+                if max_retries is not None and failures > max_retries:
+                    raise SourceError(f"{shown}: gave up after {max_retries} reconnects ({reason})")
+                base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
+                delay = max(wait_at_least, random.uniform(0, min(largest, base * 2 ** (failures - 1))))
+                report(f"{shown}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
+                await anyio.sleep(delay)
 
 
 class _Retryable(Exception):

@@ -46,9 +46,15 @@ class StreamServer:
     """
 
     def __init__(
-        self, kind: str, records: Sequence[bytes], drops: Sequence[int] = (), refusals: Sequence[str] = ()
+        self,
+        kind: str,
+        records: Sequence[bytes],
+        drops: Sequence[int] = (),
+        refusals: Sequence[str] = (),
+        interval: float = 0.0,
     ) -> None:
         self.kind = kind
+        self.interval = interval  # seconds between records, for a stream that a test can kill midway
         self.refusals = list(refusals)  # status lines ("503 Busy\r\nRetry-After: 1") for the first connections
         self.records = list(records)
         self.pending_drops = set(drops)
@@ -147,6 +153,8 @@ class StreamServer:
                 return  # no closing chunk: the client sees a broken stream
             await stream.send(_chunk(body))
             self.position = index + 1
+            if self.interval:
+                await anyio.sleep(self.interval)
         await self._idle()
 
     # -- WebSocket ---------------------------------------------------------------------
@@ -170,6 +178,8 @@ class StreamServer:
                 return  # no close frame: the connection just breaks
             await stream.send(frame)
             self.position = index + 1
+            if self.interval:
+                await anyio.sleep(self.interval)
         await self._idle()
 
 

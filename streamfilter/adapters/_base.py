@@ -193,6 +193,8 @@ class RecordAdapter:
             posts = self._from_mapping(record)
         elif isinstance(record, Post):
             posts = [record]
+        elif isinstance(record, InvalidRecordError):  # what the source already found unusable
+            raise record
         else:
             raise InvalidRecordError(f"record is a {type(record).__name__}; expected a dict, a line or a Post")
         return posts

@@ -9,14 +9,11 @@ import signal
 import sys
 import time
 import zlib
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
-from typing import IO, Any, cast
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import IO, Any, Protocol, cast
 
 import anyio
-import anyio.abc
 
-from .._redact import redact
 from ..adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 from ._parser import UsageError
 
@@ -193,31 +190,29 @@ async def watch_signals(inputs: Inputs | Live, received: list[int]) -> None:
 
 
 class Live:
-    """The records of a live URL, read by a task that SIGINT or SIGTERM can stop."""
+    """A live source as the command line sees it: how its records are named
+    in messages, and how SIGINT or SIGTERM stops it (``source.stop()``: the
+    records already read are still judged and committed)."""
 
-    def __init__(self, url: str) -> None:
-        self.url = redact(url)  # as every message shows it
-        self._scope: anyio.CancelScope | None = None
+    def __init__(self, name: str, where: Callable[[int], str] | None = None) -> None:
+        self.name = name  # as every message shows it: redacted
+        self._where = where
+        self._source: Stoppable | None = None
         self.stopping = False
-        # the source's error: raised once the records read before it are judged and committed
-        self.failed: Exception | None = None
+
+    def attach(self, source: Stoppable) -> None:
+        self._source = source
+        if self.stopping:
+            source.stop()
 
     def where(self, line: int) -> str:
-        return f"{self.url}: record {line}"
+        return self._where(line) if self._where is not None else f"{self.name}: record {line}"
 
     def stop(self) -> None:
-        """Read no more records; those already read are still judged and committed."""
         self.stopping = True
-        if self._scope is not None:
-            self._scope.cancel()
+        if self._source is not None:
+            self._source.stop()
 
-    async def pump(self, source: AsyncGenerator[bytes, None], send: anyio.abc.ObjectSendStream[bytes]) -> None:
-        async with send, aclosing(source):
-            with anyio.CancelScope() as self._scope:
-                if self.stopping:
-                    return
-                try:
-                    async for record in source:
-                        await send.send(record)
-                except Exception as exc:  # noqa: BLE001 - raised by the command after the records before it
-                    self.failed = exc
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...

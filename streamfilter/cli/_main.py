@@ -1,8 +1,9 @@
-"""The ``streamfilter`` commands: ``replay``, ``follow`` and ``params``."""
+"""The ``streamfilter`` commands: ``replay``, ``follow``, ``consume``, ``report`` and ``params``."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ from ._inputs import Inputs, Live, Progress, watch_signals
 from ._outputs import Writer, summary
 from ._parser import SIMILARITIES, UsageError, build_parser, config_of
 from ._report import run_report
+from ._service import headers_of, reporting, say, with_redis_password
 
 __all__ = ["main"]
 
@@ -33,7 +35,7 @@ def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
     if args.store:
         if not args.store.startswith(("redis://", "rediss://", "unix://")):
             raise UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {redact(args.store)!r}")
-        store = RedisStore(args.store)
+        store = RedisStore(with_redis_password(args.store))
         stored = store.pinned_settings()
     else:
         stored = LMDBStore(args.db).pinned_settings() if args.db else None
@@ -69,10 +71,10 @@ async def _replay(args: argparse.Namespace) -> int:
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(watch_signals, inputs, received)
-            async with _filter(args, store, config) as sf:
+            async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
                 opened.append(True)
                 if args.resume:
-                    inputs.skip = sf.store.progress()
+                    inputs.skip = {name: done for name, done in sf.store.progress().items() if isinstance(done, int)}
                 hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
                 async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
                     progress.show(writer.counts)
@@ -97,40 +99,81 @@ async def _replay(args: argparse.Namespace) -> int:
 async def _follow(args: argparse.Namespace) -> int:
     from ..sources import follow
 
-    headers = {}
-    for header in args.header:
-        name, colon, value = header.partition(":")
-        if not colon or not name.strip():
-            raise UsageError(f"--header takes 'Name: value', got {header!r}")
-        headers[name.strip()] = value.strip()
+    if args.resume and not (args.db or args.store):
+        raise UsageError("--resume needs --db or --store, where the resume point is recorded")
+    headers = headers_of(args)
     store, config = _index(args)
-    live = Live(args.url)
+    live = Live(redact(args.url))
     writer = Writer(args, live)
     received: list[int] = []
     opened: list[bool] = []
     started = time.monotonic()
-
-    def state(message: str) -> None:
-        print(f"streamfilter: {message}", file=sys.stderr, flush=True)
-
-    source = follow(args.url, headers=headers, max_retries=args.max_retries, on_state=state)
-    send, receive = anyio.create_memory_object_stream[bytes](config.batch_size)
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(watch_signals, live, received)
-            async with _filter(args, store, config) as sf:
+            async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
                 opened.append(True)
-                task_group.start_soon(live.pump, source, send)
-                async with receive:
-                    hooks = CommitHooks(before_commit=writer.write, where=live.where)
-                    async for _ in sf.judge_batches(receive, hooks):
-                        pass
+                resume_from = None
+                if args.resume:
+                    resume_from = sf.resume_point(args.url)
+                    say(
+                        f"resuming {live.name} at {resume_from}"
+                        if resume_from
+                        else f"no resume point recorded for {live.name} (or its protocol has none); starting now"
+                    )
+                source = follow(
+                    args.url, headers=headers, max_retries=args.max_retries, on_state=say, resume_from=resume_from
+                )
+                live.attach(source)
+                hooks = CommitHooks(before_commit=writer.write, where=live.where)
+                async for _ in sf.judge_batches(source, hooks):
+                    pass
             task_group.cancel_scope.cancel()
-        if live.failed is not None:
-            raise live.failed
     finally:
         writer.close()
         if opened:  # on an error exit too, once the index was open: what was judged before it
+            summary(writer.counts, time.monotonic() - started)
+    if received:
+        return 128 + received[0]
+    return 0
+
+
+async def _consume(args: argparse.Namespace) -> int:
+    from ..redis_streams import StreamGroup
+
+    if args.out and args.out_stream:
+        raise UsageError("give --out or --out-stream, not both")
+    store, config = _index(args)
+    group = StreamGroup(
+        with_redis_password(args.source),
+        consumer=args.consumer,
+        field=args.field,
+        from_now=args.from_now,
+        claim_idle=args.claim_idle,
+        count=config.batch_size,
+        on_state=say,
+    )
+    await anyio.to_thread.run_sync(group.connect)  # a bad URL or server fails before the index opens
+    live = Live(redact(args.source), where=group.where)
+    live.attach(group)
+    writer = Writer(args, live, novel=functools.partial(group.add, args.out_stream) if args.out_stream else None)
+    received: list[int] = []
+    opened: list[bool] = []
+    started = time.monotonic()
+    try:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(watch_signals, live, received)
+            async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
+                opened.append(True)
+                say(f"consuming {group.stream} as {group.consumer} of group {group.group}")
+                hooks = CommitHooks(before_commit=writer.write, where=live.where, after_commit=group.acknowledge)
+                async for _ in sf.judge_batches(group, hooks):
+                    pass
+            task_group.cancel_scope.cancel()
+    finally:
+        writer.close()
+        await group.aclose()
+        if opened:
             summary(writer.counts, time.monotonic() - started)
     if received:
         return 128 + received[0]
@@ -188,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _params(args)
             if args.command == "follow":
                 return int(anyio.run(_follow, args))
+            if args.command == "consume":
+                return int(anyio.run(_consume, args))
             if args.command == "report":
                 return run_report(args)
             return int(anyio.run(_replay, args))

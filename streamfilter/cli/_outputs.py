@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from .._post import Verdict, VerdictKind
@@ -33,10 +33,18 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
 
 
 class Writer:
-    def __init__(self, args: argparse.Namespace, inputs: Inputs | Live) -> None:
+    """Writes each batch's outputs inside its transaction (``CommitHooks.before_commit``).
+
+    Novel records go to --out (stdout by default), or to ``novel`` when
+    given (consume's --out-stream), as a list of records a batch."""
+
+    def __init__(
+        self, args: argparse.Namespace, inputs: Inputs | Live, novel: Callable[[list[bytes]], None] | None = None
+    ) -> None:
         self.inputs = inputs
         mode = "ab" if args.resume else "wb"
-        self.out = _open_output(args.out, mode) if args.out else sys.stdout.buffer
+        self._novel = novel
+        self.out = None if novel is not None else _open_output(args.out, mode) if args.out else sys.stdout.buffer
         self.verdicts = _open_output(args.verdicts, mode) if args.verdicts else None
         self.rejects = _open_output(args.rejects, mode) if args.rejects else None
         self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid", "skipped"), 0)
@@ -69,7 +77,9 @@ class Writer:
             # a lone surrogate (in an invalid post's id) goes out as JSON's own \udc00 escape
             lines = "".join([verdict.json_line() + "\n" for verdict in verdicts])
             self.verdicts.write(lines.encode("utf-8", "backslashreplace"))
-        if output:
+        if output and self._novel is not None:
+            self._novel(output)
+        elif output and self.out is not None:
             self.out.write(b"\n".join(output) + b"\n")
         for handle in (self.out, self.verdicts, self.rejects):
             if handle is not None:

@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue each input from the last batch committed to --db or --store; outputs are appended",
     )
     replay.add_argument("--no-progress", action="store_true", help="no progress line even when stderr is a terminal")
+    _add_metrics(replay)
     replay.add_argument(
         "--sketch-processes",
         type=int,
@@ -92,7 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="'NAME: VALUE'",
-        help="an HTTP header for every connection, e.g. 'Authorization: Bearer TOKEN' (repeatable)",
+        help="an HTTP header for every connection, e.g. 'Accept-Language: en' (repeatable); "
+        "put tokens in --header-file or $STREAMFILTER_HEADERS instead, where ps cannot see them",
+    )
+    follow.add_argument(
+        "--header-file",
+        metavar="FILE",
+        help="HTTP headers, one 'Name: value' a line (# comments), e.g. 'Authorization: Bearer TOKEN'",
     )
     follow.add_argument(
         "--max-retries",
@@ -100,7 +107,42 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="give up after this many reconnects in a row that deliver nothing (default: never)",
     )
-    follow.set_defaults(resume=False, batch_size=None)
+    follow.add_argument(
+        "--resume",
+        action="store_true",
+        help="start where the last batch committed to --db or --store for this URL left off "
+        "(SSE Last-Event-ID, Jetstream cursor); outputs are appended. Without it, the stream starts now",
+    )
+    _add_service(follow)
+    follow.set_defaults(batch_size=None)
+
+    consume = commands.add_parser(
+        "consume",
+        help="judge the entries of a Redis stream as one of a consumer group",
+        description="Read records from a Redis stream with XREADGROUP, as one consumer of a group that any "
+        "number of workers share; novel records go to --out-stream or --out, and each entry is acknowledged "
+        "once its batch is committed and written (at least once). Entries a dead consumer left pending are "
+        "claimed after --claim-idle. Stop with SIGINT or SIGTERM.",
+    )
+    consume.add_argument(
+        "source",
+        metavar="URL",
+        help="redis://HOST:PORT/DB?stream=NAME&group=GROUP (rediss:// for TLS; a Cluster node works too)",
+    )
+    consume.add_argument("--consumer", help="this consumer's name in the group (default: host name and process id)")
+    consume.add_argument("--field", default="data", help="the entry field holding the record (default: data)")
+    consume.add_argument("--from-now", action="store_true", help="a new group starts at the stream's end ($)")
+    consume.add_argument(
+        "--claim-idle",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="claim entries another consumer left pending this long (default: 60s)",
+    )
+    consume.add_argument("--out-stream", metavar="NAME", help="XADD novel records to this stream, same field")
+    _add_filtering(consume)
+    _add_service(consume)
+    consume.set_defaults(resume=False)
 
     report = commands.add_parser(
         "report",
@@ -143,6 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
     )
     return parser
+
+
+def _add_metrics(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at /metrics and a health check at /healthz "
+        "(needs pip install 'streamfilter[metrics]')",
+    )
+
+
+def _add_service(parser: argparse.ArgumentParser) -> None:
+    _add_metrics(parser)
+    parser.add_argument(
+        "--stats-interval",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="print a stats line to stderr this often; 0 for never (default: 60s)",
+    )
 
 
 def _add_filtering(parser: argparse.ArgumentParser) -> None:

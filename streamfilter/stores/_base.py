@@ -82,7 +82,7 @@ class BandStore(Protocol):
         self,
         sketches: Sequence[Sketch],
         *,
-        progress: Mapping[str, int] | None = None,
+        progress: Mapping[str, int | str] | None = None,
         before_commit: Callable[[list[Match | None]], None] | None = None,
     ) -> list[Match | None]:
         """Judge the sketches in order, in one transaction.
@@ -91,18 +91,23 @@ class BandStore(Protocol):
         sketch of the same batch sees it. Otherwise it gets the Match that
         made it a duplicate, and nothing is recorded.
 
-        ``progress`` (input name -> lines done) is recorded in the same
-        transaction. ``before_commit`` is called with the results inside the
+        ``progress`` (input name -> lines done, or a live source's resume
+        key -> its position) is recorded in the same transaction.
+        ``before_commit`` is called with the results inside the
         transaction, before it commits: whatever it writes out is on its way
         before the index says these posts were seen, so a crash between the
         two repeats a batch instead of losing it. If it raises, nothing commits.
         """
 
-    def progress(self) -> dict[str, int]:
-        """The input progress recorded by the last committed batch."""
+    def progress(self) -> dict[str, int | str]:
+        """The progress recorded by the committed batches, by input or source."""
 
     def post_count(self) -> int:
         """Live and not-yet-purged posts in the index."""
+
+    def purged_count(self) -> int | None:
+        """Posts this store object purged since it opened; None when the
+        store leaves expiry to its server (Redis) and cannot count it."""
 
     def clock(self) -> float:
         """The newest event time the index has seen (-inf for none yet)."""

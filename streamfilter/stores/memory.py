@@ -33,7 +33,8 @@ class MemoryStore:
         self._clock = float("-inf")
         self._next_serial = 1
         self._fingerprint: dict[str, int | str] | None = None
-        self._progress: dict[str, int] = {}
+        self._progress: dict[str, int | str] = {}
+        self._purged = 0
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
         self._cache = PostCache()
@@ -50,7 +51,7 @@ class MemoryStore:
         self,
         sketches: Sequence[Sketch],
         *,
-        progress: Mapping[str, int] | None = None,
+        progress: Mapping[str, int | str] | None = None,
         before_commit: Callable[[list[Match | None]], None] | None = None,
     ) -> list[Match | None]:
         settings = self._settings
@@ -108,12 +109,16 @@ class MemoryStore:
                     if not members:
                         del self._bands[band_key]
             del self._posts[serial]
+            self._purged += 1
 
-    def progress(self) -> dict[str, int]:
+    def progress(self) -> dict[str, int | str]:
         return dict(self._progress)
 
     def post_count(self) -> int:
         return len(self._posts)
+
+    def purged_count(self) -> int:
+        return self._purged
 
     def clock(self) -> float:
         return self._clock

@@ -321,18 +321,19 @@ class Batch:
         offsets = np.repeat(np.arange(len(recorded), dtype=np.uint32), [len(k) for k in keys])
         self.pending = pending_run(short_keys(np.concatenate(keys)), offsets, first_serial)
 
-    def purge(self, cutoff: float, limit: int) -> None:
-        """Delete up to ``limit`` posts from the front while they have expired."""
+    def purge(self, cutoff: float, limit: int) -> int:
+        """Delete up to ``limit`` posts from the front while they have expired; how many were."""
         cursor = self.txn.cursor(self.parts.posts)
         removed = 0
         if not cursor.first():
-            return
+            return 0
         while removed < limit:
             if _TIMESTAMP.unpack_from(cursor.value())[0] > cutoff:
                 break
             removed += 1
             if not cursor.delete() or not cursor.key():
                 break
+        return removed
 
     def compact(self, first_live: int) -> None:
         """Write the batch's run; delete runs whose posts are all purged; merge

@@ -128,6 +128,7 @@ class LMDBStore:
         self._cache = PostCache()
         self._key_filter = KeyFilter(self.tuning)
         self._merger = Merger(self._merge_step)
+        self._purged = 0  # posts purged by committed batches since this object opened
         self._map_guard = _MapGuard()
         self._run_cache = RunCache(self.tuning)
 
@@ -235,7 +236,7 @@ class LMDBStore:
         self,
         sketches: Sequence[Sketch],
         *,
-        progress: Mapping[str, int] | None = None,
+        progress: Mapping[str, int | str] | None = None,
         before_commit: Callable[[list[Match | None]], None] | None = None,
     ) -> list[Match | None]:
         settings = self._settings
@@ -243,14 +244,14 @@ class LMDBStore:
             raise StoreError("the LMDB store is not open")
         self._raise_merge_error()
 
-        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], list[NewRun], bool]:
+        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], list[NewRun], bool, int]:
             with self._corruption_reported():
-                results, batch = judge(txn)
+                results, batch, purged = judge(txn)
             if before_commit is not None:
                 before_commit(results)
-            return results, batch.new_runs, batch.merge_wanted
+            return results, batch.new_runs, batch.merge_wanted, purged
 
-        def judge(txn: lmdb.Transaction) -> tuple[list[Match | None], Batch]:
+        def judge(txn: lmdb.Transaction) -> tuple[list[Match | None], Batch, int]:
             clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
             clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
             serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
@@ -258,8 +259,9 @@ class LMDBStore:
             batch = Batch(self._parts, txn, settings)
             results, clock, next_serial, recorded = batch.judge(sketches, clock, first_serial)
             batch.append_run(sketches, recorded, first_serial)
+            purged = 0
             if settings.ttl_seconds > 0 and math.isfinite(clock):
-                batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
+                purged = batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
             batch.compact(batch.first_live_serial(next_serial))
             txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=self._meta)
             txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=self._meta)
@@ -268,18 +270,19 @@ class LMDBStore:
                 merged = dict(json.loads(bytes(stored))) if stored else {}
                 merged.update(progress)
                 txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
-            return results, batch
+            return results, batch, purged
 
-        done: tuple[list[Match | None], list[NewRun], bool] = self._write(
-            apply, buffers=True, committed=lambda done: self._committed(done[1])
+        done: tuple[list[Match | None], list[NewRun], bool, int] = self._write(
+            apply, buffers=True, committed=lambda done: self._committed(done[1], done[3])
         )
         if done[2]:
             self._merger.wake()
         return done[0]
 
-    def _committed(self, new_runs: list[NewRun]) -> None:
+    def _committed(self, new_runs: list[NewRun], purged: int) -> None:
         """After a batch's transaction: its runs go to the key filter, and the
         small ones to the run cache (see _RunCache.adopt)."""
+        self._purged += purged
         self._key_filter.taken_in(new_runs)
         self._run_cache.adopt(run for run, _, _ in new_runs if run.count <= self.tuning.inline_merged_entries)
 
@@ -379,10 +382,15 @@ class LMDBStore:
             yield txn
 
     # -- facts ---------------------------------------------------------------
-    def progress(self) -> dict[str, int]:
+    def progress(self) -> dict[str, int | str]:
         with self._reading() as txn:
             stored = txn.get(_PROGRESS_KEY, db=self._meta)
-        return {} if stored is None else {str(k): int(v) for k, v in json.loads(bytes(stored)).items()}
+        if stored is None:
+            return {}
+        return {str(k): v if isinstance(v, str) else int(v) for k, v in json.loads(bytes(stored)).items()}
+
+    def purged_count(self) -> int:
+        return self._purged
 
     def post_count(self) -> int:
         with self._reading() as txn:

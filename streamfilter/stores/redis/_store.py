@@ -6,6 +6,8 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 - ``{prefix}:clock``: the highest event time seen, in seconds
 - ``{prefix}:serial``: the last serial given to a recorded post
 - ``{prefix}:progress:<host name>``: hash of input path -> lines done
+- ``{prefix}:resume``: hash of live source (``sources.resume_key``) -> its
+  resume point, shared by every host, since a URL names the same stream anywhere
 - ``{prefix}:p:<8 bytes>``: the serial a post was recorded under (16
   decimal digits, which order candidates newest first), then its record
   (``stores/_records``: its time, id and 32-bit word hashes in order; the
@@ -160,6 +162,7 @@ class RedisStore(ClusterProtocol):
         # progress, so workers elsewhere reading a file of the same name never
         # skip each other's lines on --resume.
         self._progress_key = key + b":progress:" + socket.gethostname().encode()
+        self._resume_key = key + b":resume"
         self._post_prefix = key + b":p:"
         self._band_prefix = key + b":b:"
 
@@ -238,7 +241,7 @@ class RedisStore(ClusterProtocol):
         self,
         sketches: Sequence[Sketch],
         *,
-        progress: Mapping[str, int] | None = None,
+        progress: Mapping[str, int | str] | None = None,
         before_commit: Callable[[list[Match | None]], None] | None = None,
     ) -> list[Match | None]:
         settings = self._settings
@@ -263,8 +266,13 @@ class RedisStore(ClusterProtocol):
             # back when the batch is replayed (see the module docstring).
             if before_commit is not None:
                 before_commit(results)
-            if progress:
-                self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=progress))
+            # After the batch and its output, so a crash between them repeats the batch, never skips it.
+            lines = {name: done for name, done in (progress or {}).items() if isinstance(done, int)}
+            points = {name: point for name, point in (progress or {}).items() if isinstance(point, str)}
+            if lines:
+                self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=lines))
+            if points:
+                self._retrying("record the resume point", lambda: self._client.hset(self._resume_key, mapping=points))
         return results
 
     def _judge_on_one(
@@ -331,9 +339,17 @@ class RedisStore(ClusterProtocol):
                     self._client.nodes_manager.initialize()
 
     # -- facts ---------------------------------------------------------------
-    def progress(self) -> dict[str, int]:
-        stored = self._retrying("read progress", lambda: self._require_client().hgetall(self._progress_key))
-        return {name.decode(): int(value) for name, value in stored.items()}
+    def progress(self) -> dict[str, int | str]:
+        client = self._require_client()
+        lines = self._retrying("read progress", lambda: client.hgetall(self._progress_key))
+        points = self._retrying("read resume points", lambda: client.hgetall(self._resume_key))
+        progress: dict[str, int | str] = {name.decode(): int(value) for name, value in lines.items()}
+        progress.update((name.decode(), value.decode()) for name, value in points.items())
+        return progress
+
+    def purged_count(self) -> None:
+        """Redis expires records itself (see the module docstring): nothing to count."""
+        return None
 
     def post_count(self) -> int:
         """Records still in Redis (live, or past event time and awaiting Redis expiry). Scans: for tests and stats."""

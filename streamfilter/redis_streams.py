@@ -1,0 +1,269 @@
+"""One live stream split between many workers: a Redis Streams consumer group as a source.
+
+``StreamGroup(url)`` is an async iterator of records for ``StreamFilter``,
+one per stream entry (its ``field``, by default ``data``: a JSON line as
+``replay`` reads it). Every worker names the same stream and group and its
+own consumer; Redis hands each entry to one of them::
+
+    group = StreamGroup("redis://localhost:6379/0?stream=posts&group=dedup")
+    hooks = CommitHooks(after_commit=group.acknowledge)
+    async for verdicts in sf.judge_batches(group, hooks): ...
+
+Delivery is at least once:
+
+- entries are read with ``XREADGROUP`` in batches of up to ``count``;
+- an entry is acknowledged (``XACK``) by ``acknowledge(line)``, which the
+  pipeline calls once the batch that ends at that record has committed and
+  its output is written. A worker that dies before leaves its entries pending;
+- a worker claims entries that have been pending longer than ``claim_idle``
+  seconds, whoever holds them (``XAUTOCLAIM``), and at start it reads again
+  the entries it holds itself (a restart under the same consumer name);
+- an entry without the field is an invalid record (``InvalidRecordError``,
+  judged ``invalid``) and is acknowledged like any other, so it never blocks
+  the group.
+
+A missing group is created at the start of the stream (``0``, with
+``MKSTREAM``), or at its end (``$``) with ``from_now``. A dropped connection
+is retried with backoff for ``retry_for`` seconds. A Cluster is detected from
+the node the URL names; the stream is one key, so one node serves it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import random
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import anyio
+
+from ._exceptions import ConfigError, InvalidRecordError, SourceError
+from ._redact import redact
+from .stores.redis._store import _import_redis
+
+__all__ = ["StreamGroup"]
+
+logger = logging.getLogger("streamfilter")
+
+
+def _split(url: str) -> tuple[str, str, str]:
+    """(the Redis URL without stream and group, the stream, the group)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ConfigError(f"{redact(url)!r}: consume takes a redis://, rediss:// or unix:// URL")
+    ours = {"stream": "", "group": ""}
+    kept = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in ours:
+            ours[name] = value
+        else:
+            kept.append((name, value))
+    missing = [name for name, value in ours.items() if not value]
+    if missing:
+        raise ConfigError(f"{redact(url)!r} names no {' and no '.join(missing)}: add ?stream=NAME&group=GROUP")
+    return urlunsplit(parts._replace(query=urlencode(kept))), ours["stream"], ours["group"]
+
+
+class StreamGroup:
+    """One consumer of a Redis Streams consumer group (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        consumer: str | None = None,
+        field: str = "data",
+        from_now: bool = False,
+        claim_idle: float = 60.0,
+        count: int = 512,
+        block: float = 1.0,
+        retry_for: float = 30.0,
+        on_state: Callable[[str], None] | None = None,
+    ) -> None:
+        self.url, self.stream, self.group = _split(url)
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        self.field = field.encode()
+        self.from_now = from_now
+        self.claim_idle = claim_idle
+        self.count = count
+        self.block = block
+        self.retry_for = retry_for
+        self.reconnects = 0
+        self.connected = False
+        self._report = on_state or (lambda message: logger.info("%s", message))
+        self._shown = f"{redact(self.url)} stream {self.stream}"
+        self._client: Any = None
+        self._redis: Any = None
+        self._ready: deque[tuple[bytes, dict[bytes, bytes]]] = deque()  # fetched, not yet yielded
+        self._unacked: deque[tuple[int, bytes]] = deque()  # (record number, entry id), yielded
+        self._entry_of: dict[int, bytes] = {}  # record number -> entry id, until acknowledged
+        self._line = 0
+        self._own_after: bytes | str | None = "0"  # reading this consumer's own pending entries after this id
+        self._next_claim = 0.0
+        self._stopping = False
+        self._scope: anyio.CancelScope | None = None
+
+    # -- the source ---------------------------------------------------------------
+    def where(self, line: int) -> str:
+        entry = self._entry_of.get(line)
+        return f"{self._shown} entry {entry.decode() if entry else f'#{line}'}"
+
+    def stop(self) -> None:
+        """Yield no more entries; those yielded are still judged and acknowledged."""
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def __aiter__(self) -> StreamGroup:
+        return self
+
+    async def __anext__(self) -> bytes | InvalidRecordError:
+        while not self._ready:
+            if self._stopping:
+                raise StopAsyncIteration
+            with anyio.CancelScope() as self._scope:
+                # a read blocks for at most ``block`` seconds, so a stop waits no longer
+                entries = await anyio.to_thread.run_sync(self._fetch)
+            self._ready.extend(entries)
+        if self._stopping:
+            raise StopAsyncIteration  # what was fetched stays pending: claimed again, never lost
+        entry_id, fields = self._ready.popleft()
+        self._line += 1
+        self._unacked.append((self._line, entry_id))
+        self._entry_of[self._line] = entry_id
+        record = fields.get(self.field)
+        if record is None:
+            return InvalidRecordError(f"the entry has no field {self.field.decode()!r}")
+        return record
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def acknowledge(self, last_line: int) -> None:
+        """XACK every entry yielded up to record ``last_line`` (committed and written by now)."""
+        ids = []
+        while self._unacked and self._unacked[0][0] <= last_line:
+            line, entry_id = self._unacked.popleft()
+            self._entry_of.pop(line, None)
+            ids.append(entry_id)
+        if ids:
+            self._retrying("acknowledge entries", lambda: self._client.xack(self.stream, self.group, *ids))
+
+    def add(self, stream: str, records: Sequence[bytes]) -> None:
+        """XADD each record to ``stream`` under the same field (``--out-stream``)."""
+        if not records:
+            return
+
+        def send() -> None:
+            pipe = self._client.pipeline(transaction=False)
+            for record in records:
+                pipe.xadd(stream, {self.field: record})
+            pipe.execute()
+
+        self._retrying(f"add to stream {stream}", send)
+
+    # -- Redis ----------------------------------------------------------------------
+    def connect(self) -> None:
+        """Connect, and create the group if it is missing."""
+        if self._client is not None:
+            return
+        redis = self._redis = _import_redis()
+        try:
+            client = redis.Redis.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+        except ValueError as exc:
+            raise ConfigError(f"bad Redis URL {redact(self.url)}: {exc}") from exc
+        self._client = client
+        if self._retrying("connect", lambda: bool(client.info("cluster").get("cluster_enabled"))):
+            client.close()
+            self._client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+        try:
+            start = "$" if self.from_now else "0"
+            self._retrying("create the group", lambda: self._client.xgroup_create(self.stream, self.group, start, True))
+            self._report(f"{self._shown}: created group {self.group} at {'the end' if self.from_now else 'the start'}")
+        except SourceError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def _fetch(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """The next entries for this consumer: its own pending ones first (at
+        start), then any left idle by others, then new ones."""
+        self.connect()
+        while self._own_after is not None:
+            streams = {self.stream: self._own_after}
+            read = functools.partial(self._client.xreadgroup, self.group, self.consumer, streams, count=self.count)
+            reply = self._retrying("read own pending entries", read)
+            items = [item for _, batch in reply or () for item in batch]
+            if not items:
+                self._own_after = None
+                break
+            self._own_after = items[-1][0]
+            self._drop_deleted(items)
+            entries = [(entry_id, fields) for entry_id, fields in items if fields]
+            if entries:
+                self._report(f"{self._shown}: {len(entries)} entries this consumer held are read again")
+                return entries
+        now = time.monotonic()
+        if now >= self._next_claim:
+            self._next_claim = now + max(self.claim_idle / 2, 0.1)
+            reply = self._retrying(
+                "claim idle entries",
+                lambda: self._client.xautoclaim(
+                    self.stream, self.group, self.consumer, int(self.claim_idle * 1000), "0-0", count=self.count
+                ),
+            )
+            claimed = [(entry_id, fields) for entry_id, fields in reply[1] if fields]
+            if claimed:
+                self._report(f"{self._shown}: claimed {len(claimed)} entries idle for {self.claim_idle:g} s or more")
+                return claimed
+        reply = self._retrying(
+            "read entries",
+            lambda: self._client.xreadgroup(
+                self.group, self.consumer, {self.stream: ">"}, count=self.count, block=int(self.block * 1000)
+            ),
+        )
+        return [(entry_id, fields) for _, items in reply or () for entry_id, fields in items]
+
+    def _drop_deleted(self, items: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
+        """Acknowledge pending entries that were deleted from the stream: nothing is left to judge."""
+        gone = [entry_id for entry_id, fields in items if not fields]
+        if gone:
+            self._retrying("acknowledge deleted entries", lambda: self._client.xack(self.stream, self.group, *gone))
+
+    def _retrying(self, what: str, operation: Callable[[], Any]) -> Any:
+        redis = self._redis
+        transient = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        started, delay, lost = time.monotonic(), 0.05, False
+        while True:
+            try:
+                result = operation()
+            except redis.exceptions.AuthenticationError as exc:
+                raise SourceError(f"{self._shown}: authentication failed ({exc})") from exc
+            except transient as exc:
+                self.connected = False
+                waited = time.monotonic() - started
+                if waited + delay > self.retry_for:
+                    raise SourceError(f"{self._shown}: {what} failed for {waited:.1f} s ({exc})") from exc
+                if not lost:
+                    lost = True
+                    self.reconnects += 1
+                    self._report(f"{self._shown}: connection lost ({exc}); reconnecting")
+                time.sleep(random.uniform(delay / 2, delay))
+                delay = min(delay * 2, 5.0)
+                continue
+            except redis.exceptions.RedisError as exc:
+                raise SourceError(f"{self._shown}: {what} failed: {exc}") from exc
+            if lost:
+                self._report(f"{self._shown}: connected again")
+            self.connected = True
+            return result

@@ -1,0 +1,170 @@
+"""`streamfilter consume`: many workers split one Redis stream through a
+consumer group, on real redis-server processes (a single server and a Cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import distinct_text, replay_command, unique_prefix
+
+_streams = count(1)
+
+
+def campaign(clusters: int, copies: int = 3, seed: int = 5) -> list[bytes]:
+    """Each text posted ``copies`` times with another mention and link (a
+    campaign), shuffled; whichever copy a worker judges first is the novel one."""
+    rng = random.Random(seed)
+    records = [
+        json.dumps(
+            {"id": f"{n}-{c}", "text": f"@u{rng.randrange(999)} {distinct_text(n)} https://t.co/{rng.randrange(10**6)}"}
+        ).encode()
+        for n in range(clusters)
+        for c in range(copies)
+    ]
+    rng.shuffle(records)
+    return records
+
+
+def cluster_of(record: bytes) -> str:
+    return str(json.loads(record)["id"]).split("-")[0]
+
+
+def client(url: str) -> Any:
+    import redis
+    import redis.cluster
+
+    plain = redis.Redis.from_url(url)
+    if plain.info("cluster").get("cluster_enabled"):
+        plain.close()
+        return redis.cluster.RedisCluster.from_url(url)
+    return plain
+
+
+def consume(url: str, stream: str, store: str, verdicts: Path, *extra: str) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "streamfilter", "consume", f"{url}?stream={stream}&group=dedup"]
+    command += ["--store", store, "--out-stream", f"{stream}:novel", "--verdicts", str(verdicts)]
+    command += ["--batch-size", "32", "--stats-interval", "0", *extra]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def lines_in(paths: list[Path]) -> int:
+    return sum(path.read_bytes().count(b"\n") for path in paths if path.exists())
+
+
+def wait_until(done: Any, processes: list[subprocess.Popen[bytes]], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return
+        for process in processes:
+            if process.poll() is not None:
+                raise AssertionError(process.stderr.read().decode() if process.stderr else "consume exited")
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def server_url(request: pytest.FixtureRequest) -> str:
+    server = request.getfixturevalue("redis_server" if request.param == "redis" else "redis_cluster")
+    return str(server.url)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_workers_of_one_group_pass_exactly_what_one_replay_passes(
+    tmp_path: Path, server_url: str, workers: int
+) -> None:
+    records = campaign(400)
+    invalid = [b'{"id": "cut', b"[1, 2]"]
+    stream = f"posts{next(_streams)}"
+    redis_client = client(server_url)
+    for record in records[:500] + invalid + records[500:]:
+        redis_client.xadd(stream, {"data": record})
+    redis_client.xadd(stream, {"body": b"no data field"})
+    entries = len(records) + len(invalid) + 1
+
+    stream_file = tmp_path / "stream.jsonl"
+    stream_file.write_bytes(b"\n".join(records) + b"\n")
+    replayed = tmp_path / "replayed.jsonl"
+    subprocess.run(replay_command(str(stream_file), "--out", str(replayed)), check=True, capture_output=True)
+    replay_novel = [cluster_of(line) for line in replayed.read_bytes().splitlines()]
+
+    verdicts = [tmp_path / f"verdicts{n}.jsonl" for n in range(workers)]
+    store = unique_prefix(server_url)
+    processes = [consume(server_url, stream, store, path, "--consumer", f"w{n}") for n, path in enumerate(verdicts)]
+    wait_until(lambda: lines_in(verdicts) >= entries, processes)
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 143, stderr.decode()
+
+    passed = [cluster_of(fields[b"data"]) for _, fields in redis_client.xrange(f"{stream}:novel")]
+    assert sorted(passed) == sorted(replay_novel)  # one copy of each text, as one replay passes
+    assert redis_client.xpending(stream, "dedup")["pending"] == 0  # every entry acknowledged
+    judged = [json.loads(line) for path in verdicts for line in path.read_bytes().splitlines()]
+    assert len(judged) == entries
+    reasons = [v["reason"] for v in judged if v["verdict"] == "invalid"]
+    assert len(reasons) == 3 and any("no field 'data'" in reason for reason in reasons)
+    assert sum(1 for v in judged if v["verdict"] == "novel") == len(replay_novel)
+    assert len({path for path in verdicts if path.stat().st_size}) > 1  # the work was shared
+
+
+def test_entries_of_a_consumer_killed_mid_batch_are_claimed_by_another(tmp_path: Path, server_url: str) -> None:
+    records = campaign(1500)
+    stream = f"posts{next(_streams)}"
+    redis_client = client(server_url)
+    for start in range(0, len(records), 500):
+        pipe = redis_client.pipeline(transaction=False)
+        for record in records[start : start + 500]:
+            pipe.xadd(stream, {"data": record})
+        pipe.execute()
+    store = unique_prefix(server_url)
+    first_verdicts, second_verdicts = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+
+    first = consume(server_url, stream, store, first_verdicts, "--consumer", "doomed")
+    wait_until(lambda: lines_in([first_verdicts]) >= 300, [first])
+    first.kill()
+    first.communicate(timeout=10)
+    held = redis_client.xpending(stream, "dedup")
+    assert held["pending"] > 0 and held["consumers"][0]["name"] == b"doomed"  # it died holding entries
+
+    second = consume(server_url, stream, store, second_verdicts, "--consumer", "heir", "--claim-idle", "1s")
+    wait_until(
+        lambda: (
+            redis_client.xpending(stream, "dedup")["pending"] == 0 and redis_client.xinfo_groups(stream)[0]["lag"] == 0
+        ),
+        [second],
+    )
+    time.sleep(0.5)
+    second.send_signal(signal.SIGINT)
+    _, stderr = second.communicate(timeout=60)
+    assert second.returncode == 130, stderr.decode()
+    assert "claimed" in stderr.decode()
+
+    passed = [cluster_of(fields[b"data"]) for _, fields in redis_client.xrange(f"{stream}:novel")]
+    assert set(passed) == {cluster_of(record) for record in records}  # nothing lost
+    assert len(passed) - len(set(passed)) <= 32  # repeats: at most the batch in flight when it died
+    judged = lines_in([first_verdicts, second_verdicts])
+    assert judged >= len(records)
+
+
+def test_a_url_without_stream_or_group_is_a_usage_error(redis_server: Any) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "streamfilter", "consume", f"{redis_server.url}?stream=posts"],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ},
+    )
+    assert done.returncode == 2
+    assert b"names no group" in done.stderr
