@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._normalize import normalize
     from ._pipeline import Chunks, CommitHooks
     from ._post import Post, RetweetPolicy, Verdict, VerdictKind
+    from ._stats import FilterStats, LatencyHistogram
     from .stores import BandStore, LMDBStore, MemoryStore, RedisStore
 
 __version__ = "0.1.0"
@@ -55,6 +56,8 @@ _HOMES = {
     "RetweetPolicy": "._post",
     "Verdict": "._post",
     "VerdictKind": "._post",
+    "FilterStats": "._stats",
+    "LatencyHistogram": "._stats",
     "BandStore": ".stores",
     "LMDBStore": ".stores",
     "MemoryStore": ".stores",
@@ -69,7 +72,9 @@ __all__ = [
     "ConfigError",
     "ConfigMismatchError",
     "FilterConfig",
+    "FilterStats",
     "InvalidRecordError",
+    "LatencyHistogram",
     "LMDBStore",
     "MemoryStore",
     "MissingDependencyError",
