@@ -24,7 +24,8 @@ Delivery is at least once:
 
 A missing group is created at the start of the stream (``0``, with
 ``MKSTREAM``), or at its end (``$``) with ``from_now``. A dropped connection
-is retried with backoff for ``retry_for`` seconds. A Cluster is detected from
+is retried with backoff for ``retry_for`` seconds (``?retry_for=`` in the
+URL; 30 by default), then SourceError. A Cluster is detected from
 the node the URL names; the stream is one key, so one node serves it.
 """
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import random
 import socket
@@ -52,25 +54,33 @@ __all__ = ["StreamGroup"]
 logger = logging.getLogger("streamfilter")
 
 
-def _split(url: str) -> tuple[str, str, str]:
-    """(the Redis URL without stream and group, the stream, the group)."""
+def _split(url: str) -> tuple[str, str, str, float | None]:
+    """(the Redis URL without our parameters, the stream, the group, retry_for if given)."""
     try:
         parts = urlsplit(url)
     except ValueError as exc:
         raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(f"{redact(url)!r}: consume takes a redis://, rediss:// or unix:// URL")
-    ours = {"stream": "", "group": ""}
+    ours = {"stream": "", "group": "", "retry_for": ""}
     kept = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in ours:
             ours[name] = value
         else:
             kept.append((name, value))
-    missing = [name for name, value in ours.items() if not value]
+    missing = [name for name in ("stream", "group") if not ours[name]]
     if missing:
         raise ConfigError(f"{redact(url)!r} names no {' and no '.join(missing)}: add ?stream=NAME&group=GROUP")
-    return urlunsplit(parts._replace(query=urlencode(kept))), ours["stream"], ours["group"]
+    retry_for = None
+    if ours["retry_for"]:
+        try:
+            retry_for = float(ours["retry_for"])
+        except ValueError:
+            retry_for = math.nan
+        if not (math.isfinite(retry_for) and retry_for >= 0):
+            raise ConfigError(f"{redact(url)}: retry_for must be a finite number of seconds >= 0")
+    return urlunsplit(parts._replace(query=urlencode(kept))), ours["stream"], ours["group"], retry_for
 
 
 class StreamGroup:
@@ -86,17 +96,17 @@ class StreamGroup:
         claim_idle: float = 60.0,
         count: int = 512,
         block: float = 1.0,
-        retry_for: float = 30.0,
+        retry_for: float | None = None,
         on_state: Callable[[str], None] | None = None,
     ) -> None:
-        self.url, self.stream, self.group = _split(url)
+        self.url, self.stream, self.group, from_url = _split(url)
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.field = field.encode()
         self.from_now = from_now
         self.claim_idle = claim_idle
         self.count = count
         self.block = block
-        self.retry_for = retry_for
+        self.retry_for = retry_for if retry_for is not None else from_url if from_url is not None else 30.0
         self.reconnects = 0
         self.connected = False
         self._report = on_state or (lambda message: logger.info("%s", message))

@@ -177,3 +177,33 @@ def test_a_bad_metrics_address_is_a_usage_error(bad: str) -> None:
     )
     assert done.returncode == 2
     assert b"--metrics takes HOST:PORT" in done.stderr
+
+
+def test_the_redis_password_comes_from_the_environment(tmp_path: Path) -> None:
+    from .redis_servers import redis_available
+
+    if not redis_available():
+        pytest.skip("redis-server is not installed (.ci/run installs it: apt-get install redis-server)")
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--requirepass", "s3cret"]
+        + ["--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        command = [sys.executable, "-m", "streamfilter", "replay", str(FIXTURES / "campaign.jsonl")]
+        command += ["--store", f"redis://127.0.0.1:{port}/0", "--out", os.devnull]
+        deadline = time.monotonic() + 30
+        while True:
+            refused = subprocess.run(command, capture_output=True, timeout=60)
+            if b"authentication" in refused.stderr.lower() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # the server is still starting
+        assert refused.returncode == 1 and b"authentication" in refused.stderr.lower()
+        env = {**os.environ, "STREAMFILTER_REDIS_PASSWORD": "s3cret"}
+        done = subprocess.run(command, capture_output=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr.decode()
+        assert b"24 posts" in done.stderr and b"s3cret" not in done.stderr
+    finally:
+        server.terminate()
+        server.wait(10)

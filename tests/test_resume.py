@@ -12,12 +12,13 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from streamfilter import StreamFilter
 
-from .conftest import distinct_text
+from .conftest import distinct_text, unique_prefix
 from .live_servers import StreamServer
 
 BATCH = 16
@@ -60,8 +61,9 @@ def post_id(line: bytes) -> str:
     return str(record.get("id") or record["commit"]["rkey"])
 
 
-def start(url: str, db: Path, out: Path, verdicts: Path, *extra: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "streamfilter", "follow", url, "--db", str(db), "--out", str(out)]
+def start(url: str, db: Path | str, out: Path, verdicts: Path, *extra: str) -> subprocess.Popen[bytes]:
+    where = ["--store", db] if isinstance(db, str) else ["--db", str(db)]
+    command = [sys.executable, "-m", "streamfilter", "follow", url, *where, "--out", str(out)]
     command += ["--verdicts", str(verdicts), "--batch-size", str(BATCH), "--ttl", "0", *extra]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -121,6 +123,30 @@ def test_sigkill_then_resume_asks_for_the_committed_point_and_loses_nothing(
     repeats = sum(count - 1 for count in Counter(passed).values())
     assert repeats <= BATCH  # at least once, repeated at most one batch
     assert all(line.endswith(b"}") for line in out.read_bytes().splitlines())  # no torn line
+
+
+def test_on_redis_a_killed_follower_resumes_at_the_point_redis_holds(tmp_path: Path, redis_server: Any) -> None:
+    from streamfilter import RedisStore
+
+    records = sse_posts()
+    store = unique_prefix(redis_server.url)
+    out, verdicts = tmp_path / "out.jsonl", tmp_path / "verdicts.jsonl"
+    with StreamServer("sse", records, interval=0.004) as server:
+        first = start(server.url, store, out, verdicts)
+        wait_for_lines(verdicts, RECORDS // 2, first)
+        first.kill()
+        first.communicate(timeout=10)
+        with StreamFilter(store=RedisStore(store)) as sf:
+            committed = sf.resume_point(server.url)
+        assert committed is not None and committed.startswith("last-event-id:")
+        second = start(server.url, store, out, verdicts, "--resume")
+        wait_for_lines(verdicts, RECORDS, second)
+        second.send_signal(signal.SIGINT)
+        second.communicate(timeout=30)
+        assert server.connections[-1].headers.get("last-event-id") == committed.removeprefix("last-event-id:")
+    passed = [post_id(line) for line in out.read_bytes().splitlines()]
+    assert set(passed) == {post_id(line) for line in records}
+    assert sum(count - 1 for count in Counter(passed).values()) <= BATCH
 
 
 def test_without_resume_a_restart_starts_fresh(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -96,15 +97,18 @@ async def _replay(args: argparse.Namespace) -> int:
     return 1 if inputs.broken else 0
 
 
-async def _follow(args: argparse.Namespace) -> int:
-    from ..sources import follow
-
-    if args.resume and not (args.db or args.store):
-        raise UsageError("--resume needs --db or --store, where the resume point is recorded")
-    headers = headers_of(args)
+async def _run_live(
+    args: argparse.Namespace,
+    live: Live,
+    writer: Writer,
+    open_source: Callable[[StreamFilter], Any],
+    after_commit: Callable[[int], None] | None = None,
+) -> int:
+    """Judge a live source until it ends or a signal stops it: ``open_source``
+    makes the source once the index is open; SIGINT and SIGTERM stop it, and
+    the batches read are committed. The summary goes out on any exit once the
+    index was open."""
     store, config = _index(args)
-    live = Live(redact(args.url))
-    writer = Writer(args, live)
     received: list[int] = []
     opened: list[bool] = []
     started = time.monotonic()
@@ -113,19 +117,9 @@ async def _follow(args: argparse.Namespace) -> int:
             task_group.start_soon(watch_signals, live, received)
             async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
                 opened.append(True)
-                resume_from = None
-                if args.resume:
-                    resume_from = sf.resume_point(args.url)
-                    say(
-                        f"resuming {live.name} at {resume_from}"
-                        if resume_from
-                        else f"no resume point recorded for {live.name} (or its protocol has none); starting now"
-                    )
-                source = follow(
-                    args.url, headers=headers, max_retries=args.max_retries, on_state=say, resume_from=resume_from
-                )
+                source = open_source(sf)
                 live.attach(source)
-                hooks = CommitHooks(before_commit=writer.write, where=live.where)
+                hooks = CommitHooks(before_commit=writer.write, where=live.where, after_commit=after_commit)
                 async for _ in sf.judge_batches(source, hooks):
                     pass
             task_group.cancel_scope.cancel()
@@ -133,9 +127,29 @@ async def _follow(args: argparse.Namespace) -> int:
         writer.close()
         if opened:  # on an error exit too, once the index was open: what was judged before it
             summary(writer.counts, time.monotonic() - started)
-    if received:
-        return 128 + received[0]
-    return 0
+    return 128 + received[0] if received else 0
+
+
+async def _follow(args: argparse.Namespace) -> int:
+    from ..sources import follow
+
+    if args.resume and not (args.db or args.store):
+        raise UsageError("--resume needs --db or --store, where the resume point is recorded")
+    headers = headers_of(args)
+    live = Live(redact(args.url))
+
+    def open_source(sf: StreamFilter) -> Any:
+        resume_from = None
+        if args.resume:
+            resume_from = sf.resume_point(args.url)
+            say(
+                f"resuming {live.name} at {resume_from}"
+                if resume_from
+                else f"no resume point recorded for {live.name} (or its protocol has none); starting now"
+            )
+        return follow(args.url, headers=headers, max_retries=args.max_retries, on_state=say, resume_from=resume_from)
+
+    return await _run_live(args, live, Writer(args, live), open_source)
 
 
 async def _consume(args: argparse.Namespace) -> int:
@@ -143,41 +157,27 @@ async def _consume(args: argparse.Namespace) -> int:
 
     if args.out and args.out_stream:
         raise UsageError("give --out or --out-stream, not both")
-    store, config = _index(args)
     group = StreamGroup(
         with_redis_password(args.source),
         consumer=args.consumer,
         field=args.field,
         from_now=args.from_now,
         claim_idle=args.claim_idle,
-        count=config.batch_size,
+        count=args.batch_size or FilterConfig.batch_size,
         on_state=say,
     )
     await anyio.to_thread.run_sync(group.connect)  # a bad URL or server fails before the index opens
     live = Live(redact(args.source), where=group.where)
-    live.attach(group)
     writer = Writer(args, live, novel=functools.partial(group.add, args.out_stream) if args.out_stream else None)
-    received: list[int] = []
-    opened: list[bool] = []
-    started = time.monotonic()
+
+    def open_source(sf: StreamFilter) -> Any:
+        say(f"consuming {group.stream} as {group.consumer} of group {group.group}")
+        return group
+
     try:
-        async with anyio.create_task_group() as task_group:
-            task_group.start_soon(watch_signals, live, received)
-            async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
-                opened.append(True)
-                say(f"consuming {group.stream} as {group.consumer} of group {group.group}")
-                hooks = CommitHooks(before_commit=writer.write, where=live.where, after_commit=group.acknowledge)
-                async for _ in sf.judge_batches(group, hooks):
-                    pass
-            task_group.cancel_scope.cancel()
+        return await _run_live(args, live, writer, open_source, after_commit=group.acknowledge)
     finally:
-        writer.close()
         await group.aclose()
-        if opened:
-            summary(writer.counts, time.monotonic() - started)
-    if received:
-        return 128 + received[0]
-    return 0
 
 
 def _params(args: argparse.Namespace) -> int:
