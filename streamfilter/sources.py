@@ -1,7 +1,7 @@
 """Live sources: the records of a streaming URL, reconnecting when it drops.
 
-``follow(url)`` is an async generator of raw records (one JSON document per
-record, as bytes), ready for ``StreamFilter.filter``::
+``follow(url)`` returns a ``LiveStream``: an async iterator of raw records
+(one JSON document per record, as bytes), ready for ``StreamFilter.filter``::
 
     async with StreamFilter(path="index") as sf:
         async for post in sf.filter(follow("wss://jetstream2.us-east.bsky.network/subscribe")):
@@ -35,6 +35,12 @@ left out of every message. HTTP 400, 401, 403, 404, 405 and 410 are not retried;
 429, 5xx and other failures are, no sooner than their Retry-After (in
 seconds) asks. Connection state goes
 to ``on_state`` (the CLI prints it on stderr) or the ``streamfilter`` logger.
+
+**Restarts.** ``LiveStream.position`` is where a new connection must start
+to get every record after the last one yielded: ``cursor:<time_us>`` for
+Jetstream, ``last-event-id:<id>`` for SSE, None for a protocol without one.
+The pipeline commits it with each batch, under ``resume_key(url)``, and
+``follow(url, resume_from=position)`` starts there.
 """
 
 from __future__ import annotations
@@ -212,7 +218,11 @@ class LiveStream:
         log = on_state or (lambda message: logger.info("%s", message))
 
         def report(message: str) -> None:
-            self.connected = message.startswith(f"{shown}: connected")
+            self.connected = False
+            log(message)
+
+        def connected(message: str) -> None:
+            self.connected = True
             log(message)
 
         transient = (
@@ -232,7 +242,8 @@ class LiveStream:
                 reason = "the server ended the stream"
                 wait_at_least = 0.0
                 try:
-                    async with aclosing(_connect(client, url, shown, resume, report, headers, read_timeout)) as records:
+                    records = _connect(client, url, shown, resume, connected, headers, read_timeout)
+                    async with aclosing(records):
                         async for record in records:
                             failures = 0
                             yield record
@@ -296,14 +307,15 @@ async def _connect(
     url: str,
     shown: str,
     resume: _Resume,
-    report: Callable[[str], None],
+    connected: Callable[[str], None],
     headers: dict[str, str],
     read_timeout: float,
 ) -> AsyncGenerator[bytes, None]:
-    """The records of one connection, until it ends or breaks."""
+    """The records of one connection, until it ends or breaks; ``connected``
+    gets the message that says the server answered."""
     scheme = urlsplit(url).scheme
     if scheme in ("ws", "wss"):
-        async with aclosing(_websocket(url, shown, resume, report, headers, read_timeout)) as frames:
+        async with aclosing(_websocket(url, shown, resume, connected, headers, read_timeout)) as frames:
             async for record in frames:
                 yield record
         return
@@ -320,7 +332,7 @@ async def _connect(
                 f"HTTP {status} {response.reason_phrase}", _retry_after(response.headers.get("retry-after"))
             )
         event_stream = "text/event-stream" in response.headers.get("content-type", "")
-        report(
+        connected(
             f"{shown}: connected"
             + (
                 " (server-sent events"
@@ -343,7 +355,12 @@ async def _connect(
 
 
 async def _websocket(
-    url: str, shown: str, resume: _Resume, report: Callable[[str], None], headers: dict[str, str], read_timeout: float
+    url: str,
+    shown: str,
+    resume: _Resume,
+    connected: Callable[[str], None],
+    headers: dict[str, str],
+    read_timeout: float,
 ) -> AsyncGenerator[bytes, None]:
     """Text frames of a WebSocket, with wsproto over an anyio stream.
 
@@ -382,7 +399,8 @@ async def _websocket(
             ws.receive_data(data)
             for event in ws.events():
                 if isinstance(event, AcceptConnection):
-                    report(f"{shown}: connected" + (f", resuming at cursor {resume.cursor}" if resume.cursor else ""))
+                    resuming = f", resuming at cursor {resume.cursor}" if resume.cursor else ""
+                    connected(f"{shown}: connected{resuming}")
                 elif isinstance(event, RejectConnection):
                     if event.status_code in _FATAL_STATUS:
                         raise SourceError(f"{shown}: HTTP {event.status_code} on the WebSocket upgrade; not retrying")
