@@ -118,7 +118,8 @@ class StreamGroup:
         self._entry_of: dict[int, bytes] = {}  # record number -> entry id, until acknowledged
         self._line = 0
         self._own_after: bytes | str | None = "0"  # reading this consumer's own pending entries after this id
-        self._next_claim = 0.0
+        self._next_claim = 0.0  # when to look for idle entries of other consumers again
+        self._claim_cursor: bytes | str = "0-0"  # where the last XAUTOCLAIM stopped
         self._stopping = False
         self._scope: anyio.CancelScope | None = None
 
@@ -223,15 +224,20 @@ class StreamGroup:
             if entries:
                 self._report(f"{self._shown}: {len(entries)} entries this consumer held are read again")
                 return entries
-        now = time.monotonic()
-        if now >= self._next_claim:
-            self._next_claim = now + max(self.claim_idle / 2, 0.1)
+        if time.monotonic() >= self._next_claim:
+            start = self._claim_cursor
             reply = self._retrying(
                 "claim idle entries",
                 lambda: self._client.xautoclaim(
-                    self.stream, self.group, self.consumer, int(self.claim_idle * 1000), "0-0", count=self.count
+                    self.stream, self.group, self.consumer, int(self.claim_idle * 1000), start, count=self.count
                 ),
             )
+            # A long backlog is claimed a batch at a time, going on where the last claim stopped;
+            # once the scan of the pending list comes round, it waits half the idle time.
+            self._claim_cursor = reply[0]
+            if self._claim_cursor in (b"0-0", "0-0"):
+                self._next_claim = time.monotonic() + max(self.claim_idle / 2, 0.1)
+            self._drop_deleted(reply[1])  # Redis 6.2 lists deleted entries with no fields
             claimed = [(entry_id, fields) for entry_id, fields in reply[1] if fields]
             if claimed:
                 self._report(f"{self._shown}: claimed {len(claimed)} entries idle for {self.claim_idle:g} s or more")

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from .conftest import distinct_text, replay_command, unique_prefix
+from .redis_servers import free_port
+from .test_metrics import scrape
 
 _streams = count(1)
 
@@ -139,7 +141,11 @@ def test_entries_of_a_consumer_killed_mid_batch_are_claimed_by_another(tmp_path:
     held = redis_client.xpending(stream, "dedup")
     assert held["pending"] > 0 and held["consumers"][0]["name"] == b"doomed"  # it died holding entries
 
-    second = consume(server_url, stream, store, second_verdicts, "--consumer", "heir", "--claim-idle", "1s")
+    port = free_port()
+    second = consume(
+        server_url, stream, store, second_verdicts, "--consumer", "heir", "--claim-idle", "1s",
+        "--metrics", f"127.0.0.1:{port}",
+    )  # fmt: skip
     wait_until(
         lambda: (
             redis_client.xpending(stream, "dedup")["pending"] == 0 and redis_client.xinfo_groups(stream)[0]["lag"] == 0
@@ -147,6 +153,10 @@ def test_entries_of_a_consumer_killed_mid_batch_are_claimed_by_another(tmp_path:
         [second],
     )
     time.sleep(0.5)
+    samples = scrape(f"http://127.0.0.1:{port}/metrics")
+    assert samples["streamfilter_source_connected"] == 1
+    judged_here = second_verdicts.read_bytes().count(b"\n")
+    assert sum(v for k, v in samples.items() if k.startswith("streamfilter_posts_total")) == judged_here
     second.send_signal(signal.SIGINT)
     _, stderr = second.communicate(timeout=60)
     assert second.returncode == 130, stderr.decode()
