@@ -285,7 +285,9 @@ def _origin(url: str) -> tuple[str, str | None, int | None]:
     return parts.scheme, parts.hostname, parts.port or default
 
 
-async def _response(client: Any, url: str, shown: str, request_headers: dict[str, str], headers: dict[str, str]) -> Any:
+async def _response(
+    client: Any, url: str, shown: str, request_headers: dict[str, str | bytes], headers: dict[str, str]
+) -> Any:
     """The streaming response to GET ``url``, redirects followed by hand:
     ``headers`` (the caller's) go only to ``url``'s own origin."""
     origin = _origin(url)
@@ -319,9 +321,9 @@ async def _connect(
             async for record in frames:
                 yield record
         return
-    request_headers = {"Accept": "text/event-stream, application/x-ndjson, application/json"}
+    request_headers: dict[str, str | bytes] = {"Accept": "text/event-stream, application/x-ndjson, application/json"}
     if resume.last_event_id is not None:
-        request_headers["Last-Event-ID"] = resume.last_event_id
+        request_headers["Last-Event-ID"] = resume.last_event_id.encode("utf-8")  # the HTML standard: UTF-8
     response = await _response(client, url, shown, request_headers, headers)
     try:
         status = response.status_code
@@ -494,10 +496,24 @@ async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerato
                 size += len(value) + 1
         elif field_name == b"event":
             name = value
-        elif field_name == b"id" and b"\0" not in value:
-            event_id = value.decode("utf-8", "replace")
+        elif field_name == b"id" and _usable_id(value):
+            event_id = value.decode("utf-8")
         elif field_name == b"retry" and value.isdigit():
             resume.retry_ms = int(value)
+
+
+def _usable_id(value: bytes) -> bool:
+    """An SSE id that can go back in a Last-Event-ID header: UTF-8, no control
+    characters, at most 1 KiB. The standard ignores only ids with NUL; an id a
+    header cannot carry would make every reconnect fail, so it is ignored too,
+    and the last usable id stays the resume point."""
+    if len(value) > 1024 or any(byte < 0x20 and byte != 0x09 or byte == 0x7F for byte in value):
+        return False
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _check_url(url: str) -> None:

@@ -52,8 +52,12 @@ class StreamServer:
         drops: Sequence[int] = (),
         refusals: Sequence[str] = (),
         interval: float = 0.0,
+        ids: Sequence[bytes] | None = None,
     ) -> None:
         self.kind = kind
+        # SSE ids, one per record (default: its position from 1); one the client cannot
+        # send back leaves the last usable one as the resume point
+        self.ids = list(ids) if ids is not None else [b"%d" % (n + 1) for n in range(len(records))]
         self.interval = interval  # seconds between records, for a stream that a test can kill midway
         self.refusals = list(refusals)  # status lines ("503 Busy\r\nRetry-After: 1") for the first connections
         self.records = list(records)
@@ -143,11 +147,11 @@ class StreamServer:
         start = self.position
         if sse:
             last = connection.headers.get("last-event-id")
-            start = int(last) if last is not None else 0
+            start = 0 if last is None else self.ids.index(last.encode("latin-1")) + 1
             await stream.send(_chunk(b"retry: 20\n\n"))
         for index in range(start, len(self.records)):
             record = self.records[index]
-            body = b"id: %d\nevent: update\ndata: %s\n\n" % (index + 1, record) if sse else record + b"\n"
+            body = b"id: %s\nevent: update\ndata: %s\n\n" % (self.ids[index], record) if sse else record + b"\n"
             if self._drop_here(index):
                 await stream.send(_chunk(body[: len(body) // 2]))
                 return  # no closing chunk: the client sees a broken stream

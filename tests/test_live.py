@@ -106,6 +106,20 @@ async def test_sse_resumes_after_the_last_complete_event() -> None:
     assert last_ids == [None, "10", "50"]
 
 
+async def test_sse_ids_go_back_as_utf8_and_unsendable_ones_are_skipped() -> None:
+    statuses = mastodon_statuses()[:12]
+    ids = [f"\u00e9v\u4e2d{n}".encode() for n in range(len(statuses))]  # any text, per the standard
+    ids[5] = b"bad\x01id"  # a control character no header can carry
+    with StreamServer("sse", statuses, drops=[3, 6], ids=ids) as server:
+        got = await take(server.url, len(statuses) + 1, backoff=(0.01, 0.1))
+        sent_back = [c.headers.get("last-event-id") for c in server.connections]
+    # the second resume is from the last id a header can carry: event 5 comes twice, none is lost
+    assert [json.loads(record)["payload"] for record in got] == [
+        status.decode() for status in statuses[:6] + statuses[5:]
+    ]
+    assert [None if value is None else value.encode("latin-1") for value in sent_back] == [None, ids[2], ids[4]]
+
+
 async def test_filter_wraps_a_live_stream() -> None:
     with StreamServer("ws", jetstream(), drops=[40, 100]) as server:
         async with StreamFilter() as sf:
