@@ -178,3 +178,21 @@ def test_a_url_without_stream_or_group_is_a_usage_error(redis_server: Any) -> No
     )
     assert done.returncode == 2
     assert b"names no group" in done.stderr
+
+
+def test_a_restarted_consumer_appends_to_its_outputs(tmp_path: Path, redis_server: Any) -> None:
+    stream = f"posts{next(_streams)}"
+    redis_client = client(redis_server.url)
+    out, verdicts = tmp_path / "out.jsonl", tmp_path / "verdicts.jsonl"
+    records = campaign(40, copies=1)
+    for run in range(2):
+        for record in records[20 * run : 20 * (run + 1)]:
+            redis_client.xadd(stream, {"data": record})
+        command = [sys.executable, "-m", "streamfilter", "consume", f"{redis_server.url}?stream={stream}&group=g"]
+        command += ["--db", str(tmp_path / "db"), "--out", str(out), "--verdicts", str(verdicts)]
+        process = subprocess.Popen([*command, "--stats-interval", "0"], stderr=subprocess.PIPE)
+        wait_until(lambda run=run: lines_in([verdicts]) >= 20 * (run + 1), [process])
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    # the first run's posts were acknowledged and will never come again: they must still be there
+    assert sorted(out.read_bytes().splitlines()) == sorted(records)

@@ -168,7 +168,9 @@ async def _consume(args: argparse.Namespace) -> int:
     )
     await anyio.to_thread.run_sync(group.connect)  # a bad URL or server fails before the index opens
     live = Live(redact(args.source), where=group.where)
-    writer = Writer(args, live, novel=functools.partial(group.add, args.out_stream) if args.out_stream else None)
+    # Appended to: the entries of earlier runs were acknowledged and will not come again.
+    novel = functools.partial(group.add, args.out_stream) if args.out_stream else None
+    writer = Writer(args, live, novel=novel, append=True)
 
     def open_source(sf: StreamFilter) -> Any:
         say(f"consuming {group.stream} as {group.consumer} of group {group.group}")

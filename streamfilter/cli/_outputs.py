@@ -36,13 +36,19 @@ class Writer:
     """Writes each batch's outputs inside its transaction (``CommitHooks.before_commit``).
 
     Novel records go to --out (stdout by default), or to ``novel`` when
-    given (consume's --out-stream), as a list of records a batch."""
+    given (consume's --out-stream), as a list of records a batch. Files are
+    appended to under --resume, or when ``append`` says so (consume, whose
+    every start continues the group's work), and written afresh otherwise."""
 
     def __init__(
-        self, args: argparse.Namespace, inputs: Inputs | Live, novel: Callable[[list[bytes]], None] | None = None
+        self,
+        args: argparse.Namespace,
+        inputs: Inputs | Live,
+        novel: Callable[[list[bytes]], None] | None = None,
+        append: bool = False,
     ) -> None:
         self.inputs = inputs
-        mode = "ab" if args.resume else "wb"
+        mode = "ab" if args.resume or append else "wb"
         self._novel = novel
         self.out = None if novel is not None else _open_output(args.out, mode) if args.out else sys.stdout.buffer
         self.verdicts = _open_output(args.verdicts, mode) if args.verdicts else None
