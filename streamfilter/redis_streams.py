@@ -141,6 +141,7 @@ class StreamGroup:
         while not self._ready:
             if self._stopping:
                 raise StopAsyncIteration
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = []
             with anyio.CancelScope() as self._scope:
                 # a read blocks for at most ``block`` seconds, so a stop waits no longer
                 entries = await anyio.to_thread.run_sync(self._fetch)

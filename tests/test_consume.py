@@ -196,3 +196,30 @@ def test_a_restarted_consumer_appends_to_its_outputs(tmp_path: Path, redis_serve
         process.communicate(timeout=60)
     # the first run's posts were acknowledged and will never come again: they must still be there
     assert sorted(out.read_bytes().splitlines()) == sorted(records)
+
+
+@pytest.mark.anyio
+async def test_the_library_source_acknowledges_what_was_committed(redis_server: Any) -> None:
+    import anyio
+
+    from streamfilter import CommitHooks, StreamFilter
+    from streamfilter.redis_streams import StreamGroup
+
+    stream = f"posts{next(_streams)}"
+    redis_client = client(redis_server.url)
+    records = campaign(10)  # 10 texts, 3 copies each
+    for record in records:
+        redis_client.xadd(stream, {"data": record})
+    redis_client.xadd(stream, {"other": b"x"})
+    group = StreamGroup(f"{redis_server.url}?stream={stream}&group=lib", block=0.1)
+    kinds: list[str] = []
+    with anyio.fail_after(30):
+        async with StreamFilter() as sf:
+            hooks = CommitHooks(after_commit=group.acknowledge)
+            async for verdicts in sf.judge_batches(group, hooks):
+                kinds += [verdict.kind.value for verdict in verdicts]
+                if len(kinds) == len(records) + 1:
+                    group.stop()
+    await group.aclose()
+    assert kinds.count("novel") == 10 and kinds.count("duplicate") == 20 and kinds.count("invalid") == 1
+    assert redis_client.xpending(stream, "lib")["pending"] == 0
