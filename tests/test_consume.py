@@ -169,15 +169,27 @@ def test_entries_of_a_consumer_killed_mid_batch_are_claimed_by_another(tmp_path:
     assert judged >= len(records)
 
 
-def test_a_url_without_stream_or_group_is_a_usage_error(redis_server: Any) -> None:
+@pytest.mark.parametrize(
+    ("query", "extra", "says"),
+    [
+        ("?stream=posts", [], b"names no group"),
+        ("?group=g", [], b"names no stream"),
+        ("?stream=posts&group=g", ["--claim-idle", "0"], b"--claim-idle must be above 0"),
+        ("?stream=posts&group=g", ["--out", "x", "--out-stream", "y"], b"--out or --out-stream, not both"),
+        ("?stream=posts&group=g&retry_for=nan", [], b"retry_for must be a finite number"),
+    ],
+)
+def test_usage_errors_are_said_before_anything_runs(
+    redis_server: Any, query: str, extra: list[str], says: bytes
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "streamfilter", "consume", f"{redis_server.url}?stream=posts"],
+        [sys.executable, "-m", "streamfilter", "consume", f"{redis_server.url}{query}", *extra],
         capture_output=True,
         timeout=60,
         env={**os.environ},
     )
-    assert done.returncode == 2
-    assert b"names no group" in done.stderr
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
 
 
 def test_a_restarted_consumer_appends_to_its_outputs(tmp_path: Path, redis_server: Any) -> None:

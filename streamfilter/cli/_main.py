@@ -157,6 +157,8 @@ async def _consume(args: argparse.Namespace) -> int:
 
     if args.out and args.out_stream:
         raise UsageError("give --out or --out-stream, not both")
+    if args.claim_idle <= 0:
+        raise UsageError("--claim-idle must be above 0: at 0, entries that live consumers are judging are taken too")
     group = StreamGroup(
         with_redis_password(args.source),
         consumer=args.consumer,
