@@ -198,7 +198,8 @@ class StreamFilter:
 
         The index is counted at most every 100 times as long as counting took
         (an LMDB count is instant; a Redis one scans the keys), and at most
-        every second."""
+        every second. A count blocks the caller, so async code calls
+        ``await anyio.to_thread.run_sync(sf.stats)``."""
         engine = self._require_engine()
         now = time.monotonic()
         if self._index_posts is None or now >= self._index_posts[1]:
