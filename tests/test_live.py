@@ -133,6 +133,31 @@ async def test_filter_wraps_a_live_stream() -> None:
     assert sorted(passed, key=str) == sorted(novel_ids("bluesky_jetstream.expected.jsonl"))
 
 
+async def test_filter_commits_the_resume_point_and_follow_starts_there(tmp_path: Path) -> None:
+    statuses = mastodon_statuses()
+    with StreamServer("sse", statuses) as server:
+        async with StreamFilter(path=tmp_path / "db") as sf:
+            assert sf.resume_point(server.url) is None
+            with anyio.fail_after(20):
+                async with aclosing(sf.judge(follow(server.url))) as verdicts:
+                    judged = 0
+                    async for _ in verdicts:
+                        judged += 1
+                        if judged == len(statuses):
+                            break
+            # the batch of the last verdict is committed, and its point with it
+            assert sf.resume_point(server.url) == f"last-event-id:{len(statuses)}"
+        async with StreamFilter(path=tmp_path / "db") as sf:
+            point = sf.resume_point(server.url)
+            with anyio.fail_after(20):
+                async with aclosing(follow(server.url, resume_from=point)) as source:
+                    with anyio.move_on_after(0.5):
+                        async for _ in source:
+                            raise AssertionError("the server has nothing after the committed point")
+    assert point == f"last-event-id:{len(statuses)}"
+    assert server.connections[-1].headers.get("last-event-id") == str(len(statuses))
+
+
 async def test_not_found_is_not_retried() -> None:
     with StreamServer("jsonl", []) as server:
         with pytest.raises(SourceError, match="HTTP 404"):
