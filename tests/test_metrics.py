@@ -121,6 +121,7 @@ def test_follow_serves_metrics_and_prints_stats_lines(tmp_path: Path) -> None:
             time.sleep(0.2)  # the index is counted at most once a second
             samples = scrape(f"http://127.0.0.1:{port}/metrics")
         status = health(f"http://127.0.0.1:{port}/healthz")
+        time.sleep(0.6)  # two stats lines more, each after every post was judged
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 143
