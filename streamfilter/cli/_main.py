@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -56,16 +56,22 @@ def _filter(args: argparse.Namespace, store: BandStore | None, config: FilterCon
     )
 
 
-async def _replay(args: argparse.Namespace) -> int:
-    if args.resume and not (args.db or args.store):
-        raise UsageError("--resume needs --db or --store, where progress is recorded")
-    if args.resume and (not args.inputs or "-" in args.inputs):
-        raise UsageError("--resume needs named input files; stdin cannot be replayed from a position")
-    store, config = _index(args)
-    inputs = Inputs(args.inputs)
-    handles = inputs.open_all()
-    writer = Writer(args, inputs)
-    progress = Progress(sys.stderr.isatty() and not args.no_progress)
+async def _session(
+    args: argparse.Namespace,
+    index: tuple[BandStore | None, FilterConfig],
+    inputs: Inputs | Live,
+    writer: Writer,
+    judge: Callable[[StreamFilter], Awaitable[None]],
+    finish: Callable[[], None] = lambda: None,
+) -> int | None:
+    """Open the index and run ``judge`` in it, with what every command adds:
+    SIGINT and SIGTERM stop ``inputs`` (the batches read are committed),
+    --metrics and the stats line run alongside, and once the index was open,
+    the summary goes out on any exit, after ``finish``. Returns 128 + the
+    signal that stopped it, or None. ``index`` is ``_index(args)``, taken
+    before any output file is opened, so an index that cannot be used
+    leaves them as they were."""
+    store, config = index
     received: list[int] = []
     opened: list[bool] = []
     started = time.monotonic()
@@ -74,11 +80,7 @@ async def _replay(args: argparse.Namespace) -> int:
             task_group.start_soon(watch_signals, inputs, received)
             async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
                 opened.append(True)
-                if args.resume:
-                    inputs.skip = {name: done for name, done in sf.store.progress().items() if isinstance(done, int)}
-                hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
-                async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
-                    progress.show(writer.counts)
+                await judge(sf)
             task_group.cancel_scope.cancel()
     except BaseException as exc:
         if _leaf(exc).__class__ is BrokenPipeError:
@@ -86,48 +88,61 @@ async def _replay(args: argparse.Namespace) -> int:
         raise
     finally:
         writer.close()
+        finish()
+        if opened:  # on an error exit too, once the index was open: what was judged before it
+            summary(writer.counts, time.monotonic() - started)
+    return 128 + received[0] if received else None
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    if args.resume and not (args.db or args.store):
+        raise UsageError("--resume needs --db or --store, where progress is recorded")
+    if args.resume and (not args.inputs or "-" in args.inputs):
+        raise UsageError("--resume needs named input files; stdin cannot be replayed from a position")
+    index = _index(args)
+    inputs = Inputs(args.inputs)
+    handles = inputs.open_all()
+    writer = Writer(args, inputs)
+    progress = Progress(sys.stderr.isatty() and not args.no_progress)
+
+    async def judge(sf: StreamFilter) -> None:
+        if args.resume:
+            inputs.skip = {name: done for name, done in sf.store.progress().items() if isinstance(done, int)}
+        hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
+        async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
+            progress.show(writer.counts)
+
+    def finish() -> None:
         progress.show(writer.counts, final=True)
         for handle in handles:
             if handle is not sys.stdin.buffer:
                 handle.close()
-        if opened:  # on an error exit too, once the index was open: what was judged before it
-            summary(writer.counts, time.monotonic() - started)
-    if received:
-        return 128 + received[0]
+
+    stopped = await _session(args, index, inputs, writer, judge, finish)
+    if stopped is not None:
+        return stopped
     return 1 if inputs.broken else 0
 
 
 async def _run_live(
     args: argparse.Namespace,
+    index: tuple[BandStore | None, FilterConfig],
     live: Live,
     writer: Writer,
     open_source: Callable[[StreamFilter], Any],
     after_commit: Callable[[int], None] | None = None,
 ) -> int:
-    """Judge a live source until it ends or a signal stops it: ``open_source``
-    makes the source once the index is open; SIGINT and SIGTERM stop it, and
-    the batches read are committed. The summary goes out on any exit once the
-    index was open."""
-    store, config = _index(args)
-    received: list[int] = []
-    opened: list[bool] = []
-    started = time.monotonic()
-    try:
-        async with anyio.create_task_group() as task_group:
-            task_group.start_soon(watch_signals, live, received)
-            async with _filter(args, store, config) as sf, reporting(args, sf, task_group):
-                opened.append(True)
-                source = open_source(sf)
-                live.attach(source)
-                hooks = CommitHooks(before_commit=writer.write, where=live.where, after_commit=after_commit)
-                async for _ in sf.judge_batches(source, hooks):
-                    pass
-            task_group.cancel_scope.cancel()
-    finally:
-        writer.close()
-        if opened:  # on an error exit too, once the index was open: what was judged before it
-            summary(writer.counts, time.monotonic() - started)
-    return 128 + received[0] if received else 0
+    """Judge a live source until it ends or a signal stops it; ``open_source``
+    makes the source once the index is open."""
+
+    async def judge(sf: StreamFilter) -> None:
+        source = open_source(sf)
+        live.attach(source)
+        hooks = CommitHooks(before_commit=writer.write, where=live.where, after_commit=after_commit)
+        async for _ in sf.judge_batches(source, hooks):
+            pass
+
+    return await _session(args, index, live, writer, judge) or 0
 
 
 async def _follow(args: argparse.Namespace) -> int:
@@ -136,6 +151,7 @@ async def _follow(args: argparse.Namespace) -> int:
     if args.resume and not (args.db or args.store):
         raise UsageError("--resume needs --db or --store, where the resume point is recorded")
     headers = headers_of(args)
+    index = _index(args)
     live = Live(redact(args.url))
 
     def open_source(sf: StreamFilter) -> Any:
@@ -149,7 +165,7 @@ async def _follow(args: argparse.Namespace) -> int:
             )
         return follow(args.url, headers=headers, max_retries=args.max_retries, on_state=say, resume_from=resume_from)
 
-    return await _run_live(args, live, Writer(args, live), open_source)
+    return await _run_live(args, index, live, Writer(args, live), open_source)
 
 
 async def _consume(args: argparse.Namespace) -> int:
@@ -169,6 +185,7 @@ async def _consume(args: argparse.Namespace) -> int:
         on_state=say,
     )
     await anyio.to_thread.run_sync(group.connect)  # a bad URL or server fails before the index opens
+    index = _index(args)
     live = Live(redact(args.source), where=group.where)
     # Appended to: the entries of earlier runs were acknowledged and will not come again.
     novel = functools.partial(group.add, args.out_stream) if args.out_stream else None
@@ -179,7 +196,7 @@ async def _consume(args: argparse.Namespace) -> int:
         return group
 
     try:
-        return await _run_live(args, live, writer, open_source, after_commit=group.acknowledge)
+        return await _run_live(args, index, live, writer, open_source, after_commit=group.acknowledge)
     finally:
         await group.aclose()
 
