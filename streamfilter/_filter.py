@@ -172,6 +172,7 @@ class StreamFilter:
                     yield item
         finally:
             scope.cancel()
+            engine.stats.unwatch(source)
 
     async def judge(self, source: AsyncIterable[Any] | Iterable[Any]) -> AsyncGenerator[Verdict, None]:
         """Yield one Verdict per post (and per invalid record), in arrival order."""

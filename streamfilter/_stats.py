@@ -109,7 +109,8 @@ class StatsRecorder:
         self._seconds = 0.0
         self._batches = 0
         self._last_commit: float | None = None
-        self._sources: list[SourceState] = []
+        self._sources: list[SourceState] = []  # being filtered now
+        self._ended_reconnects = 0  # of the sources no longer filtered
 
     def committed(self, verdicts: Sequence[Verdict], seconds: float) -> None:
         kinds = [verdict.kind.value for verdict in verdicts]
@@ -127,16 +128,24 @@ class StatsRecorder:
             with self._lock:
                 self._sources.append(source)
 
+    def unwatch(self, source: object) -> None:
+        """``source`` is no longer filtered: keep its reconnects, forget the rest."""
+        if isinstance(source, SourceState):
+            with self._lock:
+                self._sources.remove(source)
+                self._ended_reconnects += source.reconnects
+
     def snapshot(self, index_posts: int | None, purged: int | None, newest_event_time: float | None) -> FilterStats:
         with self._lock:
             sources: Iterable[SourceState] = list(self._sources)
+            reconnects = self._ended_reconnects + sum(source.reconnects for source in sources)
             return FilterStats(
                 posts=dict(self._posts),
                 batches=self._batches,
                 batch_seconds=LatencyHistogram(BATCH_SECONDS_BUCKETS, tuple(self._buckets), self._seconds),
                 index_posts=index_posts,
                 purged=purged,
-                reconnects=sum(source.reconnects for source in sources),
+                reconnects=reconnects,
                 source_connected=any(source.connected for source in sources) if self._sources else None,
                 newest_event_time=newest_event_time,
                 last_commit_time=self._last_commit,

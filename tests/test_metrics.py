@@ -208,3 +208,20 @@ def test_the_redis_password_comes_from_the_environment(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(10)
+
+
+@pytest.mark.anyio
+async def test_a_source_that_ended_keeps_its_reconnects_and_no_longer_reports(tmp_path: Path) -> None:
+    records = [json.dumps({"id": str(n), "text": distinct_text(n)}).encode() for n in range(10)]
+    async with StreamFilter() as sf:
+        for run in range(2):  # a service that makes its source again, as after an error
+            with StreamServer("jsonl", records, drops=[4]) as server:
+                judged = 0
+                async with aclosing(sf.judge(follow(server.url, backoff=(0.01, 0.02)))) as verdicts:
+                    async for _ in verdicts:
+                        judged += 1
+                        if judged == len(records):
+                            break
+            stats = sf.stats()
+            assert stats.reconnects == run + 1  # each run's one drop, the ended runs' too
+            assert stats.source_connected is None  # no source is being filtered now
