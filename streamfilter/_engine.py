@@ -233,6 +233,9 @@ class Sketcher:
             except InvalidRecordError as exc:
                 entries.append(_Entry(line, record, None, VerdictKind.INVALID, exc.reason))
                 continue
+            except Exception as exc:  # noqa: BLE001 - no record may stop the stream; see _unreadable
+                entries.append(_Entry(line, record, None, VerdictKind.INVALID, _unreadable(line, exc)))
+                continue
             if not posts:
                 entries.append(_Entry(line, record, None, VerdictKind.INVALID, "record carries no posts"))
                 continue
@@ -250,7 +253,11 @@ class Sketcher:
                 if post.is_retweet and policy is RetweetPolicy.KEEP:
                     entry.kind, entry.reason = VerdictKind.NOVEL, REASON_KEPT_RETWEET
                     continue
-                words, entry.cut_off = self.words(_without_lone_surrogates(post.text))
+                try:
+                    words, entry.cut_off = self.words(_without_lone_surrogates(post.text))
+                except Exception as exc:  # noqa: BLE001 - as above
+                    entry.kind, entry.reason = VerdictKind.INVALID, _unreadable(line, exc)
+                    continue
                 if not words:
                     if post.is_retweet and post.retweet_of is not None:
                         entry.reference = True  # judged by the post it reposts, in the store
@@ -320,6 +327,14 @@ class Sketcher:
             np.concatenate(shingle_parts),
             np.concatenate(word_parts),
         )
+
+
+def _unreadable(line: int, exc: Exception) -> str:
+    """The reason of a record that failed in a way no check foresaw: the
+    record is ``invalid`` and the stream goes on, and the log keeps the
+    traceback, for it is a bug to report."""
+    logger.error("streamfilter: record %d could not be read (please report this)", line, exc_info=exc)
+    return f"record could not be read: {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def _line(number: int) -> str:

@@ -14,34 +14,58 @@ __all__ = ["parse_timestamp"]
 
 _EARLIEST = datetime(1990, 1, 1, tzinfo=UTC).timestamp()
 _FUTURE_SLACK = 86400.0
+_HUGE = 10**20  # past this, an epoch number in any unit is centuries off
+_SHOWN_CHARS = 40
 
 
-def parse_timestamp(value: object) -> float:
-    """Seconds since the epoch from epoch numbers (s, ms or µs), ISO 8601, or
-    Twitter's ``Wed Feb 24 11:35:00 +0000 2015``.
+def _shown(value: object) -> str:
+    """``value`` as a reason quotes it: a long number or string cut in the middle."""
+    text = repr(value) if not isinstance(value, int) or -_HUGE < value < _HUGE else _digits(value)
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return f"{text[:16]}…{text[-8:]} ({len(text):,} characters)"
+
+
+def _digits(number: int) -> str:
+    try:
+        return str(number)
+    except ValueError:  # more digits than Python converts
+        return f"{'-' if number < 0 else ''}(a number of over 4,300 digits)"
+
+
+def parse_timestamp(value: object, field: str = "timestamp") -> float:
+    """Seconds since the epoch from epoch numbers (s, ms, µs or ns), ISO 8601,
+    or Twitter's ``Wed Feb 24 11:35:00 +0000 2015``.
 
     Times before 1990 or more than a day ahead of this machine's clock are
     rejected: they are broken clocks or hostile input, and a far-future time
     would otherwise move the event clock ahead and expire the whole index.
+    So is a date that no calendar has (``Feb 31``, ``99:99:99``). Every
+    rejection is an InvalidRecordError that names ``field`` and the value
+    (cut short when long: a number may have thousands of digits).
     """
     if type(value) is str:
         accepted = _ACCEPTED.get(value)
         if accepted is not None:
             return accepted
     if isinstance(value, bool):
-        raise InvalidRecordError(f"timestamp is a boolean: {value!r}")
-    if isinstance(value, int | float):
+        raise InvalidRecordError(f"{field} is a boolean: {value!r}")
+    if isinstance(value, int):
+        if not -_HUGE < value < _HUGE:  # float() of one past 1e308 overflows; past 1e20 is far off in any unit
+            raise InvalidRecordError(f"{field} {_shown(value)} is in the far {'future' if value > 0 else 'past'}")
         seconds = _from_number(float(value))
+    elif isinstance(value, float):
+        seconds = _from_number(value)
     elif isinstance(value, str):
-        seconds = _from_string(value.strip())
+        seconds = _from_string(value.strip(), field)
     else:
-        raise InvalidRecordError(f"timestamp is a {type(value).__name__}, not a string or number")
+        raise InvalidRecordError(f"{field} is a {type(value).__name__}, not a string or number")
     if not math.isfinite(seconds):
-        raise InvalidRecordError(f"timestamp {value!r} is not a finite number")
+        raise InvalidRecordError(f"{field} {_shown(value)} is not a finite number")
     if seconds < _EARLIEST:
-        raise InvalidRecordError(f"timestamp {value!r} is in the far past (before 1990)")
+        raise InvalidRecordError(f"{field} {_shown(value)} is in the far past (before 1990)")
     if seconds > time.time() + _FUTURE_SLACK:
-        raise InvalidRecordError(f"timestamp {value!r} is in the far future")
+        raise InvalidRecordError(f"{field} {_shown(value)} is in the far future")
     if type(value) is str:
         if len(_ACCEPTED) >= _ACCEPTED_SIZE:
             _ACCEPTED.clear()
@@ -76,38 +100,45 @@ _MONTHS = {
 }
 
 
-def _from_twitter(text: str) -> float | None:
-    """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's cost."""
+def _from_twitter(text: str, field: str) -> float | None:
+    """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's
+    cost; None when ``text`` is not of that shape, InvalidRecordError when it
+    is but names no real time (``Feb 31``, ``99:99:99``, a year of 20 digits)."""
     parts = text.split(" ")
-    if len(parts) != 6 or len(parts[3]) != 8 or len(parts[4]) != 5:
+    if len(parts) != 6 or len(parts[3]) != 8 or len(parts[4]) != 5 or parts[1] not in _MONTHS:
         return None
     clock = parts[3]
-    try:
-        day = _twitter_day(parts[5], parts[1], parts[2], parts[4])
-        seconds = int(clock[0:2]) * 3600 + int(clock[3:5]) * 60 + int(clock[6:8])
-    except ValueError:
+    if clock[2] != ":" or clock[5] != ":" or parts[4][0] not in "+-":
         return None
-    if day is None or clock[2] != ":" or clock[5] != ":":
+    year, day, offset = parts[5], parts[2], parts[4]
+    hour, minute, second = clock[0:2], clock[3:5], clock[6:8]
+    if not all(part.isascii() and part.isdigit() for part in (year, day, offset[1:], hour, minute, second)):
         return None
-    return float(day + seconds)
+    if len(year) != 4 or len(day) > 2:
+        raise InvalidRecordError(f"{field} {_shown(text)} has no real date (a year of 4 digits, a day of 1 or 2)")
+    if not 1 <= int(day) <= calendar.monthrange(int(year), _MONTHS[parts[1]])[1]:
+        raise InvalidRecordError(f"{field} {_shown(text)} names a day that {parts[1]} {year} does not have")
+    if int(hour) > 23 or int(minute) > 59 or int(second) > 59 or int(offset[1:3]) > 23 or int(offset[3:5]) > 59:
+        raise InvalidRecordError(f"{field} {_shown(text)} names a time of day that does not exist")
+    return float(_twitter_day(year, parts[1], day, offset) + int(hour) * 3600 + int(minute) * 60 + int(second))
 
 
 @functools.lru_cache(maxsize=1024)
-def _twitter_day(year: str, month: str, day: str, offset: str) -> int | None:
+def _twitter_day(year: str, month: str, day: str, offset: str) -> int:
     """Epoch seconds of a day's midnight at a UTC offset (``+0100``); a stream has few distinct days."""
-    if month not in _MONTHS or offset[0] not in "+-":
-        return None
     shift = int(offset[1:3]) * 3600 + int(offset[3:5]) * 60
     midnight = calendar.timegm((int(year), _MONTHS[month], int(day), 0, 0, 0, 0, 0, 0))
     return midnight - shift if offset[0] == "+" else midnight + shift
 
 
-def _from_string(text: str) -> float:
+def _from_string(text: str, field: str) -> float:
     if not text:
-        raise InvalidRecordError("timestamp is an empty string")
-    twitter = _from_twitter(text)
+        raise InvalidRecordError(f"{field} is an empty string")
+    twitter = _from_twitter(text, field)
     if twitter is not None:
         return twitter
+    if len(text) > 64:  # no way of writing a time is this long; float() of 4,000 digits is
+        raise InvalidRecordError(f"{field} {_shown(text)} is no timestamp (over 64 characters)")
     try:
         return _from_number(float(text))
     except ValueError:
@@ -118,7 +149,7 @@ def _from_string(text: str) -> float:
         try:
             parsed = datetime.strptime(text, "%a %b %d %H:%M:%S %z %Y")
         except ValueError:
-            raise InvalidRecordError(f"cannot read timestamp {text[:64]!r}") from None
+            raise InvalidRecordError(f"cannot read {field} {_shown(text)} as a date and time") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()

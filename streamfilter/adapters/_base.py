@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import ConfigError, InvalidRecordError
+from .._json import depth_ok, loads_object
 from .._post import Post
 
 __all__ = [
@@ -26,7 +26,6 @@ MAX_LINE_BYTES = 4 << 20
 # byte over the limit, so the line is still rejected, as "at least" that long.
 CLIPPED_LINE_BYTES = MAX_LINE_BYTES + 1
 MAX_TEXT_CHARS = 100_000
-_MAX_DEPTH = 64
 
 
 class NotAPost(Exception):  # noqa: N818 - a verdict, not an error
@@ -47,37 +46,6 @@ class Adapter(Protocol):
     def posts(self, record: Mapping[str, Any]) -> list[Post]: ...
 
 
-# A JSON string, escapes and all: what the depth of a line is counted outside.
-_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)  # possessive: nothing to backtrack
-_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
-
-
-def _depth_ok(line: str) -> bool:
-    """Whether no bracket outside a string is more than ``_MAX_DEPTH`` deep.
-
-    json would recurse until RecursionError on hostile nesting, and a record
-    nested hundreds deep breaks what handles it after (pickling it, for one),
-    so such lines are rejected first. Counting brackets in C clears most
-    lines. Records with more brackets than that (a Twitter v2 page of 100
-    tweets has thousands) are measured in C and numpy: strings cut out (an
-    unterminated one runs to the end of the line), the brackets kept, and
-    their running depth, where a character loop in Python was slow."""
-    if line.count("{") + line.count("[") <= _MAX_DEPTH:
-        return True
-    outside = _JSON_STRING.sub("", line)
-    unterminated = outside.find('"')
-    if unterminated >= 0:
-        outside = outside[:unterminated]
-    brackets = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
-    if brackets.count(b"[") + brackets.count(b"{") <= _MAX_DEPTH:
-        return True
-    import numpy as np  # only here: the light imports of this package do not load it
-
-    steps = np.frombuffer(brackets, dtype=np.uint8)
-    depth = np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1))
-    return int(depth.max()) <= _MAX_DEPTH
-
-
 def decode_line(line: bytes | str) -> dict[str, Any] | str:
     """One input line as a JSON object, or as plain text when it is not JSON.
 
@@ -89,31 +57,18 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
     stripped = line.strip()
     first = stripped[0]
     if first == "{":
-        if not _depth_ok(stripped):
-            raise InvalidRecordError(f"JSON nested deeper than {_MAX_DEPTH} levels")
-        try:
-            value = json.loads(stripped)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            message = getattr(exc, "msg", str(exc))
-            position = getattr(exc, "pos", None)
-            # json's own messages may end in "at" ("Unterminated string starting at")
-            raise InvalidRecordError(f"broken JSON: {message.removesuffix(' at')} at character {position}") from None
-        except ValueError as exc:  # an integer longer than Python converts (sys.get_int_max_str_digits)
-            raise InvalidRecordError(f"JSON number too long: {exc}") from None
-        if not isinstance(value, dict):
-            raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
-        return value
+        return loads_object(stripped)
     # A line that is a whole JSON array, string, number or literal is JSON
     # that is not an object; anything else is plain text ("[BREAKING] ...").
     if first in '["-0123456789' or stripped in ("true", "false", "null"):
-        if first == "[" and not _depth_ok(stripped):
-            raise InvalidRecordError(f"JSON nested deeper than {_MAX_DEPTH} levels")
+        if first == "[" and not depth_ok(stripped):
+            return loads_object(stripped)  # raises: nested too deep
         try:
             value = json.loads(stripped)
         except (json.JSONDecodeError, RecursionError):
             return line.rstrip("\r\n")
-        except ValueError as exc:  # an integer longer than Python converts
-            raise InvalidRecordError(f"JSON number too long: {exc}") from None
+        except ValueError:  # an integer longer than Python converts
+            return loads_object(stripped)  # raises, with the reason of every decode
         raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
     return line.rstrip("\r\n")
 

@@ -9,6 +9,8 @@ from collections.abc import Set
 from json.scanner import make_scanner
 from typing import Any
 
+from .._json import loads
+
 __all__ = ["page_of_posts"]
 
 # A page whose posts come first: {"data": [ or {"statuses": [
@@ -63,7 +65,7 @@ def page_of_posts(record: Any, keep: Set[str | None]) -> bytes | None:
         if cut is not None:
             return cut.encode("utf-8")
     if isinstance(record, bytes | str) and record.lstrip()[:1] in (b"{", "{"):
-        record = json.loads(record)  # a page, decoded again to cut it
+        record = loads(record)  # a page, decoded again to cut it (it was read once: this cannot fail)
     if not isinstance(record, dict):
         return None
     page = dict(record)
@@ -72,4 +74,8 @@ def page_of_posts(record: Any, keep: Set[str | None]) -> bytes | None:
             page[key] = [
                 item for item in page[key] if isinstance(item, dict) and str(item.get("id_str", item.get("id"))) in keep
             ]
-    return json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode()
+    text = json.dumps(page, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (JSON may carry one): written escaped, as it came
+        return json.dumps(page, separators=(",", ":")).encode()

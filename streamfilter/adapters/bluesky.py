@@ -50,7 +50,11 @@ class BlueskyAdapter:
         post_id = f"at://{record.get('did')}/{collection}/{commit.get('rkey')}"
         author = str(record["did"]) if record.get("did") is not None else None  # Jetstream gives the DID
         time_us = record.get("time_us")
-        timestamp = parse_timestamp(time_us if time_us is not None else body.get("createdAt"))
+        timestamp = (
+            parse_timestamp(time_us, "time_us")
+            if time_us is not None
+            else parse_timestamp(body.get("createdAt"), "record.createdAt")
+        )
         if collection == _REPOST:
             subject = body.get("subject")
             reposted = subject.get("uri") if isinstance(subject, Mapping) else None

@@ -86,7 +86,7 @@ class GenericAdapter:
         if post_id is not None and not isinstance(post_id, str | int):
             raise InvalidRecordError(f"id field {self.id_field} is a {type(post_id).__name__}, not a string or number")
         time_value = _first(record, self._time)
-        timestamp = None if time_value is None else parse_timestamp(time_value)
+        timestamp = None if time_value is None else parse_timestamp(time_value, self.time_field)
         return [
             Post(
                 None if post_id is None else str(post_id),

@@ -12,7 +12,6 @@ to four times the cost. ``reblog`` is Mastodon's retweet.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from html import unescape
@@ -20,6 +19,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from .._exceptions import InvalidRecordError
+from .._json import loads
 from .._post import Post
 from .._time import parse_timestamp
 from ._base import text_of
@@ -155,15 +155,12 @@ class MastodonAdapter:
         if record.get("event") == "update" and "payload" in record:
             payload = record["payload"]
             if isinstance(payload, str):
-                try:
-                    payload = json.loads(payload)
-                except json.JSONDecodeError as exc:
-                    raise InvalidRecordError(f"streaming update payload is broken JSON: {exc.msg}") from None
+                payload = loads(payload, "streaming update payload: ")
             if not isinstance(payload, Mapping):
                 raise InvalidRecordError("streaming update payload is not a status object")
             status = payload
         created = status.get("created_at")
-        timestamp = None if created is None else parse_timestamp(created)
+        timestamp = None if created is None else parse_timestamp(created, "created_at")
         reblog = status.get("reblog")
         account = status.get("account")
         handle = account.get("acct") if isinstance(account, Mapping) else None

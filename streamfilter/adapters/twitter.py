@@ -40,7 +40,7 @@ def _id_of(status: Mapping[str, Any]) -> str | None:
 
 def _time_of(status: Mapping[str, Any]) -> float | None:
     value = status.get("created_at")
-    return None if value is None else parse_timestamp(value)
+    return None if value is None else parse_timestamp(value, "created_at")
 
 
 def _v1_text(status: Mapping[str, Any]) -> str:

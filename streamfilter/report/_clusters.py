@@ -20,6 +20,7 @@ import re
 from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import IO, Any
 
 from .._post import Post
@@ -129,6 +130,7 @@ class Clusters:
             post = by_id.get(verdict["id"])
             if post is None:
                 continue
+            post = _printable(post)
             if post.timestamp is not None:
                 self.timeline.setdefault(kind, Counter())[int(post.timestamp // 60)] += 1
             duplicate_of = verdict.get("duplicate_of")
@@ -192,3 +194,20 @@ def _reason_kind(reason: str) -> str:
     """An invalid line's reason without its particulars: "broken JSON", "line is N bytes, …"."""
     head = reason.split(":", 1)[0]
     return _NUMBERS.sub("N", head)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _printable(post: Post) -> Post:
+    """``post`` with each lone surrogate of its text and author (JSON can carry
+    them, UTF-8 cannot) shown as U+FFFD, as the filter judged the text: the
+    report's JSON and page are UTF-8."""
+    text, author = post.text, post.author
+    if text.isascii() and (author is None or author.isascii()):
+        return post
+    clean_text = _LONE_SURROGATE.sub("\ufffd", text)
+    clean_author = None if author is None else _LONE_SURROGATE.sub("\ufffd", author)
+    if clean_text == text and clean_author == author:
+        return post
+    return replace(post, text=clean_text, author=clean_author)

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamfilter import ConfigError, InvalidRecordError
+from streamfilter._json import MAX_DEPTH as _MAX_DEPTH
+from streamfilter._json import depth_ok as _depth_ok
 from streamfilter.adapters import record_adapter
-from streamfilter.adapters._base import _MAX_DEPTH, _depth_ok
 
 
 def test_generic_dotted_fields() -> None:
@@ -44,7 +45,7 @@ def test_plain_text_lines() -> None:
         (b'{"text": "x", "created_at": 5}', "far past"),
         (b'{"text": "x", "created_at": 1e400}', "not a finite number"),
         (b'{"text": "x", "created_at": "NaN"}', "not a finite number"),
-        (b'{"text": "x", "created_at": "yesterday-ish"}', "cannot read timestamp"),
+        (b'{"text": "x", "created_at": "yesterday-ish"}', "cannot read created_at"),
         (b"   ", "empty line"),
     ],
 )

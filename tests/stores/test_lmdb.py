@@ -70,7 +70,7 @@ def test_lmdb_map_grows_when_full(tmp_path: Path) -> None:
 def test_lmdb_unusable_path_is_a_store_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(StoreError, match="cannot open LMDB index"):
+    with pytest.raises(StoreError, match="is a file, not an index directory"):
         LMDBStore(blocker).open(settings())
 
 

@@ -43,6 +43,7 @@ from ..._rules import Match
 from .._base import IndexSettings, PostCache, Sketch, check_fingerprint
 from ._batch import Batch, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
+from ._header import check_header
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
 from ._runs import RUN_HEADER, decode_run, encode_run, put_run
 from ._tuning import LMDBTuning
@@ -216,9 +217,10 @@ class LMDBStore:
             return None if stored is None else dict(json.loads(stored))
 
     def _refuse_empty_file(self) -> None:
-        data = self.path / "data.mdb"
-        if data.is_file() and data.stat().st_size == 0:
-            raise StoreError(f"{data} is empty (0 bytes), so it is no LMDB index: remove it, or choose another --db")
+        """Refuse a data.mdb that is empty, not LMDB's, or cut short, before LMDB maps it (see _header)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path} is a file, not an index directory: choose a directory for --db")
+        check_header(self.path / "data.mdb")
 
     @contextmanager
     def _corruption_reported(self) -> Iterator[None]:
@@ -378,8 +380,11 @@ class LMDBStore:
     def _reading(self, *, buffers: bool = False) -> Iterator[lmdb.Transaction]:
         """A read transaction, which the map's growth waits for (see _MapGuard)."""
         env = self._require_env()
-        with self._map_guard.reading(), env.begin(None, None, False, buffers) as txn:  # type: ignore[call-overload]
-            yield txn
+        try:
+            with self._map_guard.reading(), env.begin(None, None, False, buffers) as txn:  # type: ignore[call-overload]
+                yield txn
+        except lmdb.Error as exc:
+            raise _map_error(exc, f"reading the LMDB index at {self.path} failed", self.path) from exc
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int | str]:

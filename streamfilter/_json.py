@@ -1,0 +1,84 @@
+"""The one JSON decoder for input: lines, nested payloads, frames and entries.
+
+Every piece of JSON that arrives from outside (an input line, the ``payload``
+string of a Mastodon streaming event, a WebSocket frame, a Redis stream
+entry, a response page cut again) is decoded here, so one set of limits
+holds at every depth, and every way the standard decoder can fail becomes an
+``InvalidRecordError`` whose reason a user can act on: no RecursionError,
+no ValueError that advises ``sys.set_int_max_str_digits``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ._exceptions import InvalidRecordError
+
+__all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object"]
+
+MAX_DEPTH = 64
+
+# A JSON string, escapes and all: what the depth of a text is counted outside.
+_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)  # possessive: nothing to backtrack
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+
+
+def depth_ok(text: str) -> bool:
+    """Whether no bracket outside a string is more than ``MAX_DEPTH`` deep.
+
+    json would recurse until RecursionError on hostile nesting, and a record
+    nested hundreds deep breaks what handles it after (pickling it, for one),
+    so such texts are rejected first. Counting brackets in C clears most
+    lines. Records with more brackets than that (a Twitter v2 page of 100
+    tweets has thousands) are measured in C and numpy: strings cut out (an
+    unterminated one runs to the end of the line), the brackets kept, and
+    their running depth, where a character loop in Python was slow."""
+    if text.count("{") + text.count("[") <= MAX_DEPTH:
+        return True
+    outside = _JSON_STRING.sub("", text)
+    unterminated = outside.find('"')
+    if unterminated >= 0:
+        outside = outside[:unterminated]
+    brackets = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    if brackets.count(b"[") + brackets.count(b"{") <= MAX_DEPTH:
+        return True
+    import numpy as np  # only here: the light imports of this package do not load it
+
+    steps = np.frombuffer(brackets, dtype=np.uint8)
+    depth = np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1))
+    return int(depth.max()) <= MAX_DEPTH
+
+
+def loads(text: str | bytes, where: str = "") -> Any:
+    """``text`` decoded, or InvalidRecordError saying what is wrong.
+
+    ``where`` starts each reason and says where the JSON sits
+    (``"streaming update payload: "``), so a nested failure reads as one."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRecordError(f"{where}invalid UTF-8 at byte {exc.start}") from None
+    if not depth_ok(text):
+        raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        # json's own messages may end in "at" ("Unterminated string starting at")
+        raise InvalidRecordError(f"{where}broken JSON: {exc.msg.removesuffix(' at')} at character {exc.pos}") from None
+    except RecursionError:
+        raise InvalidRecordError(f"{where}JSON nested too deeply to read") from None
+    except ValueError:
+        # Python reads integers of at most 4,300 digits; its message advises a
+        # setting of the interpreter, which nobody feeding a stream can act on.
+        raise InvalidRecordError(f"{where}JSON number too long (more than 4,300 digits)") from None
+
+
+def loads_object(text: str | bytes, where: str = "") -> dict[str, Any]:
+    """``loads``, for text that must hold a JSON object."""
+    value = loads(text, where)
+    if not isinstance(value, dict):
+        raise InvalidRecordError(f"{where}JSON value is a {type(value).__name__}, not an object")
+    return value
