@@ -30,7 +30,7 @@ from ._protocol import (
 
 # The replay command's options, as the CLI's parser defines them (a test keeps
 # the two the same): those that take no value, and those that take one.
-_REPLAY_FLAGS = frozenset({"-h", "--help", "--resume", "--no-progress"})
+_REPLAY_FLAGS = frozenset({"-h", "--help", "-q", "--quiet", "--resume", "--no-progress"})
 _REPLAY_OPTIONS = frozenset(
     {
         "--db", "--store", "--out", "--verdicts", "--rejects", "--format", "--id-field", "--text-field",

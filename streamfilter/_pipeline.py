@@ -122,13 +122,6 @@ async def _read_live(
                     await put((line, record))
             except Exception as exc:  # noqa: BLE001 - raised by _judge_live, after what came before
                 failed.append(exc)
-            finally:
-                # A pipeline that stops early closes the source it drew from
-                # (an async generator would otherwise be left to the GC).
-                close = getattr(source, "aclose", None)
-                if close is not None:
-                    with anyio.CancelScope(shield=True):
-                        await close()
         elif isinstance(source, Iterable):
             try:
                 for record in source:
@@ -157,33 +150,43 @@ async def _judge_live(
     failed: list[Exception] = []
     marks: deque[_Mark] = deque()
     resume_key = source.resume_key if isinstance(source, Resumable) else None
-    async with records_receive, anyio.create_task_group() as task_group:
-        task_group.start_soon(_read_live, source, records_send, failed, marks)
-        async for record in records_receive:
-            records = [record]
-            while len(records) < batch_size:
+    try:
+        async with records_receive, anyio.create_task_group() as task_group:
+            task_group.start_soon(_read_live, source, records_send, failed, marks)
+            async for record in records_receive:
+                records = [record]
+                while len(records) < batch_size:
+                    try:
+                        records.append(records_receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                last_line = records[-1][0]
+                arrived, position = _take_marks(marks, last_line)
+                options = _commit_options(hooks, last_line, arrived)
+                if resume_key is not None and position is not None:
+                    options["progress"] = {**(options.get("progress") or {}), resume_key: position}
+                # One thread call for both stages; not cancellable mid-transaction,
+                # so a cancelled pipeline still commits or aborts the batch in flight.
+                verdicts = await anyio.to_thread.run_sync(
+                    functools.partial(_judge_now, engine, records, options, hooks, last_line)
+                )
                 try:
-                    records.append(records_receive.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
-            last_line = records[-1][0]
-            arrived, position = _take_marks(marks, last_line)
-            options = _commit_options(hooks, last_line, arrived)
-            if resume_key is not None and position is not None:
-                options["progress"] = {**(options.get("progress") or {}), resume_key: position}
-            # One thread call for both stages; not cancellable mid-transaction,
-            # so a cancelled pipeline still commits or aborts the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(
-                functools.partial(_judge_now, engine, records, options, hooks, last_line)
-            )
-            try:
-                await send.send(verdicts)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                break  # the consumer stopped listening; its pipeline ends here
-        else:
-            if failed:
-                raise failed[0]
-        task_group.cancel_scope.cancel()
+                    await send.send(verdicts)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break  # the consumer stopped listening; its pipeline ends here
+            else:
+                if failed:
+                    raise failed[0]
+            task_group.cancel_scope.cancel()
+    finally:
+        # The source is closed once every record it gave is judged (and, for
+        # a Redis stream, acknowledged through it), never while they wait in
+        # the buffer; and a pipeline that stops early closes it too (an async
+        # generator would otherwise be left to the GC).
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            with anyio.CancelScope(shield=True):
+                await close()
 
 
 def _judge_now(

@@ -8,25 +8,36 @@ from urllib.parse import urlsplit, urlunsplit
 __all__ = ["redact"]
 
 # query parameters whose values are credentials
-_SECRET_NAMES = re.compile(r"(?i)(pass|secret|token|key|auth|sig|credential)")
-_QUERY_PAIR = re.compile(r"([^&=]+)=([^&]*)")
+_SECRET_NAMES = re.compile(r"(?i)(pass|secret|token|key|auth|sig|credential|jwt|bearer|session|code)")
+_QUERY_PAIR = re.compile(r"([^&=?#]+)=([^&#]*)")
+# what a URL that urlsplit refuses may still carry: userinfo before an "@"
+_RAW_USERINFO = re.compile(r"(?<=//)[^/?#@]*@")
 
 
 def redact(url: str) -> str:
     """``url`` with its password and the values of credential-like query
-    parameters replaced by ``***``, for messages and logs; any other text is
-    returned as it is."""
+    parameters replaced by ``***``, for messages and logs. A URL that cannot
+    be parsed (``http://u:pw@[::1/x``) is redacted as text: whatever sits
+    before an ``@`` after ``//``, and every credential-like ``name=value``.
+    Control characters are shown escaped, so a header or URL cannot forge a
+    line of the log."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return url
+        return _printable(_QUERY_PAIR.sub(_redact_pair, _RAW_USERINFO.sub("***@", url)))
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, host = netloc.rpartition("@")
         user, colon, _ = userinfo.partition(":")
         # a lone userinfo is as often a token as a name
         netloc = f"{user}:***@{host}" if colon else f"***@{host}"
-    query = _QUERY_PAIR.sub(
-        lambda pair: f"{pair.group(1)}=***" if _SECRET_NAMES.search(pair.group(1)) else pair.group(0), parts.query
-    )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    query = _QUERY_PAIR.sub(_redact_pair, parts.query)
+    return _printable(urlunsplit(parts._replace(netloc=netloc, query=query)))
+
+
+def _redact_pair(pair: re.Match[str]) -> str:
+    return f"{pair.group(1)}=***" if _SECRET_NAMES.search(pair.group(1)) else pair.group(0)
+
+
+def _printable(text: str) -> str:
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")

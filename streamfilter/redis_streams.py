@@ -121,7 +121,6 @@ class StreamGroup:
         self._next_claim = 0.0  # when to look for idle entries of other consumers again
         self._claim_cursor: bytes | str = "0-0"  # where the last XAUTOCLAIM stopped
         self._stopping = False
-        self._scope: anyio.CancelScope | None = None
 
     # -- the source ---------------------------------------------------------------
     def where(self, line: int) -> str:
@@ -129,10 +128,12 @@ class StreamGroup:
         return f"{self._shown} entry {entry.decode() if entry else f'#{line}'}"
 
     def stop(self) -> None:
-        """Yield no more entries; those yielded are still judged and acknowledged."""
+        """Read no more entries; those already read are still yielded, judged
+        and acknowledged, so a stopped consumer leaves nothing pending. A read
+        in flight blocks for at most ``block`` seconds, and is let finish:
+        cancelling it would leave what it read pending, for another consumer
+        to claim only after ``claim_idle``."""
         self._stopping = True
-        if self._scope is not None:
-            self._scope.cancel()
 
     def __aiter__(self) -> StreamGroup:
         return self
@@ -141,13 +142,7 @@ class StreamGroup:
         while not self._ready:
             if self._stopping:
                 raise StopAsyncIteration
-            entries: list[tuple[bytes, dict[bytes, bytes]]] = []
-            with anyio.CancelScope() as self._scope:
-                # a read blocks for at most ``block`` seconds, so a stop waits no longer
-                entries = await anyio.to_thread.run_sync(self._fetch)
-            self._ready.extend(entries)
-        if self._stopping:
-            raise StopAsyncIteration  # what was fetched stays pending: claimed again, never lost
+            self._ready.extend(await anyio.to_thread.run_sync(self._fetch))
         entry_id, fields = self._ready.popleft()
         self._line += 1
         self._unacked.append((self._line, entry_id))

@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol, cast
 import anyio
 
 from ..adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
+from ._console import notice, quiet
 from ._parser import UsageError
 
 __all__ = ["Inputs", "Live", "Progress", "watch_signals"]
@@ -161,7 +162,7 @@ class Inputs:
 
 class Progress:
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+        self.enabled = enabled and not quiet()
         self.started = time.monotonic()
         self._shown = 0.0
 
@@ -184,7 +185,7 @@ async def watch_signals(inputs: Inputs | Live, received: list[int]) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             received.append(signum)
-            print(f"\nstreamfilter: {signal.Signals(signum).name}: finishing the current batch", file=sys.stderr)
+            notice(f"{signal.Signals(signum).name}: finishing the current batch")
             inputs.stop()
             return
 

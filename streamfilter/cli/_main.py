@@ -21,6 +21,7 @@ from .._pipeline import Chunks, CommitHooks
 from .._redact import redact
 from ..stores import BandStore, LMDBStore
 from ..stores.redis import RedisStore
+from ._console import set_quiet
 from ._inputs import Inputs, Live, Progress, watch_signals
 from ._outputs import Writer, summary
 from ._parser import SIMILARITIES, UsageError, build_parser, config_of
@@ -246,6 +247,7 @@ def _leaf(error: BaseException) -> BaseException:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    set_quiet(getattr(args, "quiet", False))
     try:
         try:
             if args.command == "params":

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
+from .._exceptions import InvalidRecordError
+from .._json import loads
 from .._post import Verdict, VerdictKind
 from ..adapters import page_of_posts
+from ._console import notice
 from ._inputs import Inputs, Live
 from ._parser import UsageError
 
@@ -17,19 +21,39 @@ __all__ = ["Writer", "drop_torn_line", "summary"]
 
 
 def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
-    """What --out gets for one input line: the line itself when all its posts
-    are novel; for a page with some duplicates, the page cut to its novel posts."""
+    """What --out gets for one input line: the line itself, byte for byte
+    (a CRLF line keeps its CR), when all its posts are novel; for a page with
+    some duplicates, the page cut to its novel posts; for an event that
+    wraps a status (Mastodon's streaming ``update``), the status itself."""
     novel = [v for v in verdicts if v.kind is VerdictKind.NOVEL]
     if not novel:
         return None
     raw = verdicts[0].raw
     if len(novel) == len(verdicts) and isinstance(raw, bytes):
-        return raw.rstrip(b"\r")
+        return _unwrapped(novel[0]) or raw
     post_record = novel[0].post.raw if novel[0].post is not None else None
     page = page_of_posts(post_record, {v.post.id for v in novel if v.post is not None})
     if page is not None:
-        return page
+        return page + b"\r" if isinstance(raw, bytes) and raw.endswith(b"\r") else page
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
+
+
+def _unwrapped(verdict: Verdict) -> bytes | None:
+    """The status a Mastodon streaming event carries in its ``payload``, as
+    the server sent it; None for any other record."""
+    raw = verdict.raw
+    post = verdict.post
+    if post is None or post.platform != "mastodon" or not isinstance(raw, bytes) or b'"payload"' not in raw[:64]:
+        return None
+    try:
+        payload = loads(raw).get("payload")
+    except InvalidRecordError:
+        return None
+    if isinstance(payload, str):
+        return payload.encode("utf-8", "backslashreplace")
+    if isinstance(payload, dict):
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    return None
 
 
 class Writer:
@@ -73,7 +97,7 @@ class Writer:
             elif end == start + 1 and first.kind is not VerdictKind.NOVEL:
                 pass  # one duplicate, retweet or skipped record: nothing passes
             elif end == start + 1 and isinstance(first.raw, bytes):
-                output.append(first.raw.rstrip(b"\r"))  # one novel post: its line as read
+                output.append(_unwrapped(first) or first.raw)  # one novel post: its line as read
             elif (novel := _novel_output(verdicts[start:end])) is not None:
                 output.append(novel)
             start = end
@@ -92,7 +116,7 @@ class Writer:
                 handle.flush()
 
     def _reject(self, verdict: Verdict) -> None:
-        print(f"streamfilter: {self.inputs.where(verdict.line)}: invalid: {verdict.reason}", file=sys.stderr)
+        notice(f"{self.inputs.where(verdict.line)}: invalid: {verdict.reason}")
         if self.rejects is not None:
             raw = (
                 verdict.raw if isinstance(verdict.raw, bytes) else str(verdict.raw).encode("utf-8", "backslashreplace")
@@ -142,17 +166,21 @@ def drop_torn_line(path: str) -> None:
             position = start
         if position < end:
             handle.truncate(position)
-            print(
-                f"streamfilter: {path} ended in a partial line ({end - position} bytes) "
-                "left by a run that was killed; cut it off before resuming",
-                file=sys.stderr,
+            notice(
+                f"{path} ended in a partial line ({end - position} bytes) "
+                "left by a run that was killed; cut it off before resuming"
             )
 
 
 def summary(counts: dict[str, int], seconds: float) -> None:
-    print(
-        f"streamfilter: {counts['posts']} posts, {counts['novel']} novel, {counts['duplicate']} duplicates, "
-        f"{counts['retweet']} retweets, {counts['invalid']} invalid, {counts['skipped']} skipped, {seconds:.2f} s, "
-        f"{counts['posts'] / max(seconds, 1e-9):.0f} posts/s",
-        file=sys.stderr,
+    """The last line of a run: ``1,024 posts, 1,000 novel, 1 duplicate, … in 0.31 s, 3,303 posts/s``."""
+
+    def count(kind: str, one: str, many: str) -> str:
+        return f"{counts[kind]:,} {one if counts[kind] == 1 else many}"
+
+    notice(
+        f"{count('posts', 'post', 'posts')}, {counts['novel']:,} novel, "
+        f"{count('duplicate', 'duplicate', 'duplicates')}, "
+        f"{count('retweet', 'retweet', 'retweets')}, {counts['invalid']:,} invalid, {counts['skipped']:,} skipped "
+        f"in {seconds:.2f} s, {counts['posts'] / max(seconds, 1e-9):,.0f} posts/s"
     )

@@ -13,6 +13,7 @@ import anyio
 
 from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
+from ._console import notice, quiet
 from ._inputs import Inputs
 from ._parser import UsageError
 
@@ -96,7 +97,7 @@ def run_report(args: argparse.Namespace) -> int:
     clusters = Clusters()
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
-    show = sys.stderr.isatty() and not args.no_progress
+    show = sys.stderr.isatty() and not args.no_progress and not quiet()
     total = _total_bytes(args.inputs)
     try:
         with open(args.verdicts, encoding="utf-8") as verdict_file:
@@ -120,8 +121,5 @@ def run_report(args: argparse.Namespace) -> int:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))
     found_clusters = clusters.clusters()
     largest = f", the largest of {found_clusters[0].size} posts" if found_clusters else ""
-    print(
-        f"streamfilter: {clusters.posts} posts, {len(found_clusters)} campaigns of 2 posts or more{largest}",
-        file=sys.stderr,
-    )
+    notice(f"{clusters.posts:,} posts, {len(found_clusters):,} campaigns of 2 posts or more{largest}")
     return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -16,6 +15,7 @@ import anyio.abc
 
 from .._exceptions import StreamFilterError
 from .._filter import StreamFilter
+from ._console import notice
 from ._parser import UsageError
 
 __all__ = ["HEADERS_ENV", "REDIS_PASSWORD_ENV", "headers_of", "reporting", "with_redis_password"]
@@ -45,6 +45,9 @@ def headers_of(args: argparse.Namespace) -> dict[str, str]:
         name, colon, value = line.partition(":")
         if not colon or not name.strip() or any(c.isspace() for c in name.strip()):
             raise UsageError(f"{where}: a header is 'Name: value'")
+        if not value.strip().isprintable():
+            # no server takes a header with a NUL or line break: refused once, here, and never shown
+            raise UsageError(f"{where}: the value of header {name.strip()} holds a control character")
         headers[name.strip()] = value.strip()
     return headers
 
@@ -61,7 +64,7 @@ def with_redis_password(url: str) -> str:
 
 
 def say(message: str) -> None:
-    print(f"streamfilter: {message}", file=sys.stderr, flush=True)
+    notice(message)
 
 
 @asynccontextmanager

@@ -108,7 +108,12 @@ def _import_redis() -> Any:
 
 def _split_url(url: str) -> tuple[str, str, float | None]:
     """(url without our own query parameters, key prefix, retry_for if given)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ConfigError(f"{redact(url)!r}: the Redis store takes a redis://, rediss:// or unix:// URL")
     prefix = "sf"
     retry_for: float | None = None
     kept = []
