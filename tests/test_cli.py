@@ -444,7 +444,7 @@ def test_unusable_db_is_a_one_line_failure(tmp_path: Path) -> None:
     result = replay("--db", str(blocker), stdin=b"hello\n")
     assert result.returncode == 1
     lines = result.stderr.decode().strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("streamfilter: error: cannot open LMDB index")
+    assert len(lines) == 1 and lines[0].endswith("is a file, not an index directory: choose a directory for --db")
 
 
 def test_console_script_and_params() -> None:
