@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -40,8 +41,17 @@ _REPLAY_OPTIONS = frozenset(
 )  # fmt: skip
 
 
+# SIGTERM received before the command watches for it (while it imports and
+# opens its index): a stream command stops at its first batch instead of dying
+# by the signal with its work half done. cli._inputs.watch_signals reads it.
+EARLY_SIGNALS: list[int] = []
+_STREAM_COMMANDS = ("replay", "follow", "consume")
+
+
 def run() -> None:
     """The ``streamfilter`` command: ``cli.main`` in a process of its own."""
+    if sys.argv[1:2] and sys.argv[1] in _STREAM_COMMANDS:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: EARLY_SIGNALS.append(signum))
     prestarted = _prestart_worker(sys.argv[1:])
     from . import _workers
     from .cli import main

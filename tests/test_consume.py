@@ -60,6 +60,19 @@ def consume(url: str, stream: str, store: str, verdicts: Path, *extra: str) -> s
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def wait_ready(process: subprocess.Popen[bytes]) -> None:
+    """Wait for the line a consumer writes once it has joined its group."""
+    assert process.stderr is not None
+    said = []
+    while True:
+        line = process.stderr.readline()
+        said.append(line)
+        if not line:
+            raise AssertionError(f"consume exited before it was ready: {b''.join(said).decode()}")
+        if b"consuming " in line:
+            return
+
+
 def lines_in(paths: list[Path]) -> int:
     return sum(path.read_bytes().count(b"\n") for path in paths if path.exists())
 
@@ -90,9 +103,7 @@ def test_workers_of_one_group_pass_exactly_what_one_replay_passes(
     invalid = [b'{"id": "cut', b"[1, 2]"]
     stream = f"posts{next(_streams)}"
     redis_client = client(server_url)
-    for record in records[:500] + invalid + records[500:]:
-        redis_client.xadd(stream, {"data": record})
-    redis_client.xadd(stream, {"body": b"no data field"})
+    redis_client.xgroup_create(stream, "dedup", id="0", mkstream=True)
     entries = len(records) + len(invalid) + 1
 
     stream_file = tmp_path / "stream.jsonl"
@@ -104,12 +115,23 @@ def test_workers_of_one_group_pass_exactly_what_one_replay_passes(
     verdicts = [tmp_path / f"verdicts{n}.jsonl" for n in range(workers)]
     store = unique_prefix(server_url)
     processes = [consume(server_url, stream, store, path, "--consumer", f"w{n}") for n, path in enumerate(verdicts)]
-    wait_until(lambda: lines_in(verdicts) >= entries, processes)
-    for process in processes:
-        process.send_signal(signal.SIGTERM)
-    for process in processes:
-        _, stderr = process.communicate(timeout=60)
-        assert process.returncode == 143, stderr.decode()
+    try:
+        for process in processes:
+            wait_ready(process)  # every consumer reads before any entry is added, so all share the work
+        for record in records[:500] + invalid + records[500:]:
+            redis_client.xadd(stream, {"data": record})
+        redis_client.xadd(stream, {"body": b"no data field"})
+        wait_until(lambda: lines_in(verdicts) >= entries, processes)
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            _, stderr = process.communicate(timeout=60)
+            assert process.returncode == 143, stderr.decode()
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
 
     passed = [cluster_of(fields[b"data"]) for _, fields in redis_client.xrange(f"{stream}:novel")]
     assert sorted(passed) == sorted(replay_novel)  # one copy of each text, as one replay passes

@@ -81,7 +81,14 @@ class GenericAdapter:
         return _first(record, self._text) is not None
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
-        text = text_of(_first(record, self._text), self.text_field)
+        found = _first(record, self._text)
+        if found is None:
+            tried = " or ".join(".".join(path) for path in self._text)
+            fields = ", ".join(sorted(map(str, record))[:8]) or "none"
+            raise InvalidRecordError(
+                f"no text field: tried {tried}, and the record has {fields}; name its text with --text-field"
+            )
+        text = text_of(found, self.text_field)
         post_id = _first(record, self._id)
         if post_id is not None and not isinstance(post_id, str | int):
             raise InvalidRecordError(f"id field {self.id_field} is a {type(post_id).__name__}, not a string or number")

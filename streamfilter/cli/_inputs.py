@@ -182,12 +182,23 @@ class Progress:
 
 
 async def watch_signals(inputs: Inputs | Live, received: list[int]) -> None:
+    """Stop ``inputs`` at the first SIGINT or SIGTERM, including one that came
+    before this watch began (``_launch.EARLY_SIGNALS``)."""
+    from .._launch import EARLY_SIGNALS
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            received.append(signum)
-            notice(f"{signal.Signals(signum).name}: finishing the current batch")
-            inputs.stop()
+        if EARLY_SIGNALS:
+            _stop(inputs, received, EARLY_SIGNALS[0])
             return
+        async for signum in signals:
+            _stop(inputs, received, signum)
+            return
+
+
+def _stop(inputs: Inputs | Live, received: list[int], signum: int) -> None:
+    received.append(signum)
+    notice(f"{signal.Signals(signum).name}: finishing the current batch")
+    inputs.stop()
 
 
 class Live:

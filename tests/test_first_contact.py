@@ -1,0 +1,92 @@
+"""What a new user meets in the first minutes: version, quiet runs, usage
+errors with suggestions, byte-for-byte output, refused settings, secrets
+kept out of messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamfilter._redact import redact
+
+from .conftest import replay_command
+
+
+def streamfilter(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "streamfilter", *args], capture_output=True, timeout=120, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(flag: str) -> None:
+    done = streamfilter(flag)
+    assert done.returncode == 0 and done.stdout.decode().startswith("streamfilter 0.")
+
+
+def test_quiet_replay_prints_nothing_but_its_output(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"id": "1", "text": "one post here"}\n{"id": "2"}\n')
+    done = subprocess.run(replay_command("-q", str(stream)), capture_output=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == b""
+    assert done.stdout == b'{"id": "1", "text": "one post here"}\n'
+    loud = subprocess.run(replay_command(str(stream)), capture_output=True, timeout=120)
+    assert b"s.jsonl:2: invalid: no text field: tried text" in loud.stderr and b"2 posts, 1 novel, 0 duplicates" in loud.stderr
+
+
+def test_a_misspelt_option_gets_the_subcommands_usage_and_a_suggestion() -> None:
+    done = streamfilter("replay", "--treshold", "0.5", "x.jsonl")
+    stderr = done.stderr.decode()
+    assert done.returncode == 2
+    assert "usage: streamfilter replay" in stderr and "did you mean --threshold?" in stderr
+
+
+def test_out_is_byte_for_byte_crlf_included(tmp_path: Path) -> None:
+    stream = tmp_path / "crlf.jsonl"
+    data = b'{"id":"c1","text":"carriage return line one"}\r\n{"id":"c2","text":"another different line"}\r\n'
+    stream.write_bytes(data)
+    subprocess.run(replay_command(str(stream), "--out", str(tmp_path / "out")), check=True, capture_output=True)
+    assert (tmp_path / "out").read_bytes() == data
+
+
+def test_a_threshold_that_would_change_the_split_of_an_index_is_refused(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"id": "1", "text": "one post here to build the index"}\n')
+    index = str(tmp_path / "index")
+    subprocess.run(replay_command(str(stream), "--db", index, "--threshold", "0.9"), check=True, capture_output=True)
+    done = subprocess.run(replay_command(str(stream), "--db", index, "--threshold", "0.3"), capture_output=True)
+    assert done.returncode == 2 and b"a split cannot change in place" in done.stderr
+    same = subprocess.run(replay_command(str(stream), "--db", index, "--threshold", "0.9"), capture_output=True)
+    assert same.returncode == 0, same.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:SECRETPW@[::1/x?token=T0KEN",  # urlsplit refuses it
+        "https://user:SECRETPW@host/x?jwt=T0KEN&bearer=T0KEN",
+        "wss://SECRETPW@host/x?access_token=T0KEN",
+    ],
+)
+def test_secrets_never_reach_a_message(url: str) -> None:
+    shown = redact(url)
+    assert "SECRETPW" not in shown and "T0KEN" not in shown
+    for command in (["follow", url, "--max-retries", "0"], ["replay", "--store", url]):
+        done = streamfilter(*command, input=b"")
+        assert done.returncode in (1, 2)
+        assert b"SECRETPW" not in done.stderr and b"T0KEN" not in done.stderr and b"unexpected" not in done.stderr
+
+
+def test_a_header_with_a_control_character_is_refused_once_and_not_shown() -> None:
+    done = streamfilter("follow", "http://127.0.0.1:9/x", "--header", "Authorization: Bearer SECRET\x01X")
+    assert done.returncode == 2 and b"control character" in done.stderr and b"SECRET" not in done.stderr
+
+
+def test_mastodon_streaming_updates_go_out_as_their_statuses(tmp_path: Path) -> None:
+    status = {"id": "m1", "created_at": "2024-05-01T00:00:00.000Z", "content": "<p>hello there friends</p>"}
+    stream = tmp_path / "m.jsonl"
+    stream.write_text(json.dumps({"event": "update", "payload": json.dumps(status)}) + "\n")
+    subprocess.run(replay_command(str(stream), "--out", str(tmp_path / "out")), check=True, capture_output=True)
+    assert json.loads((tmp_path / "out").read_bytes()) == status
