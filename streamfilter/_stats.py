@@ -92,7 +92,7 @@ class FilterStats:
             parts.append(f"index {self.index_posts:,} posts")
         lag = self.source_lag_seconds
         if lag is not None:
-            parts.append(f"lag {lag:,.1f} s")
+            parts.append(f"lag {duration_text(lag)}")
         if self.source_connected is not None:
             parts.append(("connected" if self.source_connected else "disconnected") + f", {self.reconnects} reconnects")
         return "; ".join(parts)
@@ -152,3 +152,14 @@ class StatsRecorder:
                 started=self.started,
                 taken_at=time.time(),
             )
+
+
+def duration_text(seconds: float) -> str:
+    """``0.4 s``, ``12 min``, ``3.2 h``, ``925 days``: a span as a person reads it."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:,.0f} days"

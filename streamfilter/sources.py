@@ -61,7 +61,7 @@ from ._exceptions import ConfigError, MissingDependencyError, SourceError
 from ._redact import redact
 from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 
-__all__ = ["LiveStream", "SourceError", "follow", "resume_key"]
+__all__ = ["LiveStream", "SourceError", "check_url", "follow", "resume_key"]
 
 logger = logging.getLogger("streamfilter")
 
@@ -127,7 +127,7 @@ def follow(
     ``resume_from`` is a ``LiveStream.position`` of an earlier run: the first
     connection asks the server to start there (None: start now).
     """
-    _check_url(url)
+    check_url(url)
     return LiveStream(
         url,
         _Resume.from_position(resume_from),
@@ -517,7 +517,7 @@ def _usable_id(value: bytes) -> bool:
     return True
 
 
-def _check_url(url: str) -> None:
+def check_url(url: str) -> None:
     """A URL follow can use, or a ConfigError saying what is wrong with it."""
     try:
         parts = urlsplit(url)

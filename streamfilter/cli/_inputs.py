@@ -6,6 +6,7 @@ import bisect
 import gzip
 import os
 import signal
+import stat
 import sys
 import time
 import zlib
@@ -44,9 +45,31 @@ class Inputs:
         self.stopping = False
         self.broken: list[str] = []  # inputs that ended in a read error, as reported
         self._stop_scope: anyio.CancelScope | None = None
+        self._handles: list[IO[bytes]] = []
+
+    def total_bytes(self) -> int | None:
+        """The inputs' size on disk (compressed for .gz), None for stdin or a pipe."""
+        try:
+            sizes = [os.stat(path) for path in self.paths if path != "-"]
+        except OSError:
+            return None
+        if "-" in self.paths or not all(stat_is_file(size) for size in sizes):
+            return None
+        return sum(size.st_size for size in sizes) or None
+
+    def bytes_done(self) -> int:
+        """How far into the inputs' bytes reading has come (for .gz, into the compressed file)."""
+        done = 0
+        for handle in self._handles:
+            raw = getattr(handle, "fileobj", handle)  # a gzip file's position in its compressed file
+            try:
+                done += raw.tell()
+            except (OSError, ValueError, AttributeError):
+                break  # closed: read whole, and the ones after it not begun
+        return done
 
     def open_all(self) -> list[IO[bytes]]:
-        handles = []
+        handles = self._handles
         for path in self.paths:
             if path == "-":
                 handles.append(sys.stdin.buffer)
@@ -161,10 +184,16 @@ class Inputs:
 
 
 class Progress:
-    def __init__(self, enabled: bool) -> None:
+    """One line on a terminal's stderr, rewritten in place: counts and rate,
+    and for inputs of known size the share read and the time left."""
+
+    def __init__(self, enabled: bool, inputs: Inputs | None = None) -> None:
         self.enabled = enabled and not quiet()
         self.started = time.monotonic()
         self._shown = 0.0
+        self._inputs = inputs
+        self._total = inputs.total_bytes() if inputs is not None and self.enabled else None
+        self._width = 0
 
     def show(self, counts: dict[str, int], final: bool = False) -> None:
         now = time.monotonic()
@@ -172,13 +201,30 @@ class Progress:
             return
         self._shown = now
         elapsed = max(now - self.started, 1e-9)
-        sys.stderr.write(
-            f"\r{counts['posts']:>10,} posts  {counts['novel']:>9,} novel  "
+        line = (
+            f"{counts['posts']:>10,} posts  {counts['novel']:>9,} novel  "
             f"{counts['duplicate']:>9,} dup  {counts['posts'] / elapsed:>9,.0f}/s"
         )
+        if self._total and self._inputs is not None:
+            share = min(self._inputs.bytes_done() / self._total, 1.0)
+            left = elapsed * (1 - share) / share if share > 0 else None
+            line += f"  {share:4.0%}" + (f"  {_clock(left)} left" if left is not None else "")
+        self._width = max(self._width, len(line))
+        sys.stderr.write("\r" + line)
         if final:
-            sys.stderr.write("\r" + " " * 72 + "\r")
+            sys.stderr.write("\r" + " " * self._width + "\r")
         sys.stderr.flush()
+
+
+def _clock(seconds: float) -> str:
+    """``1:05:09`` or ``05:09``."""
+    minutes, second = divmod(int(seconds), 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{hours}:{minute:02d}:{second:02d}" if hours else f"{minute:02d}:{second:02d}"
+
+
+def stat_is_file(result: os.stat_result) -> bool:
+    return stat.S_ISREG(result.st_mode)
 
 
 async def watch_signals(inputs: Inputs | Live, received: list[int]) -> None:

@@ -104,7 +104,9 @@ async def _replay(args: argparse.Namespace) -> int:
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     writer = Writer(args, inputs)
-    progress = Progress(sys.stderr.isatty() and not args.no_progress)
+    # on a terminal that shows the posts too, a progress line would be glued onto them
+    shows_posts = args.out in (None, "-") and sys.stdout.isatty()
+    progress = Progress(sys.stderr.isatty() and not args.no_progress and not shows_posts, inputs)
 
     async def judge(sf: StreamFilter) -> None:
         if args.resume:
@@ -147,10 +149,11 @@ async def _run_live(
 
 
 async def _follow(args: argparse.Namespace) -> int:
-    from ..sources import follow
+    from ..sources import check_url, follow
 
     if args.resume and not (args.db or args.store):
         raise UsageError("--resume needs --db or --store, where the resume point is recorded")
+    check_url(args.url)  # before the index opens: a bad URL ends the run with no summary of nothing
     headers = headers_of(args)
     index = _index(args)
     live = Live(redact(args.url))
@@ -217,16 +220,21 @@ def _params(args: argparse.Namespace) -> int:
             f"cheapest split for P(miss | {args.fn_at}) <= {args.fn_rate} "
             f"and P(candidate | {args.fp_at}) <= {args.fp_rate}:"
         )
+        threshold = args.threshold if args.threshold is not None else plan.threshold
         print(
-            f"use --num-perm {plan.num_perm} --bands {plan.bands} --rows {plan.rows} "
-            f"(FilterConfig(num_perm={plan.num_perm}, bands={plan.bands}, rows={plan.rows}))"
+            f"use --threshold {threshold} --num-perm {plan.num_perm} --bands {plan.bands} --rows {plan.rows} "
+            f"(FilterConfig(jaccard_threshold={threshold}, num_perm={plan.num_perm}, bands={plan.bands}, "
+            f"rows={plan.rows}))"
         )
     else:
         config = config_of(args, None)
         plan = config.plan
     print(f"threshold {plan.threshold}  num_perm {plan.num_perm}  bands {plan.bands}  rows {plan.rows}")
-    print(f"mean P(candidate) below the threshold (false-positive rate): {plan.false_positive_rate:.4f}")
-    print(f"mean P(missed) at or above the threshold (false-negative rate): {plan.false_negative_rate:.6f}")
+    print(
+        f"mean P(candidate) below the threshold: {plan.false_positive_rate:.4f} "
+        "(pairs compared for nothing: time, never a wrong verdict, since every candidate is verified)"
+    )
+    print(f"mean P(missed) at or above the threshold (duplicates LSH never proposes): {plan.false_negative_rate:.6f}")
     print(
         f"work per post: {plan.num_perm} hash permutations per shingle, {plan.bands} band look-ups, "
         f"{plan.bands} band entries in the index for a novel post"

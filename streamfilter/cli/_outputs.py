@@ -72,6 +72,8 @@ class Writer:
         append: bool = False,
     ) -> None:
         self.inputs = inputs
+        if args.verdicts == "-" and novel is None and args.out in (None, "-"):
+            raise UsageError("--verdicts - and the novel posts would both go to stdout: give --out FILE (or /dev/null)")
         mode = "ab" if args.resume or append else "wb"
         self._novel = novel
         self.out = None if novel is not None else _open_output(args.out, mode) if args.out else sys.stdout.buffer

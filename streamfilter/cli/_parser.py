@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(SSE Last-Event-ID, Jetstream cursor); outputs are appended. Without it, the stream starts now",
     )
     _add_service(follow)
-    follow.set_defaults(batch_size=None)
+    _live_batch_help(follow)
 
     consume = commands.add_parser(
         "consume",
@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     consume.add_argument("--out-stream", metavar="NAME", help="XADD novel records to this stream, same field")
     _add_filtering(consume)
+    _live_batch_help(consume)
     _add_service(consume)
     consume.set_defaults(resume=False)
 
@@ -221,6 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
     )
     return parser
+
+
+def _live_batch_help(parser: argparse.ArgumentParser) -> None:
+    """A live command judges what has arrived whenever the last batch is done;
+    --batch-size only caps that, so its help says so, not replay's."""
+    for action in parser._actions:
+        if "--batch-size" in action.option_strings:
+            action.help = (
+                "posts per store transaction at most: whatever has arrived is judged as soon as the last batch "
+                f"is done, with no wait for more (default: {FilterConfig.batch_size})"
+            )
 
 
 def _add_quiet(parser: argparse.ArgumentParser) -> None:
@@ -281,7 +293,8 @@ def _add_filtering(parser: argparse.ArgumentParser) -> None:
         "--ttl",
         type=_duration,
         metavar="DURATION",
-        help="expiry in event time: 90s, 24h, 7d, or 0 for never (default: 7d)",
+        help="expiry in event time: a number with s, m, h, d or w (90s, 15m, 24h, 7d, 3w), or 0 for never "
+        "(default: 7d)",
     )
     parser.add_argument(
         "--retweets",

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import anyio
 
+from .._exceptions import StreamFilterError
 from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
 from ._console import notice, quiet
@@ -28,25 +29,10 @@ def _verdicts(lines: IO[str]) -> Iterator[dict[str, Any]]:
             yield verdict
 
 
-def _total_bytes(paths: list[str]) -> int | None:
-    """The inputs' size on disk (compressed for .gz), None for stdin."""
-    try:
-        return sum(os.stat(path).st_size for path in paths) if "-" not in paths else None
-    except OSError:
-        return None
-
-
-def _progress(line: int, handles: list[IO[bytes]], total: int | None) -> None:
+def _progress(line: int, inputs: Inputs, total: int | None) -> None:
     """A progress bar on stderr: how much of the inputs' bytes was read (lines alone for stdin)."""
     if total:
-        done = 0
-        for handle in handles:
-            raw = getattr(handle, "fileobj", handle)  # a gzip file's position in its compressed file
-            try:
-                done += raw.tell()
-            except (OSError, ValueError):
-                break  # closed: read whole
-        share = min(done / total, 1.0)
+        share = min(inputs.bytes_done() / total, 1.0)
         bar = "#" * int(share * 30)
         print(f"\rstreamfilter report [{bar:<30}] {share:4.0%} {line:,} lines", end="", file=sys.stderr, flush=True)
     else:
@@ -85,12 +71,24 @@ async def _collect(
                     posts = []
                 clusters.add(posts, found)
         if progress is not False:
-            _progress(line, handles, progress)
+            _progress(line, inputs, progress)
+
+
+def _check_writable(option: str, path: str) -> None:
+    """Refuse, before any work, an output path that cannot be written."""
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path} is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{option} {path}: the directory {parent} does not exist")
 
 
 def run_report(args: argparse.Namespace) -> int:
     if not (args.html or args.json):
         raise UsageError("report needs --html FILE or --json FILE (or both)")
+    for option, path in (("--html", args.html), ("--json", args.json)):
+        if path:
+            _check_writable(option, path)
     adapter = record_adapter(
         args.format, id_field=args.id_field, text_field=args.text_field, time_field=args.time_field
     )
@@ -98,15 +96,15 @@ def run_report(args: argparse.Namespace) -> int:
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     show = sys.stderr.isatty() and not args.no_progress and not quiet()
-    total = _total_bytes(args.inputs)
+    total = inputs.total_bytes()
     try:
         with open(args.verdicts, encoding="utf-8") as verdict_file:
             verdicts = _verdicts(verdict_file)
             anyio.run(_collect, inputs, handles, verdicts, adapter, clusters, total if show else False)
     except OSError as exc:
         raise UsageError(f"cannot read {args.verdicts}: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{args.verdicts} is not a verdicts file of replay or follow ({exc!r})") from None
+    except (ValueError, KeyError, TypeError) as exc:  # the data, not the command line: no usage line
+        raise StreamFilterError(f"{args.verdicts} is not a verdicts file of replay or follow ({exc!r})") from None
     finally:
         for handle in handles:
             if handle is not sys.stdin.buffer:
