@@ -45,6 +45,7 @@ The pipeline commits it with each batch, under ``resume_key(url)``, and
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import random
@@ -402,6 +403,7 @@ async def _websocket(
             ws.receive_data(data)
             for event in ws.events():
                 if isinstance(event, AcceptConnection):
+                    _keep_invalid_text(ws)
                     resuming = f", resuming at cursor {resume.cursor}" if resume.cursor else ""
                     connected(f"{shown}: connected{resuming}")
                 elif isinstance(event, RejectConnection):
@@ -421,11 +423,39 @@ async def _websocket(
                         size += len(event.data)
                     if not event.message_finished:
                         continue
-                    record = "".join(text).encode("utf-8")[:CLIPPED_LINE_BYTES]
+                    # invalid UTF-8 comes back as the bytes it was (see _keep_invalid_text)
+                    record = "".join(text).encode("utf-8", "surrogateescape")[:CLIPPED_LINE_BYTES]
                     text, size = [], 0
                     if _seen_before(record, resume):
                         continue
                     yield record
+
+
+def _keep_invalid_text(ws: Any) -> None:
+    """Let a text frame that is not UTF-8 through as the record it is.
+
+    RFC 6455 has a client fail the connection on such a frame, and wsproto
+    does: the stream ended, and the records sent after it until the
+    reconnect were lost, for one bad record. Instead its bytes are kept
+    (decoded with surrogateescape, encoded back the same way), and the
+    adapters judge it ``invalid`` by its line, as replay does a bad line.
+    This reaches into wsproto's message decoder (wsproto 1.x); where that
+    is not there, wsproto's own strict behaviour stays."""
+    protocol = getattr(getattr(ws, "connection", None), "_proto", None)
+    if protocol is not None and hasattr(protocol, "_message_decoder"):
+        from wsproto.frame_protocol import MessageDecoder
+
+        class KeepInvalidText(MessageDecoder):
+            @property
+            def decoder(self) -> Any:
+                return self._lenient
+
+            @decoder.setter
+            def decoder(self, value: Any) -> None:
+                # wsproto sets a strict decoder at each text message's first frame
+                self._lenient = None if value is None else codecs.getincrementaldecoder("utf-8")("surrogateescape")
+
+        protocol._message_decoder = KeepInvalidText()
 
 
 def _seen_before(record: bytes, resume: _Resume) -> bool:

@@ -176,7 +176,8 @@ class StreamServer:
                 len(self.records),
             )
         for index in range(start, len(self.records)):
-            frame = ws.send(TextMessage(data=self.records[index].decode()))
+            frame = _text_frame(self.records[index]) if not _utf8(self.records[index]) else None
+            frame = frame or ws.send(TextMessage(data=self.records[index].decode()))
             if self._drop_here(index):
                 await stream.send(frame[: len(frame) // 2])
                 return  # no close frame: the connection just breaks
@@ -191,6 +192,22 @@ def _time_us(record: bytes) -> int:
     """A Jetstream event's time_us; a broken record sorts with the one before it."""
     found = _TIME_US_FIELD.search(record)
     return int(found.group(1)) if found else 0
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _text_frame(payload: bytes) -> bytes:
+    """A server's text frame (FIN, unmasked) around any bytes: what a broken
+    server sends, which wsproto will not build."""
+    if len(payload) < 126:
+        return bytes([0x81, len(payload)]) + payload
+    return bytes([0x81, 126]) + len(payload).to_bytes(2, "big") + payload
 
 
 def _chunk(data: bytes) -> bytes:

@@ -90,3 +90,18 @@ def test_mastodon_streaming_updates_go_out_as_their_statuses(tmp_path: Path) -> 
     stream.write_text(json.dumps({"event": "update", "payload": json.dumps(status)}) + "\n")
     subprocess.run(replay_command(str(stream), "--out", str(tmp_path / "out")), check=True, capture_output=True)
     assert json.loads((tmp_path / "out").read_bytes()) == status
+
+
+def test_resume_on_a_replaced_shorter_input_says_so_and_fails(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    lines = [json.dumps({"id": str(n), "text": f"post number {n} with words w{n}"}) for n in range(20)]
+    stream.write_text("\n".join(lines) + "\n")
+    index = str(tmp_path / "index")
+    subprocess.run(replay_command(str(stream), "--db", index, "--out", "/dev/null"), check=True, capture_output=True)
+    stream.write_text("\n".join(lines[:5]) + "\n")  # replaced by a shorter file
+    done = subprocess.run(replay_command(str(stream), "--db", index, "--resume"), capture_output=True, timeout=120)
+    assert done.returncode == 1
+    assert b"recorded 20 lines of it as done, but it has only 5" in done.stderr
+    stream.write_text("\n".join(lines) + "\n")  # the same file again: nothing left to do, and no complaint
+    again = subprocess.run(replay_command(str(stream), "--db", index, "--resume"), capture_output=True, timeout=120)
+    assert again.returncode == 0 and b"error" not in again.stderr and again.stdout == b""

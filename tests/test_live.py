@@ -225,3 +225,18 @@ def test_cli_follow_writes_novel_posts_and_stops_on_sigint(tmp_path: Path) -> No
     assert log.count("connection lost") == 2 and "resuming after id 20" in log and "resuming after id 60" in log
     assert "record 31: invalid: streaming update payload: broken JSON" in log
     assert f"{len(statuses)} posts, {len(expected)} novel, 1 duplicate, 0 retweets, 1 invalid" in log
+
+
+async def test_a_websocket_text_frame_that_is_not_utf8_is_one_invalid_record() -> None:
+    """RFC 6455 would fail the connection, and the records after it until the
+    reconnect were lost: the frame is passed on as it came, and judged invalid."""
+    records = mastodon_frames()[:6]
+    records.insert(3, b'{"event": "update", "payload": "caf\xe9 \xff"}')
+    with StreamServer("ws", records) as server:
+        states: list[str] = []
+        got = await take(server.url, len(records), on_state=states.append, backoff=(0.01, 0.1))
+        assert got == records and len(server.connections) == 1
+    assert not any("connection lost" in state or "ended" in state for state in states)
+    async with StreamFilter() as sf:
+        kinds = [verdict.kind.value async for verdict in sf.judge(got)]
+    assert kinds[3] == "invalid" and kinds.count("invalid") == 1

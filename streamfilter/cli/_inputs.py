@@ -137,6 +137,7 @@ class Inputs:
             # that much of it); the rest is read past, so a line that never
             # ends (a binary file given by mistake) cannot exhaust memory.
             clipping = False
+            broke = False
             read = getattr(handle, "read1", None) or handle.read
             while not self.stopping:
                 try:
@@ -147,7 +148,7 @@ class Inputs:
                     # A line cut off is not: --resume reads it again once the
                     # input is whole.
                     self._report_broken(len(self._starts) - 1, any(pending), exc)
-                    pending = []
+                    pending, broke = [], True
                     break
                 if not block:
                     break
@@ -176,11 +177,27 @@ class Inputs:
                 self.lines_read += len(lines)
                 yield lines
             last = b"".join(pending)
-            if last and not self.stopping and not to_skip:
+            if last and not self.stopping:
                 self.lines_read += 1
-                yield [last]
+                if to_skip:
+                    to_skip -= 1
+                    yield 1
+                else:
+                    yield [last]
             if self.stopping:
                 return
+            if to_skip and not broke:  # read whole, and shorter than recorded
+                self._report_replaced(len(self._starts) - 1, to_skip)
+
+    def _report_replaced(self, index: int, missing: int) -> None:
+        lines = self.lines_read - self._starts[index]
+        message = (
+            f"{self.paths[index]}: --resume: the index recorded {lines + missing:,} lines of it as done, but it has "
+            f"only {lines:,}: it was replaced or cut since that run, and none of it was judged now; restore the "
+            "file, or replay it without --resume (then what the index has seen is judged duplicate)"
+        )
+        print(f"streamfilter: error: {message}", file=sys.stderr)
+        self.broken.append(message)
 
 
 class Progress:
