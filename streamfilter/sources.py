@@ -237,6 +237,7 @@ class LiveStream:
         )
         resume = self._resume
         failures = 0
+        ever_connected = False  # a server answered once: a failure now is a lost connection
         first, largest = backoff
         timeout = httpx.Timeout(10.0, read=read_timeout)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
@@ -254,14 +255,19 @@ class LiveStream:
                 except _Retryable as exc:
                     reason, wait_at_least = str(exc), exc.retry_after
                 finally:
+                    ever_connected = ever_connected or self.connected
                     self.connected = False
                 failures += 1
                 self.reconnects += 1
                 if max_retries is not None and failures > max_retries:
+                    if not ever_connected:
+                        raise SourceError(f"{shown}: could not connect in {failures} attempts ({reason})")
                     raise SourceError(f"{shown}: gave up after {max_retries} reconnects ({reason})")
                 base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
                 delay = max(wait_at_least, random.uniform(0, min(largest, base * 2 ** (failures - 1))))
-                report(f"{shown}: connection lost ({reason}); reconnecting in {delay:.2f} s (attempt {failures})")
+                limit = f"{failures} of {max_retries}" if max_retries is not None else f"{failures}, with no limit"
+                what = "connection lost" if ever_connected else "cannot connect"
+                report(f"{shown}: {what} ({reason}); trying again in {delay:.2f} s (retry {limit})")
                 await anyio.sleep(delay)
 
 

@@ -140,6 +140,11 @@ def _slots_moved(exc: BaseException) -> bool:
     return any(sign in message for sign in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "non local key", "not served"))
 
 
+# What redis-py's ConnectionError says of a host name that does not resolve
+# (not "Temporary failure in name resolution", which may pass).
+_UNKNOWN_HOST = ("Name or service not known", "nodename nor servname provided", "No address associated")
+
+
 class RedisStore(ClusterProtocol):
     """A band store on Redis or Redis Cluster, shared by any number of workers.
 
@@ -158,6 +163,8 @@ class RedisStore(ClusterProtocol):
         self.cluster = False
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
+        self._answered = False  # the server has answered once: a later failure is a lost connection
+        self._committed = 0  # batches this store committed, for the message when Redis goes away
         key = self.prefix.encode()
         self._config_key = key + b":config"
         self._format_key = key + b":format"
@@ -278,6 +285,7 @@ class RedisStore(ClusterProtocol):
                 self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=lines))
             if points:
                 self._retrying("record the resume point", lambda: self._client.hset(self._resume_key, mapping=points))
+            self._committed += 1
         return results
 
     def _judge_on_one(
@@ -308,6 +316,20 @@ class RedisStore(ClusterProtocol):
         return results
 
     # -- retries ---------------------------------------------------------------
+    def _unreachable(self, what: str, attempt: int, waited: float, exc: BaseException, unknown_host: bool) -> str:
+        """What to tell a user when Redis cannot be reached: what failed, for how long, and what is safe."""
+        if unknown_host:
+            return f"Redis at {self.location}: no such host ({exc}); check the URL"
+        tried = f"{what} failed {attempt} times over {waited:.1f} s ({exc})"
+        if self._committed:
+            return (
+                f"Redis at {self.location} is unreachable: {tried}; the {self._committed:,} batches committed "
+                "before are intact: rerun with --resume once it is back"
+            )
+        if not self._answered:
+            return f"Redis at {self.location} is unreachable: {tried}; it never answered, and nothing was committed"
+        return f"Redis at {self.location} is unreachable: {tried}; nothing was committed in this run"
+
     def _retrying(self, what: str, operation: Callable[[], Any]) -> Any:
         started = time.monotonic()
         delay = 0.05
@@ -315,7 +337,9 @@ class RedisStore(ClusterProtocol):
         while True:
             attempt += 1
             try:
-                return operation()
+                result = operation()
+                self._answered = True
+                return result
             except self._redis.exceptions.AuthenticationError as exc:
                 # a ConnectionError to redis-py, but retrying cannot help
                 raise StoreError(
@@ -329,13 +353,18 @@ class RedisStore(ClusterProtocol):
                 if not (moved or isinstance(exc, self._transient)):
                     raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc
                 waited = time.monotonic() - started
-                if waited + delay > self.retry_for:
-                    raise StoreError(
-                        f"Redis at {self.location} is unreachable: {what} failed {attempt} times "
-                        f"over {waited:.1f} s ({exc}); committed batches are intact, rerun with --resume"
-                    ) from exc
+                unknown_host = not self._answered and any(sign in str(exc) for sign in _UNKNOWN_HOST)
+                if unknown_host or waited + delay > self.retry_for:
+                    raise StoreError(self._unreachable(what, attempt, waited, exc, unknown_host)) from exc
                 pause = random.uniform(delay / 2, delay)
-                logger.warning("Redis at %s: %s failed (%s); retrying in %.2f s", self.location, what, exc, pause)
+                if attempt == 1:
+                    logger.warning(
+                        "Redis at %s: %s failed (%s); retrying for up to %g s (retry_for in the URL sets it)",
+                        self.location,
+                        what,
+                        exc,
+                        self.retry_for,
+                    )
                 time.sleep(pause)
                 delay = min(delay * 2, 5.0)
                 if moved:
