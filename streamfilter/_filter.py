@@ -89,6 +89,7 @@ class StreamFilter:
         self._line = 0
         self._line_lock = threading.Lock()
         self._index_posts: tuple[int, float] | None = None  # the last count, and when it may be taken again
+        self._depth = 0  # nested with / async with blocks: the filter closes when the outermost one ends
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> None:
@@ -96,6 +97,7 @@ class StreamFilter:
             self._engine = Engine(self.config, self.store, self._adapter)
 
     def close(self) -> None:
+        """Close the index; a temporary one is removed (and made anew if the filter is opened again)."""
         try:
             if self._engine is not None:
                 self._engine.close()
@@ -103,19 +105,29 @@ class StreamFilter:
         finally:
             if self._temporary_dir is not None:
                 shutil.rmtree(self._temporary_dir, ignore_errors=True)
-                self._temporary_dir = None
 
     def __enter__(self) -> StreamFilter:
-        self.open()
+        self._depth += 1
+        if self._depth == 1:
+            self.open()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self._depth -= 1
+        if self._depth == 0:
+            self.close()
 
     async def __aenter__(self) -> StreamFilter:
-        await anyio.to_thread.run_sync(self.open)
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
+        self._depth += 1
+        if self._depth > 1:  # a nested block: the outermost one opened it, and closes it
+            return self
+        try:
+            await anyio.to_thread.run_sync(self.open)
+            task_group = anyio.create_task_group()
+            await task_group.__aenter__()
+        except BaseException:
+            self._depth -= 1
+            raise
         self._task_group = task_group
         return self
 
@@ -125,6 +137,9 @@ class StreamFilter:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
         task_group, self._task_group = self._task_group, None
         try:
             if task_group is not None:
@@ -192,18 +207,20 @@ class StreamFilter:
                         logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
 
     # -- what it has done -----------------------------------------------------------
-    def stats(self) -> FilterStats:
+    def stats(self, *, recount: bool = False) -> FilterStats:
         """Counts by verdict, arrival-to-verdict latency, the index's size,
         posts purged, and the state of the sources being filtered, since the
         filter opened. Safe to call from any thread.
 
         The index is counted at most every 100 times as long as counting took
         (an LMDB count is instant; a Redis one scans the keys), and at most
-        every second. A count blocks the caller, so async code calls
-        ``await anyio.to_thread.run_sync(sf.stats)``."""
+        every second, unless ``recount`` asks for a count now (as the stats
+        line does). A count blocks the caller, so async code calls
+        ``await anyio.to_thread.run_sync(sf.stats)``. On a shared store it
+        counts every worker's posts, not this filter's."""
         engine = self._require_engine()
         now = time.monotonic()
-        if self._index_posts is None or now >= self._index_posts[1]:
+        if recount or self._index_posts is None or now >= self._index_posts[1]:
             count = self.store.post_count()
             took = time.monotonic() - now
             self._index_posts = (count, now + max(1.0, 100 * took))
@@ -247,5 +264,11 @@ class StreamFilter:
         return engine.commit(prepared)[0]
 
     def is_novel(self, record: Any) -> bool:
-        """True when the record's post is novel (and is now indexed)."""
-        return self.check(record).is_novel
+        """True when the record's post is novel (and is now indexed).
+
+        An invalid record is not novel: False, and its reason is logged as a
+        warning, as ``filter`` does; ``check`` gives the verdict with it."""
+        verdict = self.check(record)
+        if verdict.kind is VerdictKind.INVALID:
+            logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
+        return verdict.is_novel

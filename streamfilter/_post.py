@@ -18,7 +18,9 @@ class Post:
     ``text`` is the text the post is judged on: for a retweet it is the
     retweeted post's own text when the payload carries it. ``timestamp`` is
     the event time in seconds since the epoch, or None when the record has
-    none (the filter then uses the wall clock). ``raw`` is the record exactly
+    none (the filter then gives it the newest event time of the stream's
+    dated posts, or, before any, of the first dated post after it; only a
+    stream with no dated post at all runs on the wall clock). ``raw`` is the record exactly
     as it arrived (a dict, a str, or the bytes of an input line). ``author``
     is the account that posted it, as the platform names it (a screen name,
     a handle or a DID), or None when the record does not say.

@@ -295,3 +295,31 @@ def test_a_batch_larger_than_the_post_cache_still_finds_its_own_early_posts(tmp_
         verdicts = sf.check_many(posts + copies)
     assert [(v.kind, v.duplicate_of) for v in verdicts[-3:]] == [(VerdictKind.DUPLICATE, str(i)) for i in (0, 1, 2)]
     assert sum(v.is_novel for v in verdicts) == 9000
+
+
+async def test_a_nested_async_with_leaves_the_filter_open_until_the_outer_block_ends() -> None:
+    sf = StreamFilter()
+    async with sf:
+        async with sf:
+            first = [v.kind.value async for v in sf.judge([{"id": "1", "text": "nested blocks share one index"}])]
+        again = [v.kind.value async for v in sf.judge([{"id": "2", "text": "nested blocks share one index"}])]
+    assert first == ["novel"] and again == ["duplicate"]
+    with pytest.raises(StreamFilterError, match="not open"):
+        sf.check({"id": "3", "text": "closed now"})
+
+
+def test_a_temporary_index_is_removed_on_every_close_even_after_reopening() -> None:
+    sf = StreamFilter()
+    with sf:
+        directory = Path(sf.store.path)  # type: ignore[attr-defined]
+        sf.check({"id": "1", "text": "in a temporary index"})
+    assert not directory.exists()
+    with sf:
+        assert sf.check({"id": "1", "text": "in a temporary index"}).kind.value == "novel"  # a new, empty index
+    assert not directory.exists()
+
+
+def test_is_novel_on_an_invalid_record_is_false_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    with StreamFilter(store=MemoryStore()) as sf, caplog.at_level("WARNING", logger="streamfilter"):
+        assert sf.is_novel({"id": "1"}) is False
+    assert "is invalid: no text field" in caplog.text

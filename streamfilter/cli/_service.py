@@ -5,6 +5,7 @@ line, where ``ps`` shows them."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -95,7 +96,8 @@ async def _stats_lines(sf: StreamFilter, interval: float, scope: anyio.CancelSco
         while True:
             await anyio.sleep(interval)
             try:
-                stats = await anyio.to_thread.run_sync(sf.stats)
+                # counted now: a count kept from before would differ from worker to worker
+                stats = await anyio.to_thread.run_sync(functools.partial(sf.stats, recount=True))
             except StreamFilterError:
                 return
             say(f"stats: {stats.line(last)}")
