@@ -115,8 +115,36 @@ class _Collector:
             )
 
 
+_POLL_SECONDS = 0.02
+
+
 class _Server(ThreadingMixIn, WSGIServer):
+    """One thread a connection, at most ``MAX_CONNECTIONS`` at once (more are
+    closed at once), each given ``_QuietHandler.timeout`` to send its request:
+    a scraper that connects and says nothing cannot pile up threads."""
+
     daemon_threads = True
+    MAX_CONNECTIONS = 16
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _Server6(_Server):
@@ -124,6 +152,8 @@ class _Server6(_Server):
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = 5  # seconds a connection may take to send its request and read the answer
+
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a scrape every few seconds is not news
 
@@ -160,7 +190,10 @@ class MetricsServer:
             raise ConfigError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
         self.host = host
         self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, name="streamfilter-metrics", daemon=True)
+        # a short poll: close() waits for the serving loop to notice, once per poll (0.5 s by default)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(_POLL_SECONDS,), name="streamfilter-metrics", daemon=True
+        )
         self._thread.start()
 
     @property

@@ -225,3 +225,34 @@ async def test_a_source_that_ended_keeps_its_reconnects_and_no_longer_reports(tm
             stats = sf.stats()
             assert stats.reconnects == run + 1  # each run's one drop, the ended runs' too
             assert stats.source_connected is None  # no source is being filtered now
+
+
+def test_silent_connections_neither_block_scrapes_nor_pile_up_threads() -> None:
+    import socket
+
+    with StreamFilter() as sf:
+        server = serve_metrics(sf, "127.0.0.1", 0)
+        silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(5)]
+        try:
+            assert "streamfilter_index_posts" in str(scrape(f"{server.url}/metrics"))  # served beside them
+            more = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(30)]
+            try:
+                answers = []
+                for connection in more:
+                    connection.settimeout(30)
+                    try:
+                        connection.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+                        answers.append(connection.recv(12))
+                    except ConnectionError:
+                        answers.append(b"")
+                served = sum(answer.startswith(b"HTTP/1.0") for answer in answers)
+                # 16 connections at most: the 5 silent ones hold 5, so at most 11 of these are served,
+                # and the rest are closed at once instead of each waiting in a thread of its own
+                assert 1 <= served <= 11 and answers.count(b"") == 30 - served
+            finally:
+                for connection in more:
+                    connection.close()
+        finally:
+            for connection in silent:
+                connection.close()
+            server.close()
