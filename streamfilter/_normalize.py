@@ -29,7 +29,10 @@ that NFKC leaves alone (negative circled and squared, parenthesized), and
 Cyrillic/Greek letters that look like Latin ones (``Неllо`` spelled with
 Cyrillic Н and о; Greek capitals count as the Latin letter they look like).
 Joiners, variation selectors and skin tones inside a word are deleted, and
-blank letters (the Hangul filler) are spaces.
+blank letters (the Hangul filler) are spaces. A word that mixes ASCII letters
+with look-alikes from Unicode's confusables data (Armenian ``օ``, a Bengali
+zero for ``o``) is spelled in ASCII, and text under a bidi override is read
+in the order it is displayed (``_confusables``).
 
 Tokens. Scripts written with spaces give words. In scripts written without
 them (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar and the others in
@@ -58,6 +61,8 @@ import unicodedata
 
 import regex
 
+from ._confusables import displayed, fold_lookalikes
+
 __all__ = [
     "NORMALIZER_VERSION",
     "has_retweet_prefix",
@@ -71,7 +76,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 5
+NORMALIZER_VERSION = 6
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -413,6 +418,8 @@ def normalize_words(text: str) -> list[str]:
 def words_and_cut(text: str) -> tuple[list[str], bool]:
     """The words of ``normalize(text)``, and whether the text was cut off
     (``is_cut_off``), found in one pass."""
+    if not text.isascii():
+        text = displayed(text)  # a span under a bidi override, as a reader sees it
     truncated = is_cut_off(text)
     if "&" in text:
         text = html.unescape(text)
@@ -440,6 +447,7 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
             words.pop()
         if _spelled_out(words):
             words = _join_spelled_out(words)
+        words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
         if _UNSPACED_CHAR.search(text) is not None:
             words = _tokens(words)
         return words, truncated
@@ -458,4 +466,4 @@ def normalize_fallback(text: str) -> str:
     """
     if "&" in text:
         text = html.unescape(text)
-    return " ".join(_fold(text).split())
+    return " ".join(_fold(displayed(text)).split())

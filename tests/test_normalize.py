@@ -154,3 +154,30 @@ def test_mention_pattern_matches_as_ignorecase_would(parts: list[str]) -> None:
 )
 def test_is_cut_off(text: str, cut: bool) -> None:
     assert is_cut_off(text) is cut
+
+
+@pytest.mark.parametrize(
+    ("spoof", "original"),
+    [
+        ("h\u0435llo w\u0585rld fri\u0435nds", "hello world friends"),  # Armenian oh
+        ("g\u09e6\u09e6d m\u0585rning", "good morning"),  # a Bengali zero for o
+        ("g\u0e50\u0e50d luck", "good luck"),  # a Thai zero
+        ("\u0251pple \u0261ood", "apple good"),  # Latin extensions
+        ("\U0001d41a\U0001d41e\U0001d428 tests", "aeo tests"),  # mathematical letters
+        ("\u202ewon enohpi eerf a niw", "win a free iphone now"),  # written backwards under an RLO
+        ("win a \u202eeerf\u202c iphone now", "win a free iphone now"),  # an RLO span, ended by PDF
+    ],
+)
+def test_copies_a_reader_cannot_tell_apart_read_as_the_original(spoof: str, original: str) -> None:
+    assert normalize(spoof) == normalize(original)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["բարեւ աշխարհ", "օրինակ", "გამარჯობა", "مرحبا بالعالم", "東京〇〇駅", "łódź żółć"],
+)
+def test_words_in_one_script_keep_their_letters(text: str) -> None:
+    """Look-alikes are folded only inside a word that mixes them with ASCII letters (Cyrillic and
+    Greek letters that look Latin are folded everywhere, as before)."""
+    words = normalize(text).split()
+    assert all(not word.isascii() for word in words)

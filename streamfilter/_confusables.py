@@ -1,0 +1,92 @@
+"""Copies a reader cannot tell from their original: look-alike letters and bidi overrides.
+
+Pure functions, no I/O but reading the package's own data once.
+
+Look-alikes. ``data/confusables.txt`` is Unicode's own confusables data (UTS
+#39, Unicode Security Mechanisms), as Unicode publishes it. From it, at first
+use, a table is generated of every character that imitates ASCII letters or
+digits: its prototype, casefolded (Armenian ``օ`` and the Bengali, Thai and
+Devanagari zeros read as ``o``, Armenian ``ո`` as ``n``, Latin ``ɑ`` as ``a``,
+mathematical and Cherokee letters, ...). It is applied only to a word that
+mixes ASCII letters with such characters, the shape of a spoof: a word
+written wholly in Greek, Armenian or Cyrillic keeps its meaning. Characters of
+right-to-left scripts are left alone (they cannot sit inside a Latin word
+unseen), and so are ideographs. The fold of Cyrillic and Greek letters in
+``_normalize`` runs before this, as it always did.
+
+To take a newer Unicode release, replace ``data/confusables.txt`` with the
+file of that release and bump ``NORMALIZER_VERSION``.
+
+Bidi overrides. U+202E RIGHT-TO-LEFT OVERRIDE shows the characters after it,
+up to U+202C POP DIRECTIONAL FORMATTING or the end of the line, in reverse: a
+copy written backwards after it reads as the original. Such a span is judged
+as displayed, reversed. U+202D LEFT-TO-RIGHT OVERRIDE does the same to
+right-to-left text.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from importlib import resources
+
+import regex
+
+__all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes"]
+
+CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
+
+_RLO, _LRO, _PDF = "\u202e", "\u202d", "\u202c"
+_OVERRIDE_SPAN = regex.compile("([\u202e\u202d])([^\u202c\n]*)\u202c?")
+_RIGHT_TO_LEFT_LETTER = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}]")
+# Scripts a look-alike is never taken from: right to left, and ideographs.
+_KEPT = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}]")
+_ASCII_LETTER = regex.compile(r"[a-z]")
+
+
+def displayed(text: str) -> str:
+    """``text`` with each bidi-overridden span in the order it is displayed
+    (see the module docstring); the override characters themselves go."""
+    if _RLO not in text and _LRO not in text:
+        return text
+    return str(_OVERRIDE_SPAN.sub(_as_displayed, text))
+
+
+def _as_displayed(span: regex.Match[str]) -> str:
+    override, inside = str(span.group(1)), str(span.group(2))
+    if override == _RLO or _RIGHT_TO_LEFT_LETTER.search(inside):
+        return inside[::-1]
+    return inside
+
+
+@functools.cache
+def _to_ascii() -> dict[int, str]:
+    """Non-ASCII character -> the ASCII letters or digits it imitates, from Unicode's confusables data."""
+    table: dict[int, str] = {}
+    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
+    for line in data.splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) < 2:
+            continue
+        source = fields[0].split()
+        if len(source) != 1:
+            continue
+        code_point = int(source[0], 16)
+        character = chr(code_point)
+        prototype = unicodedata.normalize("NFKC", "".join(chr(int(part, 16)) for part in fields[1].split())).casefold()
+        if code_point > 0x7F and prototype.isascii() and prototype.isalnum() and not _KEPT.match(character):
+            table[code_point] = prototype
+    return table
+
+
+def fold_lookalikes(words: list[str]) -> list[str]:
+    """``words`` (lowercase, folded) with each one that mixes ASCII letters and
+    look-alikes of them spelled in ASCII; others as they are."""
+    table = None
+    for index, word in enumerate(words):
+        if word.isascii() or _ASCII_LETTER.search(word) is None:
+            continue
+        if table is None:
+            table = _to_ascii()
+        words[index] = word.translate(table)
+    return words
