@@ -33,22 +33,47 @@ logger = logging.getLogger("streamfilter")
 class StreamFilter:
     """Yields only novel posts.
 
-    Async, around a streaming source::
+    Async, around a streaming source:
 
-        async with StreamFilter(FilterConfig(), path="index") as sf:
-            async for post in sf.filter(source):
-                ...
+    ```python
+    async with StreamFilter(FilterConfig(), path="index") as sf:
+        async for post in sf.filter(source):
+            ...
+    ```
 
-    Sync, as a stage in an ingestion script::
+    Sync, as a stage in an ingestion script:
 
-        with StreamFilter(path="index") as sf:
-            if sf.is_novel(record):
-                ...
+    ```python
+    with StreamFilter(path="index") as sf:
+        if sf.is_novel(record):
+            ...
+    ```
 
-    ``store`` is any BandStore; by default an LMDB index at ``path``, or in a
-    temporary directory (removed on close) when no path is given. Records are
-    dicts (parsed JSON), raw lines (bytes or str) or Posts; ``format`` and the
-    ``*_field`` options choose how they become posts (see ``record_adapter``).
+    Records are dicts (parsed JSON), raw lines (bytes or str) or Posts.
+
+    Args:
+        config: how posts are compared (threshold, TTL, LSH split, retweet policy);
+            ``FilterConfig()`` by default.
+        path: the LMDB index directory, created if needed. Without ``path`` or
+            ``store``, the index is in a temporary directory that ``close()``
+            removes.
+        store: any ``BandStore`` instead of LMDB at ``path``: ``MemoryStore()``,
+            ``RedisStore(url)``, or one of your own. Give ``path`` or ``store``,
+            not both.
+        format: how records become posts: ``auto`` (each record is detected:
+            Twitter v1.1 and v2, Mastodon, Bluesky Jetstream, then generic JSON;
+            lines that are not JSON are plain text), ``twitter``, ``mastodon``,
+            ``bluesky``, ``text`` or ``generic``.
+        id_field: the dotted path of a generic JSON record's id.
+        text_field: the dotted path of a generic JSON record's text.
+        time_field: the dotted path of a generic JSON record's time (epoch
+            seconds, ms, µs or ns, ISO 8601, or Twitter's format).
+        adapter: a ``RecordAdapter`` of your own (see ``record_adapter``), which
+            replaces ``format`` and the ``*_field`` options.
+
+    Raises:
+        ConfigError: ``path`` and ``store`` are both given, or ``config`` or
+            ``store`` is of the wrong type.
     """
 
     def __init__(

@@ -130,6 +130,12 @@ async def _read_live(
                     await put((line, record))
             except Exception as exc:  # noqa: BLE001 - as above
                 failed.append(exc)
+        elif callable(source):
+            # an async generator function passed as itself, not called: the commonest slip
+            raise TypeError(
+                f"source is the function {getattr(source, '__name__', source)!r}, not the records it makes: "
+                f"call it, as sf.filter({getattr(source, '__name__', 'source')}())"
+            )
         else:
             raise TypeError(f"source must be an iterable or async iterable of records, not {type(source).__name__}")
 
