@@ -59,6 +59,11 @@ class FilterConfig:
     - ``sketch_processes``: worker processes that sketch a replayed file's
       lines beside the store stage (0 = sketch in this process); None picks
       one per spare core, at most two. Verdicts are the same either way.
+    - ``honour_deletes``: a platform's delete notice (a Twitter ``delete``, a
+      Mastodon ``delete`` event, a Bluesky post deleted) makes the filter
+      forget that post, once the batch it arrives in is committed, so a
+      later copy of it is novel again. False keeps deleted posts in the
+      index until they expire. The notice itself is ``skipped`` either way.
     """
 
     jaccard_threshold: float = 0.5
@@ -75,6 +80,7 @@ class FilterConfig:
     purge_limit: int = 1024
     max_miss_rate: float = 0.02
     sketch_processes: int | None = None
+    honour_deletes: bool = True
     plan: BandPlan = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._config import FilterConfig
-from ._exceptions import InvalidRecordError
+from ._exceptions import InvalidRecordError, StreamFilterError
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize_fallback, words_and_cut
@@ -60,6 +60,7 @@ class _Entry:
     sketch_index: int = -1
     reference: bool = False  # a repost without text, judged by the post it reposts
     cut_off: bool = False  # its text ends in a word cut by "…" (``is_cut_off``)
+    deletes: str | None = None  # the post a platform's delete notice removes (NotAPost.deletes)
 
 
 @dataclass(slots=True)
@@ -123,19 +124,37 @@ class PreparedBatch:
     def last_line(self) -> int:
         return self.entries[-1].line if self.entries else 0
 
+    def split_after_deletes(self) -> list[PreparedBatch]:
+        """This batch cut after each delete notice, so that the posts after one
+        are judged once the post it deletes is forgotten (one part when it
+        holds none, or only at its end)."""
+        cuts = [at + 1 for at, entry in enumerate(self.entries[:-1]) if entry.deletes is not None]
+        if not cuts:
+            return [self]
+        parts = []
+        for start, end in zip([0, *cuts], [*cuts, len(self.entries)], strict=True):
+            entries, sketches = [], []
+            for entry in self.entries[start:end]:
+                if entry.sketch_index >= 0:
+                    sketches.append(self.sketches[entry.sketch_index])
+                    entry = replace(entry, sketch_index=len(sketches) - 1)
+                entries.append(entry)
+            parts.append(PreparedBatch(entries, sketches))
+        return parts
+
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """The batch ``Sketcher.prepare_wire`` sent, its raw records put back from ``records``."""
         entry_rows, *columns = wire
         raw_of = dict(records)
         entries = []
-        for line, kind, reason, sketch_index, reference, fields in entry_rows:
+        for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
             raw = raw_of[line]
             post = None
             if fields is not None:
                 post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
                 post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
-            entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference))
+            entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference, deletes=deletes))
         return cls(entries, _Columns(*columns).sketches())
 
 
@@ -205,6 +224,7 @@ class Sketcher:
                 entry.sketch_index,
                 entry.reference,
                 None if (post := entry.post) is None else _post_fields(post),
+                entry.deletes,
             )
             for entry in entries
         ]
@@ -228,7 +248,7 @@ class Sketcher:
             try:
                 posts = self.adapter.adapt(record)
             except NotAPost as exc:
-                entries.append(_Entry(line, record, None, VerdictKind.SKIPPED, exc.reason))
+                entries.append(_Entry(line, record, None, VerdictKind.SKIPPED, exc.reason, deletes=exc.deletes))
                 continue
             except InvalidRecordError as exc:
                 entries.append(_Entry(line, record, None, VerdictKind.INVALID, exc.reason))
@@ -420,6 +440,24 @@ class Engine:
         """
         began = time.monotonic() if arrived is None else arrived
         self._place_in_time(batch, where or _line)
+        honour = self.config.honour_deletes and hasattr(self.store, "forget")
+        parts = batch.split_after_deletes() if honour else [batch]
+        verdicts: list[Verdict] = []
+        for number, part in enumerate(parts, 1):
+            # the progress goes with the last part: a crash between parts replays the whole batch
+            verdicts += self._commit_part(part, progress if number == len(parts) else None, before_commit)
+            deleted = [entry.deletes for entry in part.entries if entry.deletes is not None]
+            if honour and deleted:
+                self.forget(deleted)
+        self.stats.committed(verdicts, time.monotonic() - began)
+        return verdicts
+
+    def _commit_part(
+        self,
+        batch: PreparedBatch,
+        progress: Mapping[str, int | str] | None,
+        before_commit: Callable[[list[Verdict]], None] | None,
+    ) -> list[Verdict]:
         built: list[list[Verdict]] = []
 
         def deliver(matches: list[Match | None]) -> None:
@@ -432,8 +470,17 @@ class Engine:
             self.store.check_and_insert(batch.sketches, progress=progress, before_commit=deliver)
         else:
             deliver([])
-        self.stats.committed(built[-1], time.monotonic() - began)
         return built[-1]
+
+    def forget(self, post_ids: Sequence[str]) -> int:
+        """Remove these posts from the index: a later copy of one no longer
+        matches it. Returns how many live posts were forgotten."""
+        forget = getattr(self.store, "forget", None)
+        if forget is None:
+            raise StreamFilterError(f"{type(self.store).__name__} cannot forget posts: it has no forget()")
+        ids = list(post_ids)
+        keys = id_keys(ids, self.config.seed).tolist()
+        return int(forget(list(zip(ids, keys, strict=True))))
 
     @property
     def newest_event_time(self) -> float | None:

@@ -288,6 +288,17 @@ class StreamFilter:
             )
         return engine.commit(prepared)[0]
 
+    def forget(self, *post_ids: str) -> int:
+        """Remove posts from the index by id, as a platform's delete asks: a
+        later copy of a forgotten post is no longer its duplicate (it is novel,
+        or the duplicate of another live copy). Returns how many live posts
+        were forgotten; an id the index does not hold is not an error.
+
+        Delete notices in the stream are honoured without this call unless
+        ``FilterConfig(honour_deletes=False)``. One store call, which blocks:
+        async code calls ``await anyio.to_thread.run_sync(sf.forget, post_id)``."""
+        return self._require_engine().forget([str(post_id) for post_id in post_ids])
+
     def is_novel(self, record: Any) -> bool:
         """True when the record's post is novel (and is now indexed).
 

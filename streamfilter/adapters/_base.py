@@ -30,11 +30,16 @@ MAX_TEXT_CHARS = 100_000
 
 class NotAPost(Exception):  # noqa: N818 - a verdict, not an error
     """Raised by an adapter for a well-formed record that carries no post
-    (a like, a follow, a delete...): it gets verdict ``skipped``."""
+    (a like, a follow, a delete...): it gets verdict ``skipped``.
 
-    def __init__(self, reason: str) -> None:
+    ``deletes`` is the id of the post a platform's delete notice removes
+    (a Twitter ``delete``, a Mastodon ``delete`` event, a Bluesky post
+    deleted), which the filter forgets unless told to ignore deletes."""
+
+    def __init__(self, reason: str, deletes: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.deletes = deletes
 
 
 @runtime_checkable

@@ -42,6 +42,9 @@ class BlueskyAdapter:
             raise InvalidRecordError("bluesky commit event has no commit object")
         collection = commit.get("collection")
         operation = commit.get("operation")
+        if operation == "delete" and collection == _POST and isinstance(commit.get("rkey"), str):
+            deleted = f"at://{record.get('did')}/{collection}/{commit['rkey']}"
+            raise NotAPost(f"bluesky post deleted: {deleted}", deletes=deleted)
         if operation != "create" or collection not in (_POST, _REPOST):
             raise NotAPost(f"bluesky {collection} {operation}")
         body = commit.get("record")

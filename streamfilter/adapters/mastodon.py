@@ -22,7 +22,7 @@ from .._exceptions import InvalidRecordError
 from .._json import loads
 from .._post import Post
 from .._time import parse_timestamp
-from ._base import text_of
+from ._base import NotAPost, text_of
 
 __all__ = ["MastodonAdapter", "html_to_text"]
 
@@ -142,15 +142,30 @@ def _status_id(status: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+# The streaming API's events (docs.joinmastodon.org/methods/streaming): statuses come as ``update``.
+_EVENTS = frozenset(
+    {"update", "delete", "notification", "filters_changed", "conversation", "announcement",
+     "announcement.reaction", "announcement.delete", "status.update", "encrypted_message", "notifications_merged"}
+)  # fmt: skip
+
+
 class MastodonAdapter:
     name = "mastodon"
 
     def matches(self, record: Mapping[str, Any]) -> bool:
-        if record.get("event") == "update" and "payload" in record:
+        if record.get("event") in _EVENTS and "payload" in record:
             return True
         return "content" in record and ("account" in record or "uri" in record) and "id" in record
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
+        event = record.get("event")
+        if event == "delete" and "payload" in record:
+            deleted = record["payload"]
+            if isinstance(deleted, str | int) and not isinstance(deleted, bool) and str(deleted):
+                raise NotAPost(f"mastodon status deleted: {deleted}", deletes=str(deleted))
+            raise InvalidRecordError("mastodon delete event names no status id")
+        if event in _EVENTS and event != "update" and "payload" in record:
+            raise NotAPost(f"mastodon {event} event")
         status: Any = record
         if record.get("event") == "update" and "payload" in record:
             payload = record["payload"]

@@ -24,7 +24,7 @@ from .._exceptions import InvalidRecordError
 from .._normalize import has_retweet_prefix
 from .._post import Post
 from .._time import parse_timestamp
-from ._base import text_of
+from ._base import NotAPost, text_of
 
 __all__ = ["TwitterV1Adapter", "TwitterV2Adapter"]
 
@@ -52,17 +52,38 @@ def _v1_text(status: Mapping[str, Any]) -> str:
     return text_of(status.get("text"), "text")
 
 
+# The v1.1 streaming API's messages that are not statuses: each is one key.
+_STREAM_NOTICES = frozenset(
+    {"delete", "scrub_geo", "limit", "status_withheld", "user_withheld", "disconnect", "warning"}
+)
+
+
+def _notice(record: Mapping[str, Any]) -> None:
+    """Raise NotAPost for a v1.1 streaming notice; a status delete names the status."""
+    name, body = next(iter(record.items()))
+    status = body.get("status") if name == "delete" and isinstance(body, Mapping) else None
+    if isinstance(status, Mapping):
+        deleted = status.get("id_str", status.get("id"))
+        if isinstance(deleted, str | int) and not isinstance(deleted, bool):
+            raise NotAPost(f"twitter status deleted: {deleted}", deletes=str(deleted))
+    raise NotAPost(f"twitter {name} notice")
+
+
 class TwitterV1Adapter:
     name = "twitter"
 
     def matches(self, record: Mapping[str, Any]) -> bool:
         if isinstance(record.get("statuses"), list):
             return True
+        if len(record) == 1 and next(iter(record)) in _STREAM_NOTICES:
+            return True
         return ("id_str" in record or "user" in record or "retweeted_status" in record) and (
             "text" in record or "full_text" in record or "extended_tweet" in record
         )
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
+        if len(record) == 1 and next(iter(record)) in _STREAM_NOTICES:
+            _notice(record)
         statuses = record.get("statuses")
         if isinstance(statuses, list):
             return [self._post(status, record) for status in statuses if isinstance(status, Mapping)]

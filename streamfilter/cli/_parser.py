@@ -303,6 +303,13 @@ def _add_filtering(parser: argparse.ArgumentParser) -> None:
         help="retweet policy (default: content)",
     )
     parser.add_argument(
+        "--deletes",
+        choices=("honour", "ignore"),
+        default=None,
+        help="a platform's delete notice (Twitter, Mastodon, Bluesky) makes the index forget that post, so a "
+        "later copy is novel again (honour, the default), or is only skipped (ignore)",
+    )
+    parser.add_argument(
         "--batch-size",
         type=_positive_int,
         default=None,
@@ -341,6 +348,8 @@ def config_of(args: argparse.Namespace, stored: dict[str, Any] | None) -> Filter
         settings["retweet_policy"] = RetweetPolicy(args.retweets)
     if getattr(args, "batch_size", None) is not None:
         settings["batch_size"] = args.batch_size
+    if getattr(args, "deletes", None) is not None:
+        settings["honour_deletes"] = args.deletes == "honour"
     if getattr(args, "sketch_processes", None) is not None:
         settings["sketch_processes"] = args.sketch_processes
     elif small_input(getattr(args, "inputs", None) or []):

@@ -16,7 +16,16 @@ from .._exceptions import ConfigMismatchError
 from .._rules import MAX_CANDIDATES_PER_BAND, CachedPost, Match
 from ._records import decode_record
 
-__all__ = ["BandStore", "IndexSettings", "Match", "PostCache", "Sketch", "check_fingerprint", "key_bytes"]
+__all__ = [
+    "FORGOTTEN",
+    "BandStore",
+    "IndexSettings",
+    "Match",
+    "PostCache",
+    "Sketch",
+    "check_fingerprint",
+    "key_bytes",
+]
 
 
 @dataclass(slots=True)
@@ -119,6 +128,11 @@ class BandStore(Protocol):
         settings that match an existing index."""
 
     def close(self) -> None: ...
+
+
+# The event time a forgotten post is given (``forget``): before any horizon,
+# -inf included, so no rule counts it, and purging takes it in its turn.
+FORGOTTEN = float("-inf")
 
 
 def check_fingerprint(location: str, stored: Mapping[str, object], requested: Mapping[str, object]) -> None:

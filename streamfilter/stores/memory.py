@@ -18,7 +18,7 @@ import numpy as np
 from .. import _rules
 from .._exceptions import StoreError
 from .._rules import CachedPost, Match
-from ._base import IndexSettings, PostCache, Sketch, check_fingerprint, key_bytes
+from ._base import FORGOTTEN, IndexSettings, PostCache, Sketch, check_fingerprint, key_bytes
 from ._records import decode_record, encode_record
 
 __all__ = ["MemoryStore"]
@@ -110,6 +110,21 @@ class MemoryStore:
                         del self._bands[band_key]
             del self._posts[serial]
             self._purged += 1
+
+    def forget(self, posts: Sequence[tuple[str, int]]) -> int:
+        """Forget each (post id, id key): its record is marked as from the
+        beginning of time, so no rule counts it, and purging takes it."""
+        forgotten = 0
+        with self._lock:
+            for post_id, id_key in posts:
+                band_key = key_bytes(np.array([id_key], dtype=np.uint64))[0]
+                for serial in self._bands.get(band_key, ()):
+                    timestamp, stored_id, words = decode_record(self._posts[serial])
+                    if stored_id == post_id and timestamp != FORGOTTEN:
+                        self._posts[serial] = encode_record(FORGOTTEN, stored_id, bytes(words))
+                        forgotten += 1
+            self._cache.clear()
+        return forgotten
 
     def progress(self) -> dict[str, int | str]:
         return dict(self._progress)

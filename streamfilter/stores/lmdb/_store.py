@@ -37,15 +37,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import lmdb
+import numpy as np
 
 from ..._exceptions import StoreError, StoreFullError
 from ..._rules import Match
-from .._base import IndexSettings, PostCache, Sketch, check_fingerprint
+from .._base import FORGOTTEN, IndexSettings, PostCache, Sketch, check_fingerprint
+from .._records import decode_record, encode_record
 from ._batch import Batch, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
 from ._header import check_header
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
-from ._runs import RUN_HEADER, decode_run, encode_run, put_run
+from ._runs import RUN_HEADER, decode_run, encode_run, put_run, short_keys
 from ._tuning import LMDBTuning
 
 __all__ = ["LMDBStore"]
@@ -280,6 +282,36 @@ class LMDBStore:
         if done[2]:
             self._merger.wake()
         return done[0]
+
+    def forget(self, posts: Sequence[tuple[str, int]]) -> int:
+        """Forget each (post id, id key), in one write transaction: the post's
+        record is marked as from the beginning of time (``FORGOTTEN``), so no
+        rule counts it, and purging takes it in its turn."""
+        settings = self._settings
+        if settings is None:
+            raise StoreError("the LMDB store is not open")
+        queries = short_keys(np.array([id_key for _, id_key in posts], dtype=np.uint64))
+
+        def apply(txn: lmdb.Transaction) -> int:
+            batch = Batch(self._parts, txn, settings)
+            serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
+            first_live = batch.first_live_serial(_U64.unpack(serial_bytes)[0] if serial_bytes else 1)
+            forgotten = 0
+            with self._corruption_reported():
+                for query, serial in zip(*batch.members(queries, first_live), strict=True):
+                    key = _U64.pack(int(serial))
+                    stored = txn.get(key, db=self._posts)
+                    if stored is None:
+                        continue
+                    timestamp, post_id, words = decode_record(bytes(stored))
+                    if post_id == posts[int(query)][0] and timestamp != FORGOTTEN:
+                        txn.put(key, encode_record(FORGOTTEN, post_id, bytes(words)), db=self._posts)
+                        forgotten += 1
+            return forgotten
+
+        forgotten: int = self._write(apply, buffers=True)
+        self._cache.clear()  # the posts read before hold their old times
+        return forgotten
 
     def _committed(self, new_runs: list[NewRun], purged: int) -> None:
         """After a batch's transaction: its runs go to the key filter, and the

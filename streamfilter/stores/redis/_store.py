@@ -67,6 +67,7 @@ repeats across inputs, so for them the timestamp must match as well.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -87,7 +88,7 @@ from ..._redact import redact
 from ..._rules import Match
 from .._base import IndexSettings, Sketch, check_fingerprint, key_bytes
 from .._records import decode_id, encode_record
-from ._cluster import _INDEX_GONE, ClusterProtocol, _emptied
+from ._cluster import _INDEX_GONE, ClusterProtocol, _decode_record, _emptied
 from ._scripts import rules_args, script
 
 __all__ = ["RedisStore"]
@@ -140,6 +141,8 @@ def _slots_moved(exc: BaseException) -> bool:
     return any(sign in message for sign in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "non local key", "not served"))
 
 
+# Deletes a record key only while it holds the value read: a post recorded there since is kept.
+_FORGET = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 # What redis-py's ConnectionError says of a host name that does not resolve
 # (not "Temporary failure in name resolution", which may pass).
 _UNKNOWN_HOST = ("Name or service not known", "nodename nor servname provided", "No address associated")
@@ -384,6 +387,26 @@ class RedisStore(ClusterProtocol):
     def purged_count(self) -> None:
         """Redis expires records itself (see the module docstring): nothing to count."""
         return None
+
+    def forget(self, posts: Sequence[tuple[str, int]]) -> int:
+        """Forget each (post id, id key): its record key is deleted, if it still
+        holds that post (a compare-and-delete on the one key, so a Cluster
+        needs no script across slots). The band keys keep its 8-byte suffix
+        until they expire; a suffix without a record is skipped, as one that
+        expired is."""
+        client = self._require_client()
+        forgotten = 0
+        for post_id, id_key in posts:
+            band_key = self._band_prefix + key_bytes(np.array([id_key], dtype=np.uint64))[0]
+            members = self._retrying("read a post's id key", functools.partial(client.get, band_key)) or b""
+            for at in range(0, len(members), 8):
+                record_key = self._post_prefix + members[at : at + 8]
+                value = self._retrying("read a record", functools.partial(client.get, record_key))
+                if value is None or _decode_record(value)[1] != post_id:
+                    continue
+                deleted = functools.partial(client.eval, _FORGET, 1, record_key, value)
+                forgotten += int(self._retrying("forget a post", deleted))
+        return forgotten
 
     def post_count(self) -> int:
         """Records still in Redis (live, or past event time and awaiting Redis expiry). Scans: for tests and stats."""
