@@ -7,12 +7,14 @@ Look-alikes. ``data/confusables.txt`` is Unicode's own confusables data (UTS
 use, a table is generated of every character that imitates ASCII letters or
 digits: its prototype, casefolded (Armenian ``օ`` and the Bengali, Thai and
 Devanagari zeros read as ``o``, Armenian ``ո`` as ``n``, Latin ``ɑ`` as ``a``,
-mathematical and Cherokee letters, ...). It is applied only to a word that
-mixes ASCII letters with such characters, the shape of a spoof: a word
-written wholly in Greek, Armenian or Cyrillic keeps its meaning. Characters of
+mathematical and Cherokee letters, ...). It is applied only to a word made
+of ASCII letters and such characters alone, the shape of a spoof: a word
+with any other letter, or none in ASCII, is text of its own script (Greek,
+Armenian, Cyrillic) and keeps its meaning. Characters of
 right-to-left scripts are left alone (they cannot sit inside a Latin word
-unseen), and so are ideographs. The fold of Cyrillic and Greek letters in
-``_normalize`` runs before this, as it always did.
+unseen), and so are ideographs, and the Greek and basic Cyrillic letters:
+the fold of Cyrillic and Greek letters in ``_normalize`` runs before this,
+as it always did, and Russian or Greek text is left as that fold leaves it.
 
 To take a newer Unicode release, replace ``data/confusables.txt`` with the
 file of that release and bump ``NORMALIZER_VERSION``.
@@ -39,8 +41,10 @@ CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
 _RLO, _LRO, _PDF = "\u202e", "\u202d", "\u202c"
 _OVERRIDE_SPAN = regex.compile("([\u202e\u202d])([^\u202c\n]*)\u202c?")
 _RIGHT_TO_LEFT_LETTER = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}]")
-# Scripts a look-alike is never taken from: right to left, and ideographs.
-_KEPT = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}]")
+# Letters a look-alike is never taken from: right to left, ideographs, and the
+# Greek and basic Cyrillic letters, which _normalize's own fold already reads
+# (Russian and Greek text stays as it was; Cyrillic extensions such as ү, ԝ fold here).
+_KEPT = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}\u0370-\u03ff\u0400-\u045f]")
 _ASCII_LETTER = regex.compile(r"[a-z]")
 
 
@@ -80,13 +84,17 @@ def _to_ascii() -> dict[int, str]:
 
 
 def fold_lookalikes(words: list[str]) -> list[str]:
-    """``words`` (lowercase, folded) with each one that mixes ASCII letters and
-    look-alikes of them spelled in ASCII; others as they are."""
+    """``words`` (lowercase, folded) with each one made of ASCII letters and
+    look-alikes of them spelled in ASCII; others as they are. A word with any
+    other letter is text of its own script (a Russian word the Cyrillic fold
+    half-spelled in Latin keeps its ``и`` and ``л``), and stays."""
     table = None
     for index, word in enumerate(words):
         if word.isascii() or _ASCII_LETTER.search(word) is None:
             continue
         if table is None:
             table = _to_ascii()
-        words[index] = word.translate(table)
+        folded = word.translate(table)
+        if folded.isascii():
+            words[index] = folded
     return words
