@@ -91,9 +91,11 @@ async def test_healthz_follows_the_source_and_the_commits() -> None:
                 assert samples['streamfilter_posts_total{verdict="novel"}'] == 20
                 assert samples["streamfilter_source_connected"] == 1
                 server.__exit__(None, None, None)  # the source goes away and stays away
-                await anyio.sleep(1.0)
+                # unhealthy once the source is down and no batch was committed for healthy_within (0.5 s)
+                with anyio.fail_after(30):
+                    while await anyio.to_thread.run_sync(health, f"{metrics.url}/healthz") != 503:  # noqa: ASYNC110 - polls an endpoint
+                        await anyio.sleep(0.05)
                 assert sf.stats().source_connected is False
-                assert await anyio.to_thread.run_sync(health, f"{metrics.url}/healthz") == 503
                 assert sf.stats().reconnects >= 1
         finally:
             metrics.close()
@@ -121,9 +123,15 @@ def test_follow_serves_metrics_and_prints_stats_lines(tmp_path: Path) -> None:
             time.sleep(0.2)  # the index is counted at most once a second
             samples = scrape(f"http://127.0.0.1:{port}/metrics")
         status = health(f"http://127.0.0.1:{port}/healthz")
-        time.sleep(0.6)  # two stats lines more, each after every post was judged
+        assert process.stderr is not None
+        said = []
+        while time.monotonic() < deadline:  # a stats line taken after every post was judged
+            said.append(process.stderr.readline())
+            if not said[-1] or b"stats: 80 posts; 40 novel, 40 duplicate" in said[-1]:
+                break
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=30)
+        _, rest = process.communicate(timeout=30)
+        stderr = b"".join(said) + rest
     assert process.returncode == 143
     assert status == 200
     kinds = Counter(json.loads(line)["verdict"] for line in verdicts.read_text().splitlines())

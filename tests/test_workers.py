@@ -273,7 +273,9 @@ def test_a_killed_worker_costs_no_verdict(tmp_path: Path) -> None:
     verdicts = tmp_path / "v.jsonl"
     process = start_replay(stream, tmp_path / "db", verdicts, "1", "--batch-size", "256")
     worker = wait_for_child(process)
-    time.sleep(1.0)  # let it take batches
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (verdicts.exists() and verdicts.stat().st_size):
+        time.sleep(0.01)  # until batches are judged: the worker is taking them
     os.kill(worker, signal.SIGKILL)
     # lost mid-batch ("a sketch worker process was lost") or, on a slow machine, while starting
     assert "worker process" in finish(process)
