@@ -18,7 +18,6 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +29,8 @@ from ._exceptions import InvalidRecordError, StreamFilterError
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize_fallback, words_and_cut
-from ._post import Post, RetweetPolicy, Verdict, VerdictKind
+from ._post import RetweetPolicy, Verdict, VerdictKind
+from ._prepared import NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 from ._stats import StatsRecorder
 from .adapters import NotAPost, RecordAdapter
@@ -46,120 +46,6 @@ REASON_KEPT_RETWEET = "retweet passed unjudged (retweet policy keep)"
 REASON_TEXTLESS_REPOST = "repost without text (reposted post not in the payload): passed and not indexed"
 REASON_REPOST_UNSEEN = "repost of a post not in the index (never seen, or expired): passed and not indexed"
 REASON_REPOST_SEEN = "repost of a post already seen"
-_NO_SHINGLES = np.zeros(0, dtype=np.uint64)
-_NO_WORDS = np.zeros(0, dtype=np.uint32)
-
-
-@dataclass(slots=True)
-class _Entry:
-    line: int
-    raw: object
-    post: Post | None
-    kind: VerdictKind | None = None  # set when decided without the store
-    reason: str | None = None
-    sketch_index: int = -1
-    reference: bool = False  # a repost without text, judged by the post it reposts
-    cut_off: bool = False  # its text ends in a word cut by "…" (``is_cut_off``)
-    deletes: str | None = None  # the post a platform's delete notice removes (NotAPost.deletes)
-
-
-@dataclass(slots=True)
-class _Columns:
-    """A batch's sketches as flat columns: one row of plain values per sketch,
-    and its band keys, shingles and word hashes end to end. A worker process
-    sends these (pickling them costs a fraction of pickling objects), and the
-    Sketch objects are cut from them where the store runs."""
-
-    rows: list[tuple[str, float, bool, str | None, bool]]  # post id, timestamp, made-up id, refers to, cut off
-    key_counts: list[int]
-    shingle_counts: list[int]
-    word_counts: list[int]
-    keys: npt.NDArray[np.uint64]
-    shingles: npt.NDArray[np.uint64]
-    words: npt.NDArray[np.uint32]
-
-    def sketches(self) -> list[Sketch]:
-        key_ends = np.cumsum(self.key_counts).tolist()
-        shingle_ends = np.cumsum(self.shingle_counts).tolist()
-        word_ends = np.cumsum(self.word_counts).tolist()
-        keys, shingles, words = self.keys, self.shingles, self.words
-        return [
-            Sketch(
-                post_id=post_id,
-                timestamp=timestamp,
-                band_keys=keys[key_end - key_count : key_end],
-                shingles=shingles[shingle_end - shingle_count : shingle_end],
-                words=words[word_end - word_count : word_end],
-                made_up_id=made_up_id,
-                refers_to=refers_to,
-                cut_off=cut_off,
-            )
-            for (
-                (post_id, timestamp, made_up_id, refers_to, cut_off),
-                key_count,
-                key_end,
-                shingle_count,
-                shingle_end,
-                word_count,
-                word_end,
-            ) in zip(
-                self.rows,
-                self.key_counts,
-                key_ends,
-                self.shingle_counts,
-                shingle_ends,
-                self.word_counts,
-                word_ends,
-                strict=True,
-            )
-        ]
-
-
-@dataclass(slots=True)
-class PreparedBatch:
-    entries: list[_Entry]
-    sketches: list[Sketch]
-
-    @property
-    def last_line(self) -> int:
-        return self.entries[-1].line if self.entries else 0
-
-    def split_after_deletes(self) -> list[PreparedBatch]:
-        """This batch cut after each delete notice, so that the posts after one
-        are judged once the post it deletes is forgotten (one part when it
-        holds none, or only at its end)."""
-        cuts = [at + 1 for at, entry in enumerate(self.entries[:-1]) if entry.deletes is not None]
-        if not cuts:
-            return [self]
-        parts = []
-        for start, end in zip([0, *cuts], [*cuts, len(self.entries)], strict=True):
-            entries, sketches = [], []
-            for entry in self.entries[start:end]:
-                if entry.sketch_index >= 0:
-                    sketches.append(self.sketches[entry.sketch_index])
-                    entry = replace(entry, sketch_index=len(sketches) - 1)
-                entries.append(entry)
-            parts.append(PreparedBatch(entries, sketches))
-        return parts
-
-    @classmethod
-    def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
-        """The batch ``Sketcher.prepare_wire`` sent, its raw records put back from ``records``."""
-        entry_rows, *columns = wire
-        raw_of = dict(records)
-        entries = []
-        for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
-            raw = raw_of[line]
-            post = None
-            if fields is not None:
-                post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
-                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
-            entries.append(_Entry(line, raw, post, kind, reason, sketch_index, reference, deletes=deletes))
-        return cls(entries, _Columns(*columns).sketches())
-
-
-def _post_fields(post: Post) -> tuple[Any, ...]:
-    return (post.id, post.text, post.timestamp, post.retweet_of, post.is_retweet, post.platform, post.author)
 
 
 class Sketcher:
@@ -201,7 +87,7 @@ class Sketcher:
         assert config.bands is not None and config.rows is not None
         offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
-        words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else _NO_WORDS
+        words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else NO_WORDS
         signatures = self._minhasher.signatures(minhash_shingles(words, offsets, config.shingle_size))
         return np.column_stack([band_keys(signatures, config.bands, config.rows), id_keys(post_ids, config.seed)])
 
@@ -223,7 +109,7 @@ class Sketcher:
                 entry.reason,
                 entry.sketch_index,
                 entry.reference,
-                None if (post := entry.post) is None else _post_fields(post),
+                None if (post := entry.post) is None else post_fields(post),
                 entry.deletes,
             )
             for entry in entries
@@ -239,28 +125,28 @@ class Sketcher:
             columns.words,
         )
 
-    def _prepare(self, records: Sequence[tuple[int, object]]) -> tuple[list[_Entry], _Columns]:
+    def _prepare(self, records: Sequence[tuple[int, object]]) -> tuple[list[Entry], Columns]:
         policy = self.config.retweet_policy
-        entries: list[_Entry] = []
-        to_sketch: list[_Entry] = []
+        entries: list[Entry] = []
+        to_sketch: list[Entry] = []
         word_lists: list[list[str]] = []
         for line, record in records:
             try:
                 posts = self.adapter.adapt(record)
             except NotAPost as exc:
-                entries.append(_Entry(line, record, None, VerdictKind.SKIPPED, exc.reason, deletes=exc.deletes))
+                entries.append(Entry(line, record, None, VerdictKind.SKIPPED, exc.reason, deletes=exc.deletes))
                 continue
             except InvalidRecordError as exc:
-                entries.append(_Entry(line, record, None, VerdictKind.INVALID, exc.reason))
+                entries.append(Entry(line, record, None, VerdictKind.INVALID, exc.reason))
                 continue
             except Exception as exc:  # noqa: BLE001 - no record may stop the stream; see _unreadable
-                entries.append(_Entry(line, record, None, VerdictKind.INVALID, _unreadable(line, exc)))
+                entries.append(Entry(line, record, None, VerdictKind.INVALID, _unreadable(line, exc)))
                 continue
             if not posts:
-                entries.append(_Entry(line, record, None, VerdictKind.INVALID, "record carries no posts"))
+                entries.append(Entry(line, record, None, VerdictKind.INVALID, "record carries no posts"))
                 continue
             for post in posts:
-                entry = _Entry(line, record, post)
+                entry = Entry(line, record, post)
                 entries.append(entry)
                 bad_id = _lone_surrogate(post.id) or _lone_surrogate(post.retweet_of)
                 if bad_id is not None:
@@ -290,7 +176,7 @@ class Sketcher:
                 word_lists.append(words)
         return entries, self._columns(to_sketch, word_lists)
 
-    def _columns(self, to_sketch: list[_Entry], word_lists: list[list[str]]) -> _Columns:
+    def _columns(self, to_sketch: list[Entry], word_lists: list[list[str]]) -> Columns:
         """The sketches of ``to_sketch`` (``word_lists`` holds the words of those
         that are not references), in that order, as columns."""
         now = time.time()
@@ -314,11 +200,9 @@ class Sketcher:
             word_counts = np.diff(shingles.word_offsets).tolist()
         if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are
             if not word_lists:
-                return _Columns([], [], [], [], _NO_SHINGLES, _NO_SHINGLES, _NO_WORDS)
+                return Columns([], [], [], [], NO_SHINGLES, NO_SHINGLES, NO_WORDS)
             key_counts = [keys.shape[1]] * len(rows)
-            return _Columns(
-                rows, key_counts, shingle_counts, word_counts, keys.ravel(), shingles.hashes, shingles.words
-            )
+            return Columns(rows, key_counts, shingle_counts, word_counts, keys.ravel(), shingles.hashes, shingles.words)
         # Reposts without text among them: their one key is their reposted
         # post's id key, and they have no shingles and no words.
         referenced = [entry.post.retweet_of or "" for entry in to_sketch if entry.reference and entry.post]
@@ -330,15 +214,15 @@ class Sketcher:
         for entry in to_sketch:
             if entry.reference:
                 key_parts.append(reference_keys[reference_index : reference_index + 1])
-                shingle_parts.append(_NO_SHINGLES)
-                word_parts.append(_NO_WORDS)
+                shingle_parts.append(NO_SHINGLES)
+                word_parts.append(NO_WORDS)
                 reference_index += 1
             else:
                 key_parts.append(keys[text_index])
                 shingle_parts.append(shingles[text_index])
                 word_parts.append(shingles.words_of(text_index))
                 text_index += 1
-        return _Columns(
+        return Columns(
             rows,
             [len(part) for part in key_parts],
             [len(part) for part in shingle_parts],
@@ -567,7 +451,7 @@ class Engine:
             latest = max(latest, undated.timestamp)
         self._latest, self._latest_dated = latest, dated
 
-    def _warn(self, entry: _Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:
+    def _warn(self, entry: Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:
         post = entry.post
         when = "dated " + _utc(timestamp) if post is not None and post.timestamp is not None else "undated"
         logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
