@@ -257,3 +257,29 @@ async def test_the_library_source_acknowledges_what_was_committed(redis_server: 
     await group.aclose()
     assert kinds.count("novel") == 10 and kinds.count("duplicate") == 20 and kinds.count("invalid") == 1
     assert redis_client.xpending(stream, "lib")["pending"] == 0
+
+
+def test_a_consumer_stopped_under_load_leaves_nothing_pending(tmp_path: Path, server_url: str) -> None:
+    """SIGTERM while batches are buffered: what was read is judged and acknowledged
+    (it crashed on 'NoneType' has no 'xack' and left up to 3,072 entries pending)."""
+    records = campaign(1500)
+    stream = f"posts{next(_streams)}"
+    redis_client = client(server_url)
+    pipe = redis_client.pipeline(transaction=False)
+    for record in records:
+        pipe.xadd(stream, {"data": record})
+    pipe.execute()
+    verdicts = tmp_path / "v.jsonl"
+    process = consume(server_url, stream, unique_prefix(server_url), verdicts, "--batch-size", "16")
+    try:
+        wait_until(lambda: lines_in([verdicts]) >= 200, [process])
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr.decode()
+    assert b"unexpected" not in stderr
+    assert redis_client.xpending(stream, "dedup")["pending"] == 0
+    judged = lines_in([verdicts])
+    assert 200 <= judged < len(records)  # stopped mid-stream, every entry it read judged

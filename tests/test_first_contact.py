@@ -33,7 +33,10 @@ def test_quiet_replay_prints_nothing_but_its_output(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stderr == b""
     assert done.stdout == b'{"id": "1", "text": "one post here"}\n'
     loud = subprocess.run(replay_command(str(stream)), capture_output=True, timeout=120)
-    assert b"s.jsonl:2: invalid: no text field: tried text" in loud.stderr and b"2 posts, 1 novel, 0 duplicates" in loud.stderr
+    assert (
+        b"s.jsonl:2: invalid: no text field: tried text" in loud.stderr
+        and b"2 posts, 1 novel, 0 duplicates" in loud.stderr
+    )
 
 
 def test_a_misspelt_option_gets_the_subcommands_usage_and_a_suggestion() -> None:
@@ -105,3 +108,28 @@ def test_resume_on_a_replaced_shorter_input_says_so_and_fails(tmp_path: Path) ->
     stream.write_text("\n".join(lines) + "\n")  # the same file again: nothing left to do, and no complaint
     again = subprocess.run(replay_command(str(stream), "--db", index, "--resume"), capture_output=True, timeout=120)
     assert again.returncode == 0 and b"error" not in again.stderr and again.stdout == b""
+
+
+def test_an_unknown_redis_host_fails_at_once_and_says_so(tmp_path: Path) -> None:
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"id": "1", "text": "one post"}\n')
+    done = subprocess.run(
+        replay_command(str(stream), "--store", "redis://no-such-host.invalid:6379/0"), capture_output=True, timeout=60
+    )
+    assert done.returncode == 1 and b"no such host" in done.stderr and b"committed batches" not in done.stderr
+
+
+def test_usage_errors_come_before_any_work(tmp_path: Path) -> None:
+    both = streamfilter("replay", "fixtures/campaign.jsonl", "--verdicts", "-", cwd=Path(__file__).parent.parent)
+    assert both.returncode == 2 and b"would both go to stdout" in both.stderr
+    follow = streamfilter("follow", "ftp://example.org/x")
+    assert follow.returncode == 2 and b"posts," not in follow.stderr  # no summary of nothing
+    (tmp_path / "dir").mkdir()
+    report = streamfilter("report", "x.jsonl", "--verdicts", "v.jsonl", "--html", str(tmp_path / "dir"))
+    assert report.returncode == 2 and b"is a directory" in report.stderr
+
+
+def test_params_names_what_it_measures_and_the_threshold_it_assumed() -> None:
+    done = streamfilter("params", "--fn-rate", "0.05", "--fn-at", "0.7", "--fp-rate", "0.3", "--fp-at", "0.3")
+    out = done.stdout.decode()
+    assert "false-positive" not in out and "use --threshold 0.7 --num-perm" in out

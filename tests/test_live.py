@@ -240,3 +240,11 @@ async def test_a_websocket_text_frame_that_is_not_utf8_is_one_invalid_record() -
     async with StreamFilter() as sf:
         kinds = [verdict.kind.value async for verdict in sf.judge(got)]
     assert kinds[3] == "invalid" and kinds.count("invalid") == 1
+
+
+def test_a_time_us_of_thousands_of_digits_is_not_a_cursor() -> None:
+    from streamfilter.sources import _Resume, _seen_before
+
+    resume = _Resume()
+    assert _seen_before(b'{"time_us":' + b"9" * 5000 + b"}", resume) is False
+    assert resume.cursor is None  # the adapter judges that frame invalid; the stream's cursor is untouched

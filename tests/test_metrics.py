@@ -264,3 +264,12 @@ def test_silent_connections_neither_block_scrapes_nor_pile_up_threads() -> None:
             for connection in silent:
                 connection.close()
             server.close()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0.84, "0.8 s"), (754.0, "13 min"), (9000.0, "2.5 h"), (79_960_503.8, "925 days")]
+)
+def test_a_lag_reads_in_the_unit_a_person_would_use(seconds: float, shown: str) -> None:
+    from streamfilter._stats import duration_text
+
+    assert duration_text(seconds) == shown

@@ -62,3 +62,14 @@ def test_a_page_the_scan_cannot_read_alone_is_left_to_decoding() -> None:
     ):
         assert _cut_page(text, keep) is None
     assert _cut_page('{"data": [{"id": 1}, {"id": 2}], "meta": {}}', keep) == '{"data": [{"id": 1}], "meta": {}}'
+
+
+def test_a_page_with_a_lone_surrogate_is_cut_by_decoding_and_stays_json() -> None:
+    """The fallback (a page the in-place cut declines: here it holds "data" twice)
+    once crashed on a lone surrogate, which JSON carries and UTF-8 cannot."""
+    from streamfilter.adapters import page_of_posts
+
+    page = b'{"data":[{"id":"1","text":"keep \\udfff me"},{"id":"2","text":"drop me"}],"includes":{"data":[]}}'
+    cut = page_of_posts(page, {"1"})
+    assert cut is not None
+    assert json.loads(cut)["data"] == [{"id": "1", "text": "keep \udfff me"}]
