@@ -232,7 +232,12 @@ def dressed(template: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--csv", default=str(DEFAULT_CSV))
+    parser.add_argument(
+        "--csv",
+        default=str(DEFAULT_CSV),
+        help="the airline tweets (default: ../shared/data/airline/Tweets.csv, beside the clone: the Kaggle "
+        "'Twitter US Airline Sentiment' set, CC BY-NC-SA, which the repository does not copy)",
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--labels", required=True)
     parser.add_argument("--variants", type=float, default=1.0, help="variants per base on average")
@@ -274,6 +279,11 @@ def main() -> None:
     args = parser.parse_args()
     template = load_template(args.template) if args.template else None
     rng = random.Random(args.seed)
+    if not Path(args.csv).is_file():
+        parser.error(
+            f"{args.csv} is not there: this benchmark reads the airline tweets of ../shared/data beside the "
+            "clone (the Kaggle 'Twitter US Airline Sentiment' Tweets.csv); give its path with --csv"
+        )
     with open(args.csv, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     texts = [r["text"] for r in rows]
