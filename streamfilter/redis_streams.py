@@ -11,14 +11,19 @@ own consumer; Redis hands each entry to one of them::
 
 Delivery is at least once:
 
-- entries are read with ``XREADGROUP`` in batches of up to ``count``;
+- entries are read with ``XREADGROUP`` in batches of up to ``count``, by a
+  script (``read_entries.lua``) that leaves a value over the record limit in
+  Redis and sends its size instead: such an entry is judged invalid, and an
+  entry of any size costs this process a few bytes. A script cannot block,
+  so new entries are polled for (2 ms after an empty read, then up to 50 ms
+  apart);
 - an entry is acknowledged (``XACK``) by ``acknowledge(line)``, which the
   pipeline calls once the batch that ends at that record has committed and
   its output is written. A worker that dies before leaves its entries pending;
 - a worker claims entries that have been pending longer than ``claim_idle``
   seconds, whoever holds them (``XAUTOCLAIM``), and at start it reads again
   the entries it holds itself (a restart under the same consumer name);
-- an entry without the field is an invalid record (``InvalidRecordError``,
+- an entry without the field, or with one over the limit, is an invalid record (``InvalidRecordError``,
   judged ``invalid``) and is acknowledged like any other, so it never blocks
   the group.
 
@@ -31,7 +36,6 @@ the node the URL names; the stream is one key, so one node serves it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -40,6 +44,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -47,7 +52,7 @@ import anyio
 
 from ._exceptions import ConfigError, InvalidRecordError, SourceError
 from ._redact import redact
-from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
+from .adapters._base import MAX_LINE_BYTES
 from .stores.redis._store import _import_redis
 
 __all__ = ["StreamGroup"]
@@ -84,6 +89,18 @@ def _split(url: str) -> tuple[str, str, str, float | None]:
     return urlunsplit(parts._replace(query=urlencode(kept))), ours["stream"], ours["group"], retry_for
 
 
+_READ_ENTRIES = resources.files("streamfilter.stores.redis").joinpath("read_entries.lua").read_text(encoding="utf-8")
+_TOO_LONG = b"\0streamfilter-too-long:"  # what read_entries.lua puts for a value over the limit
+
+
+def _entries(items: Any) -> list[tuple[bytes, dict[bytes, bytes] | None]]:
+    """XREADGROUP's entries as a script returns them (flat field lists) as (id, fields)."""
+    return [
+        (entry_id, None if not flat else dict(zip(flat[::2], flat[1::2], strict=True)))
+        for entry_id, flat in items or ()
+    ]
+
+
 class StreamGroup:
     """One consumer of a Redis Streams consumer group (see the module docstring)."""
 
@@ -113,6 +130,7 @@ class StreamGroup:
         self._report = on_state or (lambda message: logger.info("%s", message))
         self._shown = f"{redact(self.url)} stream {self.stream}"
         self._client: Any = None
+        self._script: Any = None  # read_entries.lua, registered on the client
         self._redis: Any = None
         self._ready: deque[tuple[bytes, dict[bytes, bytes]]] = deque()  # fetched, not yet yielded
         self._unacked: deque[tuple[int, bytes]] = deque()  # (record number, entry id), yielded
@@ -151,9 +169,11 @@ class StreamGroup:
         record = fields.get(self.field)
         if record is None:
             return InvalidRecordError(f"the entry has no field {self.field.decode()!r}")
-        if len(record) > MAX_LINE_BYTES:
-            # as replay keeps of an over-long line: judged invalid by its size, and the rest let go at once
-            return record[:CLIPPED_LINE_BYTES]
+        if record.startswith(_TOO_LONG):  # read_entries.lua left the value in Redis
+            size = int(record[len(_TOO_LONG) :])
+            return InvalidRecordError(
+                f"the entry's field {self.field.decode()!r} is {size:,} bytes, over the {MAX_LINE_BYTES} byte limit"
+            )
         return record
 
     async def aclose(self) -> None:
@@ -198,6 +218,7 @@ class StreamGroup:
         if self._retrying("connect", lambda: bool(client.info("cluster").get("cluster_enabled"))):
             client.close()
             self._client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
+        self._script = self._client.register_script(_READ_ENTRIES)
         try:
             start = "$" if self.from_now else "0"
             self._retrying("create the group", lambda: self._client.xgroup_create(self.stream, self.group, start, True))
@@ -208,13 +229,16 @@ class StreamGroup:
 
     def _fetch(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """The next entries for this consumer: its own pending ones first (at
-        start), then any left idle by others, then new ones."""
+        start), then any left idle by others, then new ones.
+
+        Every read goes through ``read_entries.lua``, which replaces a field
+        value over the record limit by its size inside Redis: an entry of any
+        size costs this process a few bytes, and is judged invalid. A script
+        cannot block, so new entries are polled for, 2 ms after an empty read
+        and up to 50 ms apart, for at most ``block`` seconds a call."""
         self.connect()
         while self._own_after is not None:
-            streams = {self.stream: self._own_after}
-            read = functools.partial(self._client.xreadgroup, self.group, self.consumer, streams, count=self.count)
-            reply = self._retrying("read own pending entries", read)
-            items = [item for _, batch in reply or () for item in batch]
+            items = self._read("read", self._own_after, "read own pending entries")
             if not items:
                 self._own_after = None
                 break
@@ -225,30 +249,33 @@ class StreamGroup:
                 self._report(f"{self._shown}: {len(entries)} entries this consumer held are read again")
                 return entries
         if time.monotonic() >= self._next_claim:
-            start = self._claim_cursor
-            reply = self._retrying(
-                "claim idle entries",
-                lambda: self._client.xautoclaim(
-                    self.stream, self.group, self.consumer, int(self.claim_idle * 1000), start, count=self.count
-                ),
-            )
+            cursor, items = self._read("claim", self._claim_cursor, "claim idle entries")
             # A long backlog is claimed a batch at a time, going on where the last claim stopped;
             # once the scan of the pending list comes round, it waits half the idle time.
-            self._claim_cursor = reply[0]
+            self._claim_cursor = cursor
             if self._claim_cursor in (b"0-0", "0-0"):
                 self._next_claim = time.monotonic() + max(self.claim_idle / 2, 0.1)
-            self._drop_deleted(reply[1])  # Redis 6.2 lists deleted entries with no fields
-            claimed = [(entry_id, fields) for entry_id, fields in reply[1] if fields]
+            self._drop_deleted(items)  # Redis 6.2 lists deleted entries with no fields
+            claimed = [(entry_id, fields) for entry_id, fields in items if fields]
             if claimed:
                 self._report(f"{self._shown}: claimed {len(claimed)} entries idle for {self.claim_idle:g} s or more")
                 return claimed
-        reply = self._retrying(
-            "read entries",
-            lambda: self._client.xreadgroup(
-                self.group, self.consumer, {self.stream: ">"}, count=self.count, block=int(self.block * 1000)
-            ),
-        )
-        return [(entry_id, fields) for _, items in reply or () for entry_id, fields in items]
+        deadline, pause = time.monotonic() + self.block, 0.002
+        while True:
+            entries = [(entry_id, fields) for entry_id, fields in self._read("read", ">", "read entries") if fields]
+            if entries or self._stopping or time.monotonic() + pause > deadline:
+                return entries
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def _read(self, mode: str, start: bytes | str, what: str) -> Any:
+        """``read_entries.lua``'s entries as (id, fields), fields None for an entry
+        deleted since; for ``claim``, (next cursor, entries)."""
+        args = [mode, self.group, self.consumer, self.count, start, MAX_LINE_BYTES, int(self.claim_idle * 1000)]
+        reply = self._retrying(what, lambda: self._script(keys=[self.stream], args=args))
+        if mode == "claim":
+            return reply[0], _entries(reply[1])
+        return _entries(reply)
 
     def _drop_deleted(self, items: list[tuple[bytes, dict[bytes, bytes] | None]]) -> None:
         """Acknowledge pending entries that were deleted from the stream: nothing is left to judge."""

@@ -283,3 +283,25 @@ def test_a_consumer_stopped_under_load_leaves_nothing_pending(tmp_path: Path, se
     assert redis_client.xpending(stream, "dedup")["pending"] == 0
     judged = lines_in([verdicts])
     assert 200 <= judged < len(records)  # stopped mid-stream, every entry it read judged
+
+
+def test_an_entry_over_the_record_limit_is_invalid_and_never_read_whole(tmp_path: Path, server_url: str) -> None:
+    stream = f"posts{next(_streams)}"
+    redis_client = client(server_url)
+    records = campaign(3, copies=1)
+    redis_client.xadd(stream, {"data": records[0]})
+    redis_client.xadd(stream, {"data": b'{"id": "big", "text": "' + b"x" * (5 << 20) + b'"}'})
+    redis_client.xadd(stream, {"data": records[1]})
+    verdicts = tmp_path / "v.jsonl"
+    process = consume(server_url, stream, unique_prefix(server_url), verdicts)
+    try:
+        wait_until(lambda: lines_in([verdicts]) >= 3, [process])
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    judged = [json.loads(line) for line in verdicts.read_bytes().splitlines()]
+    assert [v["verdict"] for v in judged] == ["novel", "invalid", "novel"]
+    assert judged[1]["reason"] == f"the entry's field 'data' is {(5 << 20) + 25:,} bytes, over the 4194304 byte limit"
+    assert redis_client.xpending(stream, "dedup")["pending"] == 0
