@@ -38,7 +38,7 @@ __all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes"]
 
 CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
 
-_RLO, _LRO, _PDF = "\u202e", "\u202d", "\u202c"
+_RLO, _LRO = "\u202e", "\u202d"  # the overrides; U+202C (PDF) ends their span
 _OVERRIDE_SPAN = regex.compile("([\u202e\u202d])([^\u202c\n]*)\u202c?")
 _RIGHT_TO_LEFT_LETTER = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}]")
 # Letters a look-alike is never taken from: right to left, ideographs, and the
