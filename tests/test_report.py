@@ -9,13 +9,17 @@ import subprocess
 import sys
 import threading
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import FIXTURES, replay_command
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _report(stream: Path, tmp_path: Path, *extra: str) -> tuple[dict[str, Any], Path, list[dict[str, Any]]]:
@@ -67,8 +71,8 @@ def test_cluster_figures_equal_the_verdicts_counted_independently(tmp_path: Path
         ids = [original, *copies]
         times = [datetime.strptime(records[i]["created_at"], "%a %b %d %H:%M:%S %z %Y").timestamp() for i in ids]
         authors = {records[i]["user"]["screen_name"] for i in ids}
-        expected.append((len(ids), original, min(times), max(times), len(authors)))
-    expected.sort(key=lambda row: (-row[0], row[2]))
+        expected.append((len(ids), original, _iso(min(times)), _iso(max(times)), len(authors)))
+    expected.sort(key=lambda row: (-row[0], row[2] or ""))
     got = [(c["size"], c["id"], c["first_seen"], c["last_seen"], c["authors"]) for c in report["clusters"]]
     assert got == expected
     assert report["clusters"][0]["size"] == 40 and report["clusters"][0]["authors"] == 25
@@ -149,5 +153,37 @@ def test_the_page_renders_its_charts_and_requests_nothing(tmp_path: Path) -> Non
     for chart in ("over-time", "campaigns"):
         figure = dom.split(f'id="{chart}"', 1)[1].split("</figure>", 1)[0]
         assert "<svg" in figure and figure.count("<path") + figure.count("<rect") > 5, chart
-    assert "#1 (40 posts)" in dom
+    assert "#1: 40 posts" in dom
     assert shot.stat().st_size > 20_000  # a page with charts, not a blank one
+
+
+def test_each_campaign_is_drawn_on_its_own_span_with_empty_bins_as_zero(tmp_path: Path) -> None:
+    """A burst of 302 posts in 14 s was drawn as a block of two and a half hours,
+    beside a campaign spread over hours: each now gets bins of its own span."""
+    from streamfilter import Post
+    from streamfilter.report import Clusters
+    from streamfilter.report._html import campaign_timeline_spec
+
+    burst_start = datetime(2024, 5, 1, 4, 17, tzinfo=UTC).timestamp()
+    slow_start = datetime(2024, 5, 1, 6, 0, tzinfo=UTC).timestamp()
+    clusters = Clusters()
+    text = "win a free cruise to the islands this weekend only"
+    other = "the flight was delayed three hours and nobody told us why"
+    posts = [Post(f"b{n}", text, burst_start + n * 14 / 301, author=f"u{n}") for n in range(302)]
+    posts += [Post(f"s{n}", other, slow_start + n * 3 * 3600, author=f"v{n}") for n in range(3)]
+    for post in posts:
+        original = "b0" if post.id.startswith("b") else "s0"
+        verdict = "novel" if post.id == original else "duplicate"
+        clusters.add([post], [{"id": post.id, "verdict": verdict, "duplicate_of": original, "line": 1}])
+    spec = campaign_timeline_spec(clusters, 10)
+    assert spec is not None
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for value in spec["data"]["values"]:
+        rows[value["campaign"]].append(value)
+    burst, slow = (rows[label] for label in sorted(rows))  # "#1: 302 posts…", "#2: 3 posts…"
+    assert sum(v["posts"] for v in burst) == 302 and burst[0]["campaign"].startswith(
+        "#1: 302 posts, at most 22 a bin of 1 s"
+    )
+    assert burst[0]["time"] == "2024-05-01T04:17:00Z" and burst[-1]["time"] == "2024-05-01T04:17:14Z"
+    assert sum(v["posts"] for v in slow) == 3 and [v["posts"] for v in slow].count(0) > 0  # the gaps, as zeros
+    assert all(isinstance(v["posts"], int) for v in burst + slow)

@@ -191,7 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--verdicts", metavar="FILE", required=True, help="the verdicts replay or follow wrote")
     report.add_argument("--html", metavar="FILE", help="write the HTML report here")
     report.add_argument("--json", metavar="FILE", help="write the clusters as JSON here")
-    report.add_argument("--top", type=_positive_int, default=10, help="campaigns shown in the HTML (default: 10)")
+    report.add_argument(
+        "--top",
+        type=_positive_int,
+        default=10,
+        help="the largest campaigns shown, in the HTML and the JSON (default: 10)",
+    )
     report.add_argument(
         "--format", choices=("auto", "twitter", "mastodon", "bluesky", "text", "generic"), default="auto"
     )

@@ -113,7 +113,7 @@ def run_report(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            clusters.write_json(out)
+            clusters.write_json(out, args.top)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))

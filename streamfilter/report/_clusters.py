@@ -21,6 +21,7 @@ from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from .._post import Post
@@ -44,7 +45,7 @@ class _Cluster:
         "first_seen",
         "id",
         "last_seen",
-        "minutes",
+        "seconds",
         "size",
         "text",
         "variants",
@@ -59,9 +60,9 @@ class _Cluster:
         self.authors_capped = False
         self.examples: list[str] = []  # ids of variants whose text differs from the original's
         self.variants: list[str] | None = []  # texts of the first of them, while this cluster keeps texts
-        self.minutes = array("i")
+        self.seconds = array("q")  # each post's time, to the second: a burst of 14 s is drawn as one
         if timestamp is not None:
-            self.minutes.append(int(timestamp // 60))
+            self.seconds.append(int(timestamp))
 
     def add(self, post: Post) -> None:
         self.size += 1
@@ -69,7 +70,7 @@ class _Cluster:
         if timestamp is not None:
             self.first_seen = timestamp if self.first_seen is None else min(self.first_seen, timestamp)
             self.last_seen = timestamp if self.last_seen is None else max(self.last_seen, timestamp)
-            self.minutes.append(int(timestamp // 60))
+            self.seconds.append(int(timestamp))
         if post.author is not None and not self.authors_capped:
             self.authors.add(hash(post.author))
             if len(self.authors) >= MAX_AUTHORS:
@@ -85,15 +86,15 @@ class _Cluster:
 
     @property
     def timeline(self) -> Counter[int]:
-        """Posts by minute."""
-        return Counter(self.minutes)
+        """Posts by second."""
+        return Counter(self.seconds)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "size": self.size,
-            "first_seen": self.first_seen,
-            "last_seen": self.last_seen,
+            "first_seen": _iso(self.first_seen),
+            "last_seen": _iso(self.last_seen),
             "authors": len(self.authors),
             "authors_at_least": self.authors_capped,
             "text": self.text,
@@ -175,19 +176,29 @@ class Clusters:
         """Clusters of two posts or more, largest first (then earliest)."""
         return sorted(self._clusters.values(), key=lambda c: (-c.size, c.first_seen or 0.0, c.id))
 
-    def write_json(self, out: IO[str]) -> None:
-        """The report as JSON, written a cluster at a time (all of them is a long list)."""
+    def write_json(self, out: IO[str], top: int | None = None) -> None:
+        """The report as JSON, the ``top`` largest clusters (all when None) written a
+        cluster at a time; ``clusters_total`` counts them all."""
         clusters = self.clusters()
         head = {
             "posts": self.posts,
             "verdicts": dict(sorted(self.verdicts.items())),
             "clustered_posts": sum(cluster.size for cluster in clusters),
+            "clusters_total": len(clusters),
             "invalid_reasons": dict(self.invalid_reasons.most_common()),
         }
+        clusters = clusters if top is None else clusters[:top]
         out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "clusters": [')
         for index, cluster in enumerate(clusters):
             out.write(("," if index else "") + "\n" + json.dumps(cluster.to_json(), ensure_ascii=False))
         out.write("\n]}\n")
+
+
+def _iso(timestamp: float | None) -> str | None:
+    """An event time in ISO 8601, UTC, to the millisecond."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _reason_kind(reason: str) -> str:

@@ -103,17 +103,49 @@ def _over_time(report: Clusters) -> str:
     return _svg(spec)
 
 
-def _campaign_timelines(report: Clusters, top: int) -> str:
-    clusters = [cluster for cluster in report.clusters()[:top] if cluster.minutes]
+# Bin widths in seconds, of round sizes: a campaign's bins are the smallest that
+# fit its own span into _MAX_BINS (a burst of 14 s in seconds, a day in minutes).
+_SECOND_BINS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400, 604800)
+
+
+def _second_bins(first: int, last: int) -> tuple[int, int]:
+    """(the first bin's start, seconds a bin) for a span from ``first`` to ``last``."""
+    for width in _SECOND_BINS:
+        if (last - first) // width < _MAX_BINS:
+            return first - first % width, width
+    width = (last - first) // _MAX_BINS + 1
+    return first, width
+
+
+def _width_text(seconds: int) -> str:
+    if seconds % 86400 == 0:
+        return f"{seconds // 86400} d"
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+def campaign_timeline_spec(report: Clusters, top: int) -> dict[str, Any] | None:
+    """The Vega-Lite spec of the top campaigns' timelines, one row each: posts
+    per bin, every bin of the campaign's own span drawn (empty ones as 0),
+    bins sized to that span, and the campaign's text as its label."""
+    clusters = [cluster for cluster in report.clusters()[:top] if cluster.seconds]
     if not clusters:
-        return "<p>No campaign carried times.</p>"
-    start, width = _bins([minute for cluster in clusters for minute in cluster.minutes])
-    values = [
-        {"campaign": f"#{rank} ({cluster.size} posts)", "rank": rank, "time": _iso(minute), "posts": count}
-        for rank, cluster in enumerate(clusters, 1)
-        for minute, count in sorted(_binned(cluster.timeline, start, width).items())
-    ]
-    spec = {
+        return None
+    values = []
+    for rank, cluster in enumerate(clusters, 1):
+        counts = cluster.timeline
+        start, width = _second_bins(min(counts), max(counts))
+        binned: Counter[int] = Counter()
+        for second, count in counts.items():
+            binned[start + (second - start) // width * width] += count
+        text = " ".join(cluster.text.split())
+        shown = text if len(text) <= 60 else text[:60] + "…"
+        peak = max(binned.values())
+        label = f"#{rank}: {cluster.size:,} posts, at most {peak:,} a bin of {_width_text(width)}: {shown}"
+        for at in range(start, max(binned) + width, width):
+            values.append({"campaign": label, "rank": rank, "time": _iso_second(at), "posts": binned.get(at, 0)})
+    return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
         "data": {"values": values},
         "facet": {
@@ -122,21 +154,41 @@ def _campaign_timelines(report: Clusters, top: int) -> str:
                 "type": "nominal",
                 "sort": {"field": "rank"},
                 "title": None,
-                "header": {"labelAngle": 0, "labelAlign": "left"},
+                "header": {"labelAngle": 0, "labelAlign": "left", "labelAnchor": "start", "labelOrient": "top"},
             }
         },
         "spec": {
             "width": 700,
             "height": 50,
-            "mark": {"type": "area", "color": _COLOURS["duplicate"], "interpolate": "step-after"},
+            "mark": {"type": "bar", "color": _COLOURS["duplicate"]},
             "encoding": {
-                "x": _time_axis(width),
-                "y": {"field": "posts", "type": "quantitative", "title": None},
+                "x": {
+                    "field": "time",
+                    "type": "temporal",
+                    "scale": {"type": "utc"},
+                    "axis": {"format": "%b %d %H:%M:%S", "labelAngle": -30, "title": None},
+                },
+                "y": {
+                    "field": "posts",
+                    "type": "quantitative",
+                    "title": None,
+                    # posts are whole, and this Vega's small axes tick at 0.5: the row label gives the peak
+                    "axis": None,
+                },
             },
         },
-        "resolve": {"scale": {"y": "independent"}},
+        # each campaign on its own span of time and its own count
+        "resolve": {"scale": {"x": "independent", "y": "independent"}, "axis": {"x": "independent"}},
     }
-    return _svg(spec)
+
+
+def _campaign_timelines(report: Clusters, top: int) -> str:
+    spec = campaign_timeline_spec(report, top)
+    return "<p>No campaign carried times.</p>" if spec is None else _svg(spec)
+
+
+def _iso_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _diff(original: str, variant: str) -> str:
