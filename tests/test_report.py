@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,7 +57,8 @@ def _stream(tmp_path: Path) -> Path:
 
 def test_cluster_figures_equal_the_verdicts_counted_independently(tmp_path: Path) -> None:
     stream = _stream(tmp_path)
-    report, _, verdicts = _report(stream, tmp_path)
+    # every cluster a campaign, to compare them all
+    report, _, verdicts = _report(stream, tmp_path, "--min-accounts", "1", "--min-burst", "1")
     records = {}
     for line in stream.read_text().splitlines():
         try:
@@ -73,14 +77,33 @@ def test_cluster_figures_equal_the_verdicts_counted_independently(tmp_path: Path
         authors = {records[i]["user"]["screen_name"] for i in ids}
         expected.append((len(ids), original, _iso(min(times)), _iso(max(times)), len(authors)))
     expected.sort(key=lambda row: (-row[0], row[2] or ""))
-    got = [(c["size"], c["id"], c["first_seen"], c["last_seen"], c["authors"]) for c in report["clusters"]]
+    got = [(c["size"], c["id"], c["first_seen"], c["last_seen"], c["accounts"]) for c in report["clusters"]]
     assert got == expected
-    assert report["clusters"][0]["size"] == 40 and report["clusters"][0]["authors"] == 25
+    assert report["clusters"][0]["size"] == 40 and report["clusters"][0]["accounts"] == 25
     assert report["posts"] == len(verdicts)
     assert report["verdicts"] == {"duplicate": 51, "invalid": 1, "novel": 13}
     assert report["invalid_reasons"] == {"broken JSON": 1}
     variants = [records[example]["text"] for example in report["clusters"][0]["examples"]]
     assert variants and all(text != report["clusters"][0]["text"] for text in variants)
+    largest = report["clusters"][0]
+    assert largest["hashtags"] == {"flyaway": 40} and largest["link_domains"] == {"t.co": 40}
+    assert largest["platforms"] == {"twitter": 40} and largest["posts_per_account"] == 1.6
+
+    # the default rule: 3 accounts or more, and 3 posts or more within an hour
+    def bursts(ids: list[str]) -> int:
+        times = sorted(datetime.strptime(records[i]["created_at"], "%a %b %d %H:%M:%S %z %Y").timestamp() for i in ids)
+        return max(sum(1 for t in times if start <= t <= start + 3600) for start in times)
+
+    coordinated = [
+        original
+        for original, copies in members.items()
+        if len({records[i]["user"]["screen_name"] for i in [original, *copies]}) >= 3
+        and bursts([original, *copies]) >= 3
+    ]
+    by_default, _, _ = _report(stream, tmp_path)
+    assert sorted(c["id"] for c in by_default["clusters"]) == sorted(coordinated)
+    assert by_default["clusters_total"] == len(members) and by_default["campaigns_total"] == len(coordinated)
+    assert all(c["coordinated"] for c in by_default["clusters"])
 
 
 def test_report_without_an_output_is_a_usage_error(tmp_path: Path) -> None:
@@ -163,6 +186,7 @@ def test_each_campaign_is_drawn_on_its_own_span_with_empty_bins_as_zero(tmp_path
     from streamfilter import Post
     from streamfilter.report import Clusters
     from streamfilter.report._html import campaign_timeline_spec
+    from streamfilter.report._signals import Coordination
 
     burst_start = datetime(2024, 5, 1, 4, 17, tzinfo=UTC).timestamp()
     slow_start = datetime(2024, 5, 1, 6, 0, tzinfo=UTC).timestamp()
@@ -175,6 +199,9 @@ def test_each_campaign_is_drawn_on_its_own_span_with_empty_bins_as_zero(tmp_path
         original = "b0" if post.id.startswith("b") else "s0"
         verdict = "novel" if post.id == original else "duplicate"
         clusters.add([post], [{"id": post.id, "verdict": verdict, "duplicate_of": original, "line": 1}])
+    spec = campaign_timeline_spec(clusters, 10)  # the slow one is no campaign by the default rule
+    assert spec is not None and len({v["campaign"] for v in spec["data"]["values"]}) == 1
+    clusters.coordination = Coordination(min_burst=1)
     spec = campaign_timeline_spec(clusters, 10)
     assert spec is not None
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -187,3 +214,45 @@ def test_each_campaign_is_drawn_on_its_own_span_with_empty_bins_as_zero(tmp_path
     assert burst[0]["time"] == "2024-05-01T04:17:00Z" and burst[-1]["time"] == "2024-05-01T04:17:14Z"
     assert sum(v["posts"] for v in slow) == 3 and [v["posts"] for v in slow].count(0) > 0  # the gaps, as zeros
     assert all(isinstance(v["posts"], int) for v in burst + slow)
+
+
+def test_verdicts_of_another_stream_are_refused(tmp_path: Path) -> None:
+    verdicts = tmp_path / "mixed.jsonl"
+    subprocess.run(
+        replay_command(str(FIXTURES / "mixed.jsonl"), "--verdicts", str(verdicts), "--out", "/dev/null"),
+        check=True,
+        capture_output=True,
+    )
+    command = [sys.executable, "-m", "streamfilter", "report", str(FIXTURES / "campaign.jsonl")]
+    for given in (verdicts, Path(os.devnull)):
+        done = subprocess.run(
+            [*command, "--verdicts", str(given), "--json", str(tmp_path / "r.json")], capture_output=True, timeout=60
+        )
+        assert done.returncode == 1 and b"these verdicts are not of this input" in done.stderr, done.stderr
+        assert b"usage:" not in done.stderr
+
+
+def test_follow_records_its_stream_for_a_report(tmp_path: Path) -> None:
+    from .live_servers import StreamServer
+
+    records = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    record, verdicts = tmp_path / "stream.jsonl", tmp_path / "v.jsonl"
+    with StreamServer("jsonl", records) as server:
+        follow = [sys.executable, "-m", "streamfilter", "follow", server.url, "--record", str(record)]
+        process = subprocess.Popen(
+            [*follow, "--verdicts", str(verdicts), "--out", os.devnull], stderr=subprocess.DEVNULL
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (verdicts.exists() and verdicts.read_bytes().count(b"\n") == 24):
+                time.sleep(0.05)  # until every record is judged (the server then idles, as a live stream does)
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert record.read_bytes().splitlines() == records  # every record judged, in order
+    report = tmp_path / "r.json"
+    command = [sys.executable, "-m", "streamfilter", "report", str(record), "--verdicts", str(verdicts)]
+    subprocess.run([*command, "--json", str(report), "--min-accounts", "1"], check=True, capture_output=True)
+    assert json.loads(report.read_text())["clusters_total"] == 5

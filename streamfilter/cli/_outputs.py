@@ -38,6 +38,20 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
 
 
+def _records(verdicts: Sequence[Verdict]) -> bytes:
+    """Each record of a batch once, as it came, a line each (``--record``): the
+    input a later ``report`` reads, numbered as the verdicts number it."""
+    lines, last = [], None
+    for verdict in verdicts:
+        if verdict.line == last:
+            continue
+        last = verdict.line
+        raw = verdict.raw
+        data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
+        lines.append(data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n")
+    return b"".join(lines)
+
+
 def _unwrapped(verdict: Verdict) -> bytes | None:
     """The status a Mastodon streaming event carries in its ``payload``, as
     the server sent it; None for any other record."""
@@ -79,6 +93,8 @@ class Writer:
         self.out = None if novel is not None else _open_output(args.out, mode) if args.out else sys.stdout.buffer
         self.verdicts = _open_output(args.verdicts, mode) if args.verdicts else None
         self.rejects = _open_output(args.rejects, mode) if args.rejects else None
+        record = getattr(args, "record", None)  # follow and consume: the stream, for report
+        self.record = _open_output(record, mode) if record else None
         self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid", "skipped"), 0)
 
     def write(self, verdicts: list[Verdict]) -> None:
@@ -88,6 +104,8 @@ class Writer:
         for kind in VerdictKind:
             counts[kind.value] += kinds.count(kind)
         output: list[bytes] = []
+        if self.record is not None and verdicts:
+            self.record.write(_records(verdicts))
         start = 0
         while start < len(verdicts):
             first = verdicts[start]
@@ -113,7 +131,7 @@ class Writer:
             self._novel(output)
         elif output and self.out is not None:
             self.out.write(b"\n".join(output) + b"\n")
-        for handle in (self.out, self.verdicts, self.rejects):
+        for handle in (self.out, self.verdicts, self.rejects, self.record):
             if handle is not None:
                 handle.flush()
 
@@ -126,7 +144,7 @@ class Writer:
             self.rejects.write(raw + b"\n")
 
     def close(self) -> None:
-        for handle in (self.out, self.verdicts, self.rejects):
+        for handle in (self.out, self.verdicts, self.rejects, self.record):
             if handle is not None:
                 handle.flush()
                 if handle is not sys.stdout.buffer:

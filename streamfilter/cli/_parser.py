@@ -150,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_service(follow)
     _live_batch_help(follow)
+    _add_record(follow)
 
     consume = commands.add_parser(
         "consume",
@@ -177,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--out-stream", metavar="NAME", help="XADD novel records to this stream, same field")
     _add_filtering(consume)
     _live_batch_help(consume)
+    _add_record(consume)
     _add_service(consume)
     consume.set_defaults(resume=False)
 
@@ -203,6 +205,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--id-field", default="id", help="as for replay")
     report.add_argument("--text-field", default="text", help="as for replay")
     report.add_argument("--time-field", default="created_at", help="as for replay")
+    report.add_argument(
+        "--min-accounts",
+        type=_positive_int,
+        default=3,
+        help="a campaign is posted by at least this many accounts (default: 3)",
+    )
+    report.add_argument(
+        "--min-burst",
+        type=_positive_int,
+        default=3,
+        help="a campaign has at least this many posts within --window (default: 3)",
+    )
+    report.add_argument(
+        "--window", type=_duration, default=3600.0, metavar="DURATION", help="the burst's window (default: 1h)"
+    )
     report.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
     _add_quiet(report)
 
@@ -227,6 +244,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
     )
     return parser
+
+
+def _add_record(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="every record judged, one a line in the order judged (line breaks inside one become spaces), "
+        "so that report can read the stream with --verdicts later",
+    )
 
 
 def _live_batch_help(parser: argparse.ArgumentParser) -> None:

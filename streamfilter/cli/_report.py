@@ -14,6 +14,7 @@ import anyio
 from .._exceptions import StreamFilterError
 from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
+from ..report._signals import Coordination
 from ._console import notice, quiet
 from ._inputs import Inputs
 from ._parser import UsageError
@@ -53,6 +54,8 @@ async def _collect(
     ``progress``: the inputs' size for the bar, None for stdin, False for none."""
     pending = next(verdicts, None)
     line = 0
+    unjudged: list[int] = []  # lines no verdict names
+    strangers: list[tuple[int, str]] = []  # (line, id) of verdicts that name no post of their line
     async for chunk in inputs.chunks(handles):
         if isinstance(chunk, int):  # lines skipped on resume: none here
             line += chunk
@@ -64,14 +67,39 @@ async def _collect(
                 if pending["line"] == line:
                     found.append(pending)
                 pending = next(verdicts, None)
-            if found:
-                try:
-                    posts = adapter.adapt(raw)
-                except Exception:  # noqa: BLE001 - its verdict says why (invalid, skipped)
-                    posts = []
-                clusters.add(posts, found)
+            if not found:
+                unjudged.append(line)
+                continue
+            try:
+                posts = adapter.adapt(raw)
+            except Exception:  # noqa: BLE001 - its verdict says why (invalid, skipped)
+                posts = []
+            ids = {post.id if post.id is not None else f"line:{line}" for post in posts}
+            strangers += [
+                (line, str(v["id"])) for v in found if posts and v["verdict"] != "invalid" and v["id"] not in ids
+            ]
+            clusters.add(posts, found)
         if progress is not False:
             _progress(line, inputs, progress)
+    _check_match(line, unjudged, strangers, pending)
+
+
+def _check_match(lines: int, unjudged: list[int], strangers: list[tuple[int, str]], left: Any) -> None:
+    """Refuse verdicts of another stream: every line judged, by ids of its own posts, and none past the end."""
+    problems = []
+    if unjudged:
+        problems.append(f"{len(unjudged):,} of its {lines:,} lines have no verdict (the first: line {unjudged[0]})")
+    if strangers:
+        at, post_id = strangers[0]
+        problems.append(f"{len(strangers):,} verdicts name posts not on their line (line {at}: {post_id!r})")
+    if left is not None:
+        problems.append(f"verdicts go on past its last line, {lines:,} (line {left['line']})")
+    if problems:
+        raise StreamFilterError(
+            f"these verdicts are not of this input: {'; '.join(problems)}. Give the input the verdicts were "
+            "written for, as replay read it (follow and consume write only novel posts to --out: report on "
+            "their input, not their output)"
+        )
 
 
 def _check_writable(option: str, path: str) -> None:
@@ -92,7 +120,7 @@ def run_report(args: argparse.Namespace) -> int:
     adapter = record_adapter(
         args.format, id_field=args.id_field, text_field=args.text_field, time_field=args.time_field
     )
-    clusters = Clusters()
+    clusters = Clusters(Coordination(args.min_accounts, args.min_burst, args.window))
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     show = sys.stderr.isatty() and not args.no_progress and not quiet()
@@ -117,7 +145,10 @@ def run_report(args: argparse.Namespace) -> int:
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))
-    found_clusters = clusters.clusters()
-    largest = f", the largest of {found_clusters[0].size} posts" if found_clusters else ""
-    notice(f"{clusters.posts:,} posts, {len(found_clusters):,} campaigns of 2 posts or more{largest}")
+    found = clusters.campaigns()
+    largest = f", the largest of {found[0].size:,} posts" if found else ""
+    notice(
+        f"{clusters.posts:,} posts, {len(clusters.clusters()):,} clusters of 2 posts or more, "
+        f"{len(found):,} of them campaigns{largest}"
+    )
     return 0

@@ -2,8 +2,9 @@
 
 One pass over the records and their verdicts, in input order. Memory holds
 aggregates, never posts: per cluster of two posts or more its size, times,
-distinct authors (counted exactly up to ``MAX_AUTHORS``), a few variants' ids
-and the minute of each post; for novel posts not yet in a cluster, the newest
+its coordination signals (``_signals``: distinct accounts, counted exactly up
+to ``MAX_ACCOUNTS``, platforms, link domains, hashtags), a few variants' ids
+and the second of each post; for novel posts not yet in a cluster, the newest
 ``MAX_WAITING`` of them (their time, author and text), so that a duplicate
 arriving later finds its original's text. A duplicate of a post evicted from
 that window still makes a cluster, named after the post, with its own text.
@@ -25,11 +26,11 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from .._post import Post
+from ._signals import Coordination, Signals
 
-__all__ = ["MAX_AUTHORS", "MAX_TEXTS", "MAX_WAITING", "Clusters"]
+__all__ = ["MAX_TEXTS", "MAX_WAITING", "Clusters"]
 
 MAX_WAITING = 200_000
-MAX_AUTHORS = 100_000
 MAX_EXAMPLES = 5
 MAX_TEXTS = 20_000
 _VARIANT_TEXTS = 3
@@ -39,25 +40,26 @@ _NUMBERS = re.compile(r"\d+")
 
 class _Cluster:
     __slots__ = (
-        "authors",
-        "authors_capped",
         "examples",
         "first_seen",
         "id",
         "last_seen",
         "seconds",
+        "signals",
         "size",
         "text",
         "variants",
     )
 
-    def __init__(self, post_id: str, text: str, timestamp: float | None, author: str | None) -> None:
+    def __init__(
+        self, post_id: str, text: str, timestamp: float | None, author: str | None, platform: str | None
+    ) -> None:
         self.id = post_id
         self.text = text
         self.size = 1
         self.first_seen = self.last_seen = timestamp
-        self.authors: set[int] = set() if author is None else {hash(author)}
-        self.authors_capped = False
+        self.signals = Signals()
+        self.signals.add(platform, author, text)
         self.examples: list[str] = []  # ids of variants whose text differs from the original's
         self.variants: list[str] | None = []  # texts of the first of them, while this cluster keeps texts
         self.seconds = array("q")  # each post's time, to the second: a burst of 14 s is drawn as one
@@ -71,10 +73,7 @@ class _Cluster:
             self.first_seen = timestamp if self.first_seen is None else min(self.first_seen, timestamp)
             self.last_seen = timestamp if self.last_seen is None else max(self.last_seen, timestamp)
             self.seconds.append(int(timestamp))
-        if post.author is not None and not self.authors_capped:
-            self.authors.add(hash(post.author))
-            if len(self.authors) >= MAX_AUTHORS:
-                self.authors_capped = True
+        self.signals.add(post.platform, post.author, post.text)
         if len(self.examples) < MAX_EXAMPLES and post.id is not None and post.text[:_TEXT_CHARS] != self.text:
             text = post.text[:_TEXT_CHARS]
             if self.variants is None:
@@ -89,28 +88,35 @@ class _Cluster:
         """Posts by second."""
         return Counter(self.seconds)
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def authors(self) -> int:
+        """Distinct accounts, qualified by platform."""
+        return len(self.signals.accounts)
+
+    def to_json(self, coordination: Coordination) -> dict[str, Any]:
         return {
             "id": self.id,
             "size": self.size,
             "first_seen": _iso(self.first_seen),
             "last_seen": _iso(self.last_seen),
-            "authors": len(self.authors),
-            "authors_at_least": self.authors_capped,
             "text": self.text,
             "examples": list(self.examples),
+            "coordinated": self.signals.coordinated(self.seconds, coordination),
+            **self.signals.to_json(self.size, self.seconds, coordination),
         }
 
 
 class Clusters:
     """Aggregates of a replay's verdicts; ``add`` each record's posts and verdicts in input order."""
 
-    def __init__(self) -> None:
+    def __init__(self, coordination: Coordination | None = None) -> None:
+        self.coordination = coordination or Coordination()
         self.posts = 0
         self.verdicts: Counter[str] = Counter()
         self.invalid_reasons: Counter[str] = Counter()
         self.timeline: dict[str, Counter[int]] = {}  # verdict -> posts per minute
-        self._waiting: OrderedDict[str, tuple[float | None, str | None, str]] = OrderedDict()
+        # novel posts not yet in a cluster: (time, author, platform, text)
+        self._waiting: OrderedDict[str, tuple[float | None, str | None, str | None, str]] = OrderedDict()
         self._clusters: dict[str, _Cluster] = {}
         self._with_texts = 0  # clusters that keep variant texts
         self._text_floor = 2  # the size a cluster needs to keep them
@@ -136,7 +142,12 @@ class Clusters:
                 self.timeline.setdefault(kind, Counter())[int(post.timestamp // 60)] += 1
             duplicate_of = verdict.get("duplicate_of")
             if kind == "novel" and verdict["id"] is not None:
-                self._waiting[str(verdict["id"])] = (post.timestamp, post.author, post.text[:_TEXT_CHARS])
+                self._waiting[str(verdict["id"])] = (
+                    post.timestamp,
+                    post.author,
+                    post.platform,
+                    post.text[:_TEXT_CHARS],
+                )
                 if len(self._waiting) > MAX_WAITING:
                     self._waiting.popitem(last=False)
             elif duplicate_of is not None:
@@ -147,11 +158,11 @@ class Clusters:
         if cluster is None:
             waiting = self._waiting.pop(original, None)
             if waiting is None:  # its original left the window: named after it, with this post's text
-                cluster = _Cluster(original, post.text[:_TEXT_CHARS], None, None)
+                cluster = _Cluster(original, post.text[:_TEXT_CHARS], None, None, None)
                 cluster.size = 0
             else:
-                timestamp, author, text = waiting
-                cluster = _Cluster(original, text, timestamp, author)
+                timestamp, author, platform, text = waiting
+                cluster = _Cluster(original, text, timestamp, author, platform)
             cluster.variants = None  # until it is large enough (below)
             self._clusters[original] = cluster
         if cluster.variants is None and cluster.size + 1 >= self._text_floor:
@@ -176,21 +187,33 @@ class Clusters:
         """Clusters of two posts or more, largest first (then earliest)."""
         return sorted(self._clusters.values(), key=lambda c: (-c.size, c.first_seen or 0.0, c.id))
 
+    def campaigns(self) -> list[_Cluster]:
+        """The clusters that show coordination (``Coordination``), largest first."""
+        return [c for c in self.clusters() if c.signals.coordinated(c.seconds, self.coordination)]
+
     def write_json(self, out: IO[str], top: int | None = None) -> None:
-        """The report as JSON, the ``top`` largest clusters (all when None) written a
-        cluster at a time; ``clusters_total`` counts them all."""
+        """The report as JSON: the ``top`` largest campaigns (all when None), written a
+        campaign at a time, with every cluster and campaign counted."""
         clusters = self.clusters()
+        campaigns = self.campaigns()
+        coordination = self.coordination
         head = {
             "posts": self.posts,
             "verdicts": dict(sorted(self.verdicts.items())),
             "clustered_posts": sum(cluster.size for cluster in clusters),
             "clusters_total": len(clusters),
+            "campaigns_total": len(campaigns),
+            "coordination": {
+                "min_accounts": coordination.min_accounts,
+                "min_burst": coordination.min_burst,
+                "window_seconds": coordination.window_seconds,
+            },
             "invalid_reasons": dict(self.invalid_reasons.most_common()),
         }
-        clusters = clusters if top is None else clusters[:top]
+        clusters = campaigns if top is None else campaigns[:top]
         out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "clusters": [')
         for index, cluster in enumerate(clusters):
-            out.write(("," if index else "") + "\n" + json.dumps(cluster.to_json(), ensure_ascii=False))
+            out.write(("," if index else "") + "\n" + json.dumps(cluster.to_json(coordination), ensure_ascii=False))
         out.write("\n]}\n")
 
 

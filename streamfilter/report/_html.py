@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._exceptions import MissingDependencyError
-from ._clusters import Clusters
+from ._clusters import Clusters, _Cluster
+from ._signals import Coordination
 
 __all__ = ["render"]
 
@@ -129,7 +130,7 @@ def campaign_timeline_spec(report: Clusters, top: int) -> dict[str, Any] | None:
     """The Vega-Lite spec of the top campaigns' timelines, one row each: posts
     per bin, every bin of the campaign's own span drawn (empty ones as 0),
     bins sized to that span, and the campaign's text as its label."""
-    clusters = [cluster for cluster in report.clusters()[:top] if cluster.seconds]
+    clusters = [cluster for cluster in report.campaigns()[:top] if cluster.seconds]
     if not clusters:
         return None
     values = []
@@ -206,6 +207,20 @@ def _diff(original: str, variant: str) -> str:
     return " ".join(parts)
 
 
+def _signal_cell(cluster: _Cluster, rule: Coordination) -> str:
+    """A campaign's coordination signals, as a short list."""
+    signals = cluster.signals.to_json(cluster.size, cluster.seconds, rule)
+    lines = [f"{signals['burst']['posts']:,} posts within {_width_text(int(rule.window_seconds))}"]
+    if signals["posts_per_account"] is not None:
+        lines.append(f"{signals['posts_per_account']:g} posts an account")
+    lines += [
+        f"{name}: {', '.join(f'{html.escape(key)} ({count:,})' for key, count in signals[field].items())}"
+        for name, field in (("platforms", "platforms"), ("links", "link_domains"), ("hashtags", "hashtags"))
+        if signals[field]
+    ]
+    return "<br>".join(lines)
+
+
 def _when(timestamp: float | None) -> str:
     return "" if timestamp is None else datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
@@ -213,7 +228,15 @@ def _when(timestamp: float | None) -> str:
 def render(report: Clusters, top: int, title: str) -> str:
     """The whole page."""
     clusters = report.clusters()
-    figures = [("posts", report.posts), *sorted(report.verdicts.items()), ("campaigns (2+ posts)", len(clusters))]
+    clusters_total = len(clusters)
+    clusters = report.campaigns()
+    rule = report.coordination
+    figures = [
+        ("posts", report.posts),
+        *sorted(report.verdicts.items()),
+        ("clusters (2+ posts)", clusters_total),
+        ("campaigns (coordinated)", len(clusters)),
+    ]
     if clusters:
         figures.append(("largest campaign", clusters[0].size))
     cards = "".join(
@@ -222,21 +245,30 @@ def render(report: Clusters, top: int, title: str) -> str:
     rows = []
     for rank, cluster in enumerate(clusters[:top], 1):
         variants = "".join(f"<li>{_diff(cluster.text, text)}</li>" for text in cluster.variants or ())
-        authors = f"{len(cluster.authors):,}{'+' if cluster.authors_capped else ''}"
+        authors = f"{cluster.authors:,}{'+' if cluster.signals.accounts_capped else ''}"
         rows.append(
             f'<tr><td class="num">{rank}</td><td class="num">{cluster.size:,}</td><td class="num">{authors}</td>'
             f"<td>{_when(cluster.first_seen)}<br>{_when(cluster.last_seen)}</td>"
+            f"<td>{_signal_cell(cluster, rule)}</td>"
             f'<td><p class="text">{html.escape(cluster.text)}</p><ul class="variants">{variants}</ul></td></tr>'
         )
     reasons = "".join(
         f'<tr><td>{html.escape(reason)}</td><td class="num">{count:,}</td></tr>'
         for reason, count in report.invalid_reasons.most_common()
     )
+    shown = (
+        f"<p>Showing {len(rows):,} of {len(clusters):,} campaigns: clusters of near-duplicates posted by at least "
+        f"{rule.min_accounts} accounts, with at least {rule.min_burst} posts within "
+        f"{_width_text(int(rule.window_seconds))} ({clusters_total:,} clusters in all).</p>"
+    )
     campaigns = (
-        f"<table><tr><th>#</th><th>posts</th><th>authors</th><th>first / last seen (UTC)</th>"
-        f"<th>text, and variants (<ins>added</ins>, <del>dropped</del>)</th></tr>{''.join(rows)}</table>"
+        shown + "<table><tr><th>#</th><th>posts</th><th>accounts</th><th>first / last seen (UTC)</th>"
+        "<th>signals</th><th>text, and variants (<ins>added</ins>, <del>dropped</del>)</th></tr>"
+        f"{''.join(rows)}</table>"
         if rows
-        else "<p>No post was a duplicate of another.</p>"
+        else f"<p>No campaign: no cluster of near-duplicates was posted by {rule.min_accounts} accounts or more "
+        f"with {rule.min_burst} posts within {_width_text(int(rule.window_seconds))} ({clusters_total:,} clusters "
+        "in all).</p>"
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
