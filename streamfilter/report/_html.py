@@ -212,7 +212,8 @@ def _signal_cell(cluster: _Cluster, rule: Coordination) -> str:
     signals = cluster.signals.to_json(cluster.size, cluster.seconds, rule)
     lines = [f"{signals['burst']['posts']:,} posts within {_width_text(int(rule.window_seconds))}"]
     if signals["posts_per_account"] is not None:
-        lines.append(f"{signals['posts_per_account']:g} posts an account")
+        per = signals["posts_per_account"]
+        lines.append(f"{per:g} {'post' if per == 1 else 'posts'} an account")
     lines += [
         f"{name}: {', '.join(f'{html.escape(key)} ({count:,})' for key, count in signals[field].items())}"
         for name, field in (("platforms", "platforms"), ("links", "link_domains"), ("hashtags", "hashtags"))
