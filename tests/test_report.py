@@ -112,7 +112,7 @@ def test_report_without_an_output_is_a_usage_error(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 2 and "needs --html FILE or --json FILE" in done.stderr
+    assert done.returncode == 2 and "needs --html FILE, --json FILE or --graph FILE" in done.stderr
 
 
 def _chromium() -> str:
@@ -256,3 +256,51 @@ def test_follow_records_its_stream_for_a_report(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "streamfilter", "report", str(record), "--verdicts", str(verdicts)]
     subprocess.run([*command, "--json", str(report), "--min-accounts", "1"], check=True, capture_output=True)
     assert json.loads(report.read_text())["clusters_total"] == 5
+
+
+def test_the_coordination_graph_ranks_planted_groups_first(tmp_path: Path) -> None:
+    """Three planted groups post their templates within seconds of each other; 60
+    organic accounts post their own texts, and now and then the same viral line,
+    hours apart. The groups the report lists first are the planted ones, exactly."""
+    import random
+
+    rng = random.Random(42)
+    start = datetime(2024, 5, 1, 8, 0, tzinfo=UTC).timestamp()
+    records: list[tuple[float, str, str]] = []  # (time, account, text)
+    planted = {g: [f"bot{g}x{n}" for n in range(6)] for g in range(3)}
+    for group, accounts in planted.items():
+        for template in range(4):
+            at = start + group * 7200 + template * 1800
+            text = " ".join(f"g{group}t{template}w{i}" for i in range(12))  # each template its own words
+            for account in accounts:
+                records.append((at + rng.uniform(0, 30), account, f"@x{rng.randrange(999)} {text}"))
+    organic = [f"person{n}" for n in range(60)]
+    for n, account in enumerate(organic):
+        words = " ".join(f"w{n}x{i}" for i in range(10))
+        records.append((start + rng.uniform(0, 6 * 3600), account, f"my own thoughts on the day {words}"))
+    for account in rng.sample(organic, 8):  # a viral line, shared by chance, hours apart
+        records.append((start + rng.uniform(0, 6 * 3600), account, "the early bird catches the worm, they say"))
+    records.sort()
+    stream = tmp_path / "planted.jsonl"
+    stream.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id_str": str(1000 + index),
+                    "text": text,
+                    "created_at": datetime.fromtimestamp(at, UTC).strftime("%a %b %d %H:%M:%S +0000 %Y"),
+                    "user": {"screen_name": account},
+                }
+            )
+            + "\n"
+            for index, (at, account, text) in enumerate(records)
+        )
+    )
+    report, _, _ = _report(stream, tmp_path, "--graph", str(tmp_path / "g.gexf"))
+    found = [set(group["accounts"]) for group in report["groups"][:3]]
+    expected = [{f"twitter:{account}" for account in accounts} for accounts in planted.values()]
+    assert sorted(found, key=sorted) == sorted(expected, key=sorted)  # precision and recall 1.0
+    assert all(not name.startswith("twitter:person") for group in report["groups"] for name in group["accounts"])
+    graph = (tmp_path / "g.gexf").read_text()
+    assert graph.count("<node ") == 18 + 8  # the accounts of clusters: the bots, and the 8 who shared the line
+    assert graph.count("<edge ") == 3 * 15  # each group's 6 accounts all linked, and nobody else

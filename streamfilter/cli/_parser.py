@@ -220,6 +220,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--window", type=_duration, default=3600.0, metavar="DURATION", help="the burst's window (default: 1h)"
     )
+    report.add_argument(
+        "--co-post-window",
+        type=_duration,
+        default=60.0,
+        metavar="DURATION",
+        help="two accounts posting near-duplicates this close are linked in the coordination graph (default: 60s)",
+    )
+    report.add_argument(
+        "--graph", metavar="FILE", help="write the coordination graph as GraphML (.graphml) or GEXF (.gexf), for Gephi"
+    )
     report.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
     _add_quiet(report)
 

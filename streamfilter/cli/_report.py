@@ -112,15 +112,15 @@ def _check_writable(option: str, path: str) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    if not (args.html or args.json):
-        raise UsageError("report needs --html FILE or --json FILE (or both)")
-    for option, path in (("--html", args.html), ("--json", args.json)):
+    if not (args.html or args.json or args.graph):
+        raise UsageError("report needs --html FILE, --json FILE or --graph FILE")
+    for option, path in (("--html", args.html), ("--json", args.json), ("--graph", args.graph)):
         if path:
             _check_writable(option, path)
     adapter = record_adapter(
         args.format, id_field=args.id_field, text_field=args.text_field, time_field=args.time_field
     )
-    clusters = Clusters(Coordination(args.min_accounts, args.min_burst, args.window))
+    clusters = Clusters(Coordination(args.min_accounts, args.min_burst, args.window, args.co_post_window))
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     show = sys.stderr.isatty() and not args.no_progress and not quiet()
@@ -142,6 +142,8 @@ def run_report(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             clusters.write_json(out, args.top)
+    if args.graph:
+        clusters.graph().write(args.graph)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))

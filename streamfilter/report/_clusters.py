@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from .._post import Post
+from ._graph import CoordinationGraph
 from ._signals import Coordination, Signals
 
 __all__ = ["MAX_TEXTS", "MAX_WAITING", "Clusters"]
@@ -45,6 +46,7 @@ class _Cluster:
         "id",
         "last_seen",
         "seconds",
+        "posted_by",
         "signals",
         "size",
         "text",
@@ -60,6 +62,10 @@ class _Cluster:
         self.first_seen = self.last_seen = timestamp
         self.signals = Signals()
         self.signals.add(platform, author, text)
+        # (second, platform-qualified account) of each post that names both, for the coordination graph
+        self.posted_by: list[tuple[int, str]] = []
+        if timestamp is not None and author is not None:
+            self.posted_by.append((int(timestamp), f"{platform}:{author}"))
         self.examples: list[str] = []  # ids of variants whose text differs from the original's
         self.variants: list[str] | None = []  # texts of the first of them, while this cluster keeps texts
         self.seconds = array("q")  # each post's time, to the second: a burst of 14 s is drawn as one
@@ -74,6 +80,8 @@ class _Cluster:
             self.last_seen = timestamp if self.last_seen is None else max(self.last_seen, timestamp)
             self.seconds.append(int(timestamp))
         self.signals.add(post.platform, post.author, post.text)
+        if timestamp is not None and post.author is not None:
+            self.posted_by.append((int(timestamp), f"{post.platform}:{post.author}"))
         if len(self.examples) < MAX_EXAMPLES and post.id is not None and post.text[:_TEXT_CHARS] != self.text:
             text = post.text[:_TEXT_CHARS]
             if self.variants is None:
@@ -187,6 +195,14 @@ class Clusters:
         """Clusters of two posts or more, largest first (then earliest)."""
         return sorted(self._clusters.values(), key=lambda c: (-c.size, c.first_seen or 0.0, c.id))
 
+    def graph(self) -> CoordinationGraph:
+        """The co-post network of every cluster's accounts (see ``_graph``)."""
+        graph = CoordinationGraph(self.coordination.co_post_seconds)
+        for cluster in self._clusters.values():
+            if len(cluster.posted_by) > 1:
+                graph.add_cluster(cluster.id, cluster.posted_by)
+        return graph
+
     def campaigns(self) -> list[_Cluster]:
         """The clusters that show coordination (``Coordination``), largest first."""
         return [c for c in self.clusters() if c.signals.coordinated(c.seconds, self.coordination)]
@@ -207,9 +223,13 @@ class Clusters:
                 "min_accounts": coordination.min_accounts,
                 "min_burst": coordination.min_burst,
                 "window_seconds": coordination.window_seconds,
+                "co_post_seconds": coordination.co_post_seconds,
             },
             "invalid_reasons": dict(self.invalid_reasons.most_common()),
         }
+        groups = self.graph().groups([cluster.id for cluster in clusters])
+        head["groups_total"] = len(groups)
+        head["groups"] = [group.to_json() for group in (groups if top is None else groups[:top])]
         clusters = campaigns if top is None else campaigns[:top]
         out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "clusters": [')
         for index, cluster in enumerate(clusters):

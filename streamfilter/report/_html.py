@@ -222,6 +222,17 @@ def _signal_cell(cluster: _Cluster, rule: Coordination) -> str:
     return "<br>".join(lines)
 
 
+def _more(count: int) -> str:
+    return f" and {count:,} more" if count > 0 else ""
+
+
+def _campaign_refs(campaigns: list[str], rank_of: dict[str, int]) -> str:
+    """Campaigns by their rank on this page; clusters that are no campaign by their count."""
+    ranked = [f"#{rank_of[cluster_id]}" for cluster_id in campaigns if cluster_id in rank_of]
+    others = len(campaigns) - len(ranked)
+    return ", ".join(ranked[:10]) + (f"{', ' if ranked else ''}{others:,} other clusters" if others else "")
+
+
 def _when(timestamp: float | None) -> str:
     return "" if timestamp is None else datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 
@@ -253,6 +264,25 @@ def render(report: Clusters, top: int, title: str) -> str:
             f"<td>{_signal_cell(cluster, rule)}</td>"
             f'<td><p class="text">{html.escape(cluster.text)}</p><ul class="variants">{variants}</ul></td></tr>'
         )
+    rank_of = {cluster.id: rank for rank, cluster in enumerate(clusters, 1)}
+    groups = report.graph().groups([cluster.id for cluster in clusters])
+    group_rows = "".join(
+        f'<tr><td class="num">{index}</td><td class="num">{len(group.accounts):,}</td>'
+        f'<td class="num">{group.co_posts:,}</td>'
+        f"<td>{html.escape(', '.join(group.accounts[:8]))}{_more(len(group.accounts) - 8)}</td>"
+        f"<td>{_campaign_refs(group.campaigns, rank_of)}</td></tr>"
+        for index, group in enumerate(groups[:top], 1)
+    )
+    group_table = (
+        f"<p>Showing {min(top, len(groups)):,} of {len(groups):,} groups: accounts linked when they posted "
+        f"near-duplicates within {_width_text(int(rule.co_post_seconds))} of each other, as the co-tweet networks "
+        "of CooRTweet and the coordination-network-toolkit link them.</p>"
+        "<table><tr><th>#</th><th>accounts</th><th>co-posts</th><th>who</th><th>campaigns</th></tr>"
+        f"{group_rows}</table>"
+        if groups
+        else "<p>No two accounts posted near-duplicates of each other within "
+        f"{_width_text(int(rule.co_post_seconds))}.</p>"
+    )
     reasons = "".join(
         f'<tr><td>{html.escape(reason)}</td><td class="num">{count:,}</td></tr>'
         for reason, count in report.invalid_reasons.most_common()
@@ -295,6 +325,8 @@ ins {{ background: #d4f7d4; text-decoration: none; }} del {{ background: #ffd8d8
 <figure class="chart" id="campaigns">{_campaign_timelines(report, top)}</figure>
 <h2>The top campaigns</h2>
 {campaigns}
+<h2>Groups of accounts that coordinate</h2>
+{group_table}
 <h2>Invalid lines, by reason</h2>
 {f"<table><tr><th>reason</th><th>lines</th></tr>{reasons}</table>" if reasons else "<p>None.</p>"}
 </body></html>

@@ -32,6 +32,7 @@ class Coordination:
     min_accounts: int = 3
     min_burst: int = 3
     window_seconds: float = 3600.0
+    co_post_seconds: float = 60.0  # two accounts' near-duplicates this close link them in the graph
 
 
 class Signals:
