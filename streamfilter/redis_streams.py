@@ -37,7 +37,6 @@ the node the URL names; the stream is one key, so one node serves it.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import socket
@@ -46,14 +45,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
 from ._exceptions import ConfigError, InvalidRecordError, SourceError
 from ._redact import redact
 from .adapters._base import MAX_LINE_BYTES
-from .stores.redis._store import _import_redis
+from .stores.redis._store import _import_redis, split_redis_url
 
 __all__ = ["StreamGroup"]
 
@@ -62,31 +60,11 @@ logger = logging.getLogger("streamfilter")
 
 def _split(url: str) -> tuple[str, str, str, float | None]:
     """(the Redis URL without our parameters, the stream, the group, retry_for if given)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(f"{redact(url)!r}: consume takes a redis://, rediss:// or unix:// URL")
-    ours = {"stream": "", "group": "", "retry_for": ""}
-    kept = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in ours:
-            ours[name] = value
-        else:
-            kept.append((name, value))
-    missing = [name for name in ("stream", "group") if not ours[name]]
+    bare, ours, retry_for = split_redis_url(url, ("stream", "group"), "consume")
+    missing = [name for name in ("stream", "group") if not ours.get(name)]
     if missing:
         raise ConfigError(f"{redact(url)!r} names no {' and no '.join(missing)}: add ?stream=NAME&group=GROUP")
-    retry_for = None
-    if ours["retry_for"]:
-        try:
-            retry_for = float(ours["retry_for"])
-        except ValueError:
-            retry_for = math.nan
-        if not (math.isfinite(retry_for) and retry_for >= 0):
-            raise ConfigError(f"{redact(url)}: retry_for must be a finite number of seconds >= 0")
-    return urlunsplit(parts._replace(query=urlencode(kept))), ours["stream"], ours["group"], retry_for
+    return bare, ours["stream"], ours["group"], retry_for
 
 
 _READ_ENTRIES = resources.files("streamfilter.stores.redis").joinpath("read_entries.lua").read_text(encoding="utf-8")

@@ -107,32 +107,42 @@ def _import_redis() -> Any:
     return redis
 
 
-def _split_url(url: str) -> tuple[str, str, float | None]:
-    """(url without our own query parameters, key prefix, retry_for if given)."""
+def split_redis_url(url: str, ours: Sequence[str], what: str) -> tuple[str, dict[str, str], float | None]:
+    """(``url`` without streamfilter's own query parameters, the values of those
+    named in ``ours``, ``retry_for`` if given) of a Redis URL that ``what``
+    ("the Redis store", "consume") takes, or a ConfigError saying what is wrong."""
     try:
         parts = urlsplit(url)
     except ValueError as exc:
         raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
     if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(f"{redact(url)!r}: the Redis store takes a redis://, rediss:// or unix:// URL")
-    prefix = "sf"
-    retry_for: float | None = None
+        raise ConfigError(f"{redact(url)!r}: {what} takes a redis://, rediss:// or unix:// URL")
+    found: dict[str, str] = {}
     kept = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name == "prefix":
-            prefix = value
-        elif name == "retry_for":
-            try:
-                retry_for = float(value)
-            except ValueError:
-                retry_for = math.nan
-            if not (math.isfinite(retry_for) and retry_for >= 0):
-                raise ConfigError(f"{redact(url)}: retry_for must be a finite number of seconds >= 0, got {value!r}")
+        if name in ours or name == "retry_for":
+            found[name] = value
         else:
             kept.append((name, value))
+    retry_for: float | None = None
+    if "retry_for" in found:
+        value = found.pop("retry_for")
+        try:
+            retry_for = float(value)
+        except ValueError:
+            retry_for = math.nan
+        if not (math.isfinite(retry_for) and retry_for >= 0):
+            raise ConfigError(f"{redact(url)}: retry_for must be a finite number of seconds >= 0, got {value!r}")
+    return urlunsplit(parts._replace(query=urlencode(kept))), found, retry_for
+
+
+def _split_url(url: str) -> tuple[str, str, float | None]:
+    """(url without our own query parameters, key prefix, retry_for if given)."""
+    bare, found, retry_for = split_redis_url(url, ("prefix",), "the Redis store")
+    prefix = found.get("prefix", "sf")
     if not prefix:
         raise ConfigError(f"{redact(url)}: the prefix parameter is empty")
-    return urlunsplit(parts._replace(query=urlencode(kept))), prefix, retry_for
+    return bare, prefix, retry_for
 
 
 def _slots_moved(exc: BaseException) -> bool:
