@@ -284,7 +284,7 @@ _MARK_FLOOD = regex.compile(r"(\p{M}{30})\p{M}+")
 
 
 def _fold(text: str) -> str:
-    if len(text) > 30 and _MARK_FLOOD.search(text) is not None:
+    if len(text) > 30:
         text = _MARK_FLOOD.sub(r"\1", text)
     text = unicodedata.normalize("NFKD", text)
     text = _ACCENTS.sub("", _FORMAT.sub("", text))

@@ -46,6 +46,7 @@ The pipeline commits it with each batch, under ``resume_key(url)``, and
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import logging
 import random
@@ -449,19 +450,26 @@ def _keep_invalid_text(ws: Any) -> None:
     is not there, wsproto's own strict behaviour stays."""
     protocol = getattr(getattr(ws, "connection", None), "_proto", None)
     if protocol is not None and hasattr(protocol, "_message_decoder"):
-        from wsproto.frame_protocol import MessageDecoder
+        protocol._message_decoder = _keep_invalid_text_decoder()()
 
-        class KeepInvalidText(MessageDecoder):
-            @property
-            def decoder(self) -> Any:
-                return self._lenient
 
-            @decoder.setter
-            def decoder(self, value: Any) -> None:
-                # wsproto sets a strict decoder at each text message's first frame
-                self._lenient = None if value is None else codecs.getincrementaldecoder("utf-8")("surrogateescape")
+@functools.cache
+def _keep_invalid_text_decoder() -> Any:
+    """wsproto's message decoder, with the UTF-8 decoder of each text message
+    made lenient (surrogateescape); built once, wsproto being imported late."""
+    from wsproto.frame_protocol import MessageDecoder
 
-        protocol._message_decoder = KeepInvalidText()
+    class KeepInvalidText(MessageDecoder):
+        @property
+        def decoder(self) -> Any:
+            return self._lenient
+
+        @decoder.setter
+        def decoder(self, value: Any) -> None:
+            # wsproto sets a strict decoder at each text message's first frame
+            self._lenient = None if value is None else codecs.getincrementaldecoder("utf-8")("surrogateescape")
+
+    return KeepInvalidText
 
 
 def _seen_before(record: bytes, resume: _Resume) -> bool:

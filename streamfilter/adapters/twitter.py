@@ -58,6 +58,10 @@ _STREAM_NOTICES = frozenset(
 )
 
 
+def _is_notice(record: Mapping[str, Any]) -> bool:
+    return len(record) == 1 and next(iter(record)) in _STREAM_NOTICES
+
+
 def _notice(record: Mapping[str, Any]) -> None:
     """Raise NotAPost for a v1.1 streaming notice; a status delete names the status."""
     name, body = next(iter(record.items()))
@@ -75,14 +79,14 @@ class TwitterV1Adapter:
     def matches(self, record: Mapping[str, Any]) -> bool:
         if isinstance(record.get("statuses"), list):
             return True
-        if len(record) == 1 and next(iter(record)) in _STREAM_NOTICES:
+        if _is_notice(record):
             return True
         return ("id_str" in record or "user" in record or "retweeted_status" in record) and (
             "text" in record or "full_text" in record or "extended_tweet" in record
         )
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
-        if len(record) == 1 and next(iter(record)) in _STREAM_NOTICES:
+        if _is_notice(record):
             _notice(record)
         statuses = record.get("statuses")
         if isinstance(statuses, list):

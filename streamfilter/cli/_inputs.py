@@ -53,7 +53,7 @@ class Inputs:
             sizes = [os.stat(path) for path in self.paths if path != "-"]
         except OSError:
             return None
-        if "-" in self.paths or not all(stat_is_file(size) for size in sizes):
+        if "-" in self.paths or not all(_is_file(size) for size in sizes):
             return None
         return sum(size.st_size for size in sizes) or None
 
@@ -240,7 +240,7 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minute:02d}:{second:02d}" if hours else f"{minute:02d}:{second:02d}"
 
 
-def stat_is_file(result: os.stat_result) -> bool:
+def _is_file(result: os.stat_result) -> bool:
     return stat.S_ISREG(result.st_mode)
 
 

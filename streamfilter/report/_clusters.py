@@ -20,10 +20,10 @@ import json
 import re
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, TypeVar, cast
 
 from .._post import Post
 from ._graph import CoordinationGraph
@@ -32,6 +32,7 @@ from ._signals import Coordination, Signals
 __all__ = ["MAX_TEXTS", "MAX_WAITING", "Clusters"]
 
 MAX_WAITING = 200_000
+_T = TypeVar("_T")
 MAX_EXAMPLES = 5
 MAX_TEXTS = 20_000
 _VARIANT_TEXTS = 3
@@ -119,6 +120,7 @@ class Clusters:
 
     def __init__(self, coordination: Coordination | None = None) -> None:
         self.coordination = coordination or Coordination()
+        self._views: dict[str, tuple[Coordination, Any]] = {}  # campaigns() and graph(), see _derived
         self.posts = 0
         self.verdicts: Counter[str] = Counter()
         self.invalid_reasons: Counter[str] = Counter()
@@ -132,6 +134,7 @@ class Clusters:
     def add(self, posts: Sequence[Post], verdicts: Sequence[Mapping[str, Any]]) -> None:
         """One record's posts (as the adapters read them) and its verdicts (as
         ``--verdicts`` writes them), matched by post id."""
+        self._views.clear()
         line = verdicts[0]["line"] if verdicts else 0
         # a post without an id is "line:N" in its verdict
         by_id = {post.id if post.id is not None else f"line:{line}": post for post in posts}
@@ -196,16 +199,30 @@ class Clusters:
         return sorted(self._clusters.values(), key=lambda c: (-c.size, c.first_seen or 0.0, c.id))
 
     def graph(self) -> CoordinationGraph:
-        """The co-post network of every cluster's accounts (see ``_graph``)."""
+        """The co-post network of every cluster's accounts (see ``_graph``); built
+        once for the JSON, the page and --graph alike, until a record is added."""
+        return self._derived("graph", self._build_graph)
+
+    def campaigns(self) -> list[_Cluster]:
+        """The clusters that show coordination (``Coordination``), largest first."""
+        return self._derived(
+            "campaigns",
+            lambda: [c for c in self.clusters() if c.signals.coordinated(c.seconds, self.coordination)],
+        )
+
+    def _build_graph(self) -> CoordinationGraph:
         graph = CoordinationGraph(self.coordination.co_post_seconds)
         for cluster in self._clusters.values():
             if len(cluster.posted_by) > 1:
                 graph.add_cluster(cluster.id, cluster.posted_by)
         return graph
 
-    def campaigns(self) -> list[_Cluster]:
-        """The clusters that show coordination (``Coordination``), largest first."""
-        return [c for c in self.clusters() if c.signals.coordinated(c.seconds, self.coordination)]
+    def _derived(self, name: str, build: Callable[[], _T]) -> _T:
+        """``build()``, kept while no record is added and the coordination rule stays."""
+        kept = self._views.get(name)
+        if kept is None or kept[0] is not self.coordination:
+            kept = self._views[name] = (self.coordination, build())
+        return cast(_T, kept[1])
 
     def write_json(self, out: IO[str], top: int | None = None) -> None:
         """The report as JSON: the ``top`` largest campaigns (all when None), written a
