@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from ._config import FilterConfig
 from ._exceptions import InvalidRecordError, StreamFilterError
+from ._judge import run_batch
 from ._lsh import band_keys, id_keys
 from ._minhash import MinHasher
 from ._normalize import normalize_fallback, words_and_cut
@@ -310,14 +311,14 @@ class Engine:
         batch: PreparedBatch,
         *,
         progress: Mapping[str, int | str] | None = None,
-        before_commit: Callable[[list[Verdict]], None] | None = None,
+        deliver: Callable[[list[Verdict]], None] | None = None,
         where: Callable[[int], str] | None = None,
         arrived: float | None = None,
     ) -> list[Verdict]:
         """Judge a prepared batch against the store in one transaction.
 
-        ``before_commit`` gets the verdicts inside that transaction, before it
-        commits (see BandStore.check_and_insert); ``progress`` is recorded in it.
+        ``deliver`` gets the verdicts after they are judged and before the
+        transaction commits (``_judge.run_batch``); ``progress`` is recorded in it.
         ``where`` names a record number in warnings (by default "line N").
         ``arrived`` is when the batch's first record arrived (``time.monotonic``),
         for the latency in ``stats``; by default, when this call began.
@@ -329,7 +330,7 @@ class Engine:
         verdicts: list[Verdict] = []
         for number, part in enumerate(parts, 1):
             # the progress goes with the last part: a crash between parts replays the whole batch
-            verdicts += self._commit_part(part, progress if number == len(parts) else None, before_commit)
+            verdicts += self._commit_part(part, progress if number == len(parts) else None, deliver)
             deleted = [entry.deletes for entry in part.entries if entry.deletes is not None]
             if honour and deleted:
                 self.forget(deleted)
@@ -340,20 +341,17 @@ class Engine:
         self,
         batch: PreparedBatch,
         progress: Mapping[str, int | str] | None,
-        before_commit: Callable[[list[Verdict]], None] | None,
+        deliver: Callable[[list[Verdict]], None] | None,
     ) -> list[Verdict]:
         built: list[list[Verdict]] = []
 
-        def deliver(matches: list[Match | None]) -> None:
+        def verdicts_out(matches: list[Match | None]) -> None:
             verdicts = self._verdicts(batch, matches)
-            if before_commit is not None:
-                before_commit(verdicts)
+            if deliver is not None:
+                deliver(verdicts)
             built.append(verdicts)
 
-        if batch.sketches or progress or before_commit is not None:
-            self.store.check_and_insert(batch.sketches, progress=progress, before_commit=deliver)
-        else:
-            deliver([])
+        run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out)
         return built[-1]
 
     def forget(self, post_ids: Sequence[str]) -> int:

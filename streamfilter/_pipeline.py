@@ -216,7 +216,7 @@ def _commit_options(hooks: CommitHooks | None, last_line: int, arrived: float | 
     if hooks is None:
         return {"arrived": arrived}
     progress = hooks.progress(last_line) if hooks.progress else None
-    return {"progress": progress, "before_commit": hooks.before_commit, "where": hooks.where, "arrived": arrived}
+    return {"progress": progress, "deliver": hooks.deliver, "where": hooks.where, "arrived": arrived}
 
 
 class _Local:
@@ -413,7 +413,7 @@ async def _commit(
 class CommitHooks:
     """What a caller (the CLI) runs in step with each store transaction.
 
-    ``before_commit`` gets each batch's verdicts inside its transaction,
+    ``deliver`` gets each batch's verdicts inside its transaction,
     before the commit; ``progress`` maps the batch's last record number to
     the input progress that the transaction records; ``where`` names a
     record number in warnings (the CLI: "path:line"); ``after_commit`` gets
@@ -421,7 +421,7 @@ class CommitHooks:
     the worker thread; consume acknowledges entries there).
     """
 
-    before_commit: Callable[[list[Verdict]], None] | None = None
+    deliver: Callable[[list[Verdict]], None] | None = None
     progress: Callable[[int], Mapping[str, int | str]] | None = None
     where: Callable[[int], str] | None = None
     after_commit: Callable[[int], None] | None = None

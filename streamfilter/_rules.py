@@ -1,9 +1,7 @@
 """The matching rules: when a post is a duplicate of an earlier one, and of which.
 
-Every store applies these and nothing else. The memory store is their plain
-reference; the LMDB store computes the same candidate order with numpy for a
-whole batch at once, and the Redis scripts (``stores/redis/*.lua``) carry a
-Lua copy of the similarity, which a property test compares with this one.
+The one batch judge (``_judge``) applies these for every store; the stores
+only keep the index.
 
 1. **Candidates.** LSH proposes, for each band key a post holds, the newest
    ``max_candidates_per_band`` recorded, not yet purged posts under that key
@@ -223,44 +221,46 @@ def under_threshold(
 
 
 def best_match(
-    candidates: Iterable[CachedPost | None],
+    candidates: Iterable[tuple[int, CachedPost | None]],
     sketch: Sketch,
     own: CachedPost,
     after: float,
     threshold: float,
     shingle_size: int,
-) -> Match | None:
-    """The post ``sketch`` duplicates among ``candidates`` (in rank order;
-    None for one that is gone), or None.
+) -> tuple[Match, int] | None:
+    """The post ``sketch`` duplicates among ``candidates`` ((serial, post) in
+    rank order; None for a post that is gone), with its serial; or None.
 
     Candidates at or before ``after`` (the horizon) do not count. The first
     with the sketch's very words wins at once; otherwise the most similar at
     or above the threshold, the first among equals. ``own`` is the sketch as
-    a CachedPost; its set is built here when a comparison needs it, so a store
-    that records the sketch keeps it.
+    a CachedPost; its set is built here when a comparison needs it, so the
+    judge that records the sketch keeps it.
     """
-    best: Match | None = None
-    for post in candidates:
+    best: tuple[Match, int] | None = None
+    for serial, post in candidates:
         if post is None or post.timestamp <= after:
             continue
         if post.words == own.words:  # the same words in the same order: the same set
-            return Match(post.post_id, 1.0)
+            return Match(post.post_id, 1.0), serial
         if own.members is None:
             own.members = set(sketch.shingles.tolist())
         found = jaccard(own.members, post.verification_members(shingle_size))
         if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
             found = under_threshold(found, sketch, own.members, post.word_list(), shingle_size, threshold)
-        if found >= threshold and (best is None or found > best.similarity):
-            best = Match(post.post_id, found)
+        if found >= threshold and (best is None or found > best[0].similarity):
+            best = Match(post.post_id, found), serial
             if found == 1.0:
                 break
     return best
 
 
-def referenced(candidates: Iterable[CachedPost | None], post_id: str, after: float) -> Match | None:
-    """The live post ``post_id`` among ``candidates`` (found under its id
-    key, newest first), as a Match; None when it is not there."""
-    for post in candidates:
+def referenced(
+    candidates: Iterable[tuple[int, CachedPost | None]], post_id: str, after: float
+) -> tuple[Match, int] | None:
+    """The live post ``post_id`` among ``candidates`` ((serial, post), found
+    under its id key, newest first), as a Match with its serial; None when it is not there."""
+    for serial, post in candidates:
         if post is not None and post.post_id == post_id and post.timestamp > after:
-            return Match(post_id, 1.0)
+            return Match(post_id, 1.0), serial
     return None

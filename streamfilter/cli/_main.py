@@ -111,7 +111,7 @@ async def _replay(args: argparse.Namespace) -> int:
     async def judge(sf: StreamFilter) -> None:
         if args.resume:
             inputs.skip = {name: done for name, done in sf.store.progress().items() if isinstance(done, int)}
-        hooks = CommitHooks(before_commit=writer.write, progress=inputs.progress, where=inputs.where)
+        hooks = CommitHooks(deliver=writer.write, progress=inputs.progress, where=inputs.where)
         async for _ in sf.judge_batches(Chunks(inputs.chunks(handles)), hooks):
             progress.show(writer.counts)
 
@@ -141,7 +141,7 @@ async def _run_live(
     async def judge(sf: StreamFilter) -> None:
         source = open_source(sf)
         live.attach(source)
-        hooks = CommitHooks(before_commit=writer.write, where=live.where, after_commit=after_commit)
+        hooks = CommitHooks(deliver=writer.write, where=live.where, after_commit=after_commit)
         async for _ in sf.judge_batches(source, hooks):
             pass
 

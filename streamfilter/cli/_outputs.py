@@ -71,7 +71,7 @@ def _unwrapped(verdict: Verdict) -> bytes | None:
 
 
 class Writer:
-    """Writes each batch's outputs inside its transaction (``CommitHooks.before_commit``).
+    """Writes each batch's outputs inside its transaction (``CommitHooks.deliver``).
 
     Novel records go to --out (stdout by default), or to ``novel`` when
     given (consume's --out-stream), as a list of records a batch. Files are

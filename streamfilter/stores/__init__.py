@@ -1,9 +1,10 @@
 """Band stores: where the LSH index lives.
 
-A store has one operation that matters, :meth:`BandStore.check_and_insert`:
-for each sketch of a batch, in order, "is there a live post that shares a
-band with this one and is similar enough? If not, record this one", all in
-one transaction, so that two writers can never both let the same text through.
+A store keeps the index and offers one thing: an index transaction
+(:meth:`BandStore.begin`) in which the one batch judge (``_judge``) asks, for
+each sketch of a batch in order, "is there a live post that shares a band
+with this one and is similar enough? If not, record this one", so that two
+writers can never both let the same text through.
 
 The stores are imported on first use (PEP 562): a sketch worker needs
 ``Sketch`` and nothing of LMDB or Redis.

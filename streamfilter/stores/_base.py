@@ -1,13 +1,14 @@
 """The store Protocol and the values that cross it.
 
-Every store judges by ``_rules``; the memory store is their plain reference,
-and a differential test runs every store over the same streams."""
+Stores keep the index and nothing more: the one batch judge (``_judge``)
+applies the rules (``_rules``) to what a store's transaction finds, and a
+differential test runs every store over the same streams."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -16,14 +17,20 @@ from .._exceptions import ConfigMismatchError
 from .._rules import MAX_CANDIDATES_PER_BAND, CachedPost, Match
 from ._records import decode_record
 
+if TYPE_CHECKING:
+    from .._judge import Judgement
+
 __all__ = [
     "FORGOTTEN",
     "BandStore",
     "IndexSettings",
+    "IndexTransaction",
     "Match",
     "PostCache",
+    "RetryBatch",
     "Sketch",
     "check_fingerprint",
+    "TransactionalStore",
     "key_bytes",
 ]
 
@@ -80,6 +87,52 @@ class IndexSettings:
         return int(self.fingerprint["shingle_size"])
 
 
+class RetryBatch(Exception):  # noqa: N818 - a signal to the judge, not an error
+    """Raised by a store's transaction that must begin again (its map grew, or
+    another writer changed what the batch read): it has aborted, and the batch
+    is judged anew (``_judge.run_batch``)."""
+
+
+class IndexTransaction(Protocol):
+    """What a store offers the one batch judge (``_judge``): a narrow index
+    transaction, from ``BandStore.begin`` to ``commit`` or ``abort``.
+
+    Posts are known by serial: a store gives its recorded posts increasing
+    serials, so a larger serial is a newer post.
+    """
+
+    settings: IndexSettings
+    clock: float  # the newest event time the index had seen when the transaction began
+    next_serial: int  # the serial the batch's first recorded post will get
+    # a stored post with the id of a post being judged may be that post itself,
+    # recorded by an earlier attempt at its batch that was not acknowledged
+    replays_seen: bool
+
+    def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """The band keys as the index files them (a store may keep fewer bits)."""
+
+    def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(query index, serial) of the posts filed under each of ``queries``
+        (distinct index keys): sorted by query, newest first, the newest
+        ``max_candidates_per_band`` of each, none that is purged."""
+
+    def post(self, serial: int) -> CachedPost | None:
+        """A stored post, or None when it is gone."""
+
+    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+        """Record the judgement's novel posts (``judgement.recorded``, with
+        serials from ``next_serial`` on) and its clock; returns the matches,
+        which a shared index may change (a concurrent writer recorded the
+        same text first)."""
+
+    def commit(self, progress: Mapping[str, int | str] | None) -> None:
+        """Record ``progress`` (input name -> lines done, or a live source's
+        resume key -> its position) and make the batch durable."""
+
+    def abort(self) -> None:
+        """Give the transaction up: nothing of it is kept."""
+
+
 @runtime_checkable
 class BandStore(Protocol):
     """An LSH index with an atomic check-and-insert."""
@@ -87,26 +140,8 @@ class BandStore(Protocol):
     def open(self, settings: IndexSettings) -> None:
         """Open (creating if needed) and pin or check ``settings.fingerprint``."""
 
-    def check_and_insert(
-        self,
-        sketches: Sequence[Sketch],
-        *,
-        progress: Mapping[str, int | str] | None = None,
-        before_commit: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
-        """Judge the sketches in order, in one transaction.
-
-        A sketch gets None when it is novel, and is then recorded, so a later
-        sketch of the same batch sees it. Otherwise it gets the Match that
-        made it a duplicate, and nothing is recorded.
-
-        ``progress`` (input name -> lines done, or a live source's resume
-        key -> its position) is recorded in the same transaction.
-        ``before_commit`` is called with the results inside the
-        transaction, before it commits: whatever it writes out is on its way
-        before the index says these posts were seen, so a crash between the
-        two repeats a batch instead of losing it. If it raises, nothing commits.
-        """
+    def begin(self) -> IndexTransaction:
+        """An index transaction for one batch (see ``_judge.run_batch``)."""
 
     def progress(self) -> dict[str, int | str]:
         """The progress recorded by the committed batches, by input or source."""
@@ -128,6 +163,28 @@ class BandStore(Protocol):
         settings that match an existing index."""
 
     def close(self) -> None: ...
+
+
+class TransactionalStore:
+    """What every store shares: judging a batch through its transactions."""
+
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int | str] | None = None,
+        deliver: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
+        """Judge the sketches in order, in one transaction, and commit
+        (``_judge.run_batch``, which says what ``deliver`` is for).
+
+        A sketch gets None when it is novel, and is then recorded, so a later
+        sketch of the same batch sees it. Otherwise it gets the Match that
+        made it a duplicate, and nothing is recorded.
+        """
+        from .._judge import run_batch
+
+        return run_batch(self, sketches, progress=progress, deliver=deliver)  # type: ignore[arg-type]
 
 
 # The event time a forgotten post is given (``forget``): before any horizon,
@@ -181,15 +238,6 @@ class PostCache:
         if len(self._new) >= self.capacity // 2:
             self._old, self._new = self._new, {}
         self._new[serial] = post
-
-    def posts(
-        self, read: Callable[[int], bytes | memoryview | None], serials: Iterable[int]
-    ) -> Iterator[CachedPost | None]:
-        """The posts of ``serials``, in order, read by ``read`` (a record by
-        serial) when not cached; None for one that is gone. Lazy: a post is
-        read only when verification gets to it."""
-        for serial in serials:
-            yield self.get(read, serial)
 
     def get(self, read: Callable[[int], bytes | memoryview | None], serial: int) -> CachedPost | None:
         post = self._new.get(serial)

@@ -1,35 +1,40 @@
 """An in-process store for tests, notebooks and short-lived filters.
 
-It is the plain reference of the matching rules (``_rules``): one post at a
-time, over dicts, in the words of the rules. Every other store must give the
-same verdicts, naming the same posts with the same similarity; a differential
-test runs them all over the same streams. It keeps nothing after the process
-ends and is shared by nothing but this process.
+It keeps the index in dicts and nothing more: the one batch judge
+(``_judge``) applies the rules to what it finds. A batch's writes wait in its
+transaction until it commits, so an aborted batch leaves no trace. It keeps
+nothing after the process ends and is shared by nothing but this process.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _rules
 from .._exceptions import StoreError
 from .._rules import CachedPost, Match
-from ._base import FORGOTTEN, IndexSettings, PostCache, Sketch, check_fingerprint, key_bytes
-from ._records import decode_record, encode_record
+from ._base import FORGOTTEN, IndexSettings, Sketch, TransactionalStore, check_fingerprint
+
+if TYPE_CHECKING:
+    from .._judge import Judgement
 
 __all__ = ["MemoryStore"]
 
+_NO_HITS = np.zeros(0, dtype=np.int64)
 
-class MemoryStore:
+
+class MemoryStore(TransactionalStore):
     """A band store held in this process's memory."""
 
     def __init__(self) -> None:
-        self._bands: dict[bytes, list[int]] = {}  # band key -> serials, oldest first
-        self._posts: dict[int, bytes] = {}  # serial -> record, oldest first
+        self._bands: dict[int, list[int]] = {}  # band key -> serials, oldest first
+        self._posts: dict[int, CachedPost] = {}  # serial -> post, oldest first
         self._clock = float("-inf")
         self._next_serial = 1
         self._fingerprint: dict[str, int | str] | None = None
@@ -37,7 +42,6 @@ class MemoryStore:
         self._purged = 0
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
-        self._cache = PostCache()
 
     def open(self, settings: IndexSettings) -> None:
         requested = dict(settings.fingerprint)
@@ -47,62 +51,21 @@ class MemoryStore:
             check_fingerprint("memory store", self._fingerprint, requested)
         self._settings = settings
 
-    def check_and_insert(
-        self,
-        sketches: Sequence[Sketch],
-        *,
-        progress: Mapping[str, int | str] | None = None,
-        before_commit: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
-        settings = self._settings
-        if settings is None:
+    def begin(self) -> _Transaction:
+        if self._settings is None:
             raise StoreError("the memory store is not open")
-        with self._lock:
-            # A dict cannot roll back: the callback runs after the batch is
-            # recorded. Nothing here survives the process anyway.
-            results = [self._judge(sketch, settings) for sketch in sketches]
-            if settings.ttl_seconds > 0 and self._clock > float("-inf"):
-                self._purge(self._clock - settings.ttl_seconds, settings.purge_limit)
-            if progress:
-                self._progress.update(progress)
-            if before_commit is not None:
-                before_commit(results)
-        return results
-
-    def _judge(self, sketch: Sketch, settings: IndexSettings) -> Match | None:
-        self._clock = max(self._clock, sketch.timestamp)
-        after = _rules.horizon(self._clock, settings.ttl_seconds)
-        band_keys = key_bytes(sketch.band_keys)
-        shared: dict[int, int] = {}
-        for band_key in band_keys:
-            for serial in _rules.newest_per_key(self._bands.get(band_key, ()), settings.max_candidates_per_band):
-                shared[serial] = shared.get(serial, 0) + 1
-        read = self._posts.get
-        if sketch.refers_to is not None:
-            newest_first = sorted(shared, reverse=True)
-            return _rules.referenced(self._cache.posts(read, newest_first), sketch.refers_to, after)
-        own = CachedPost.of(sketch)
-        candidates = self._cache.posts(read, _rules.rank_candidates(shared))
-        best = _rules.best_match(candidates, sketch, own, after, settings.jaccard_threshold, settings.shingle_size)
-        if best is None:
-            serial = self._next_serial
-            self._next_serial += 1
-            self._posts[serial] = encode_record(sketch.timestamp, sketch.post_id, own.words)
-            for band_key in band_keys:
-                self._bands.setdefault(band_key, []).append(serial)
-            self._cache.put(serial, own)
-        return best
+        self._lock.acquire()  # one batch at a time, as LMDB's one writer
+        return _Transaction(self, self._settings)
 
     def _purge(self, cutoff: float, limit: int) -> None:
         """Delete up to ``limit`` posts from the oldest serial on, while they have expired."""
         assert self._settings is not None
         for serial in list(itertools.islice(self._posts, limit)):
-            record = self._posts[serial]
-            timestamp, post_id, words = decode_record(record)
-            if timestamp > cutoff:
+            post = self._posts[serial]
+            if post.timestamp > cutoff:
                 break
-            keys = self._settings.rekey([np.frombuffer(words, dtype=np.uint32)], [post_id])[0]
-            for band_key in key_bytes(keys):
+            keys = self._settings.rekey([np.frombuffer(post.words, dtype=np.uint32)], [post.post_id])[0]
+            for band_key in keys.tolist():
                 members = self._bands.get(band_key)
                 if members is not None and serial in members:
                     members.remove(serial)
@@ -117,13 +80,11 @@ class MemoryStore:
         forgotten = 0
         with self._lock:
             for post_id, id_key in posts:
-                band_key = key_bytes(np.array([id_key], dtype=np.uint64))[0]
-                for serial in self._bands.get(band_key, ()):
-                    timestamp, stored_id, words = decode_record(self._posts[serial])
-                    if stored_id == post_id and timestamp != FORGOTTEN:
-                        self._posts[serial] = encode_record(FORGOTTEN, stored_id, bytes(words))
+                for serial in self._bands.get(id_key, ()):
+                    post = self._posts[serial]
+                    if post.post_id == post_id and post.timestamp != FORGOTTEN:
+                        self._posts[serial] = CachedPost(FORGOTTEN, post_id, post.words)
                         forgotten += 1
-            self._cache.clear()
         return forgotten
 
     def progress(self) -> dict[str, int | str]:
@@ -143,3 +104,69 @@ class MemoryStore:
 
     def close(self) -> None:
         self._settings = None
+
+
+class _Transaction:
+    """One batch on a MemoryStore, holding its lock until it commits or aborts."""
+
+    replays_seen = False
+
+    def __init__(self, store: MemoryStore, settings: IndexSettings) -> None:
+        self._store = store
+        self.settings = settings
+        self.clock = store._clock
+        self.next_serial = store._next_serial
+        self._judgement: Judgement | None = None
+        self._sketches: Sequence[Sketch] = ()
+        self._open = True
+
+    def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        return band_keys
+
+    def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        limit = self.settings.max_candidates_per_band
+        hit_query: list[int] = []
+        hit_serial: list[int] = []
+        bands = self._store._bands
+        for index, key in enumerate(queries.tolist()):
+            members = bands.get(key)
+            if members:
+                newest = _rules.newest_per_key(members, limit)[::-1]
+                hit_query += [index] * len(newest)
+                hit_serial += newest
+        if not hit_serial:
+            return _NO_HITS, _NO_HITS
+        return np.array(hit_query, dtype=np.int64), np.array(hit_serial, dtype=np.int64)
+
+    def post(self, serial: int) -> CachedPost | None:
+        return self._store._posts.get(serial)
+
+    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+        self._sketches, self._judgement = sketches, judgement  # written at commit
+        return judgement.matches
+
+    def commit(self, progress: Mapping[str, int | str] | None) -> None:
+        store, judgement = self._store, self._judgement
+        self._open = False
+        try:
+            if judgement is not None:
+                for offset, (index, post) in enumerate(zip(judgement.recorded, judgement.posts, strict=True)):
+                    serial = judgement.first_serial + offset
+                    # a copy, as a record read back would be: the judge's set stays its own
+                    store._posts[serial] = CachedPost(post.timestamp, post.post_id, post.words)
+                    for band_key in self._sketches[index].band_keys.tolist():
+                        store._bands.setdefault(band_key, []).append(serial)
+                store._next_serial = judgement.first_serial + len(judgement.recorded)
+                store._clock = judgement.clock
+                ttl = self.settings.ttl_seconds
+                if ttl > 0 and store._clock > float("-inf"):
+                    store._purge(store._clock - ttl, self.settings.purge_limit)
+            if progress:
+                store._progress.update(progress)
+        finally:
+            store._lock.release()
+
+    def abort(self) -> None:
+        if self._open:
+            self._open = False
+            self._store._lock.release()

@@ -1,31 +1,25 @@
-"""Every store gives the verdicts of the rules' reference, the memory store.
+"""Every store gives the verdicts of the rules, read plainly.
 
-The rules (``streamfilter._rules``) are defined once; the LMDB store ranks
-candidates with numpy for a whole batch, and Redis runs them in Lua. Over
-generated streams, at several batch sizes, each store must name the same
-post with the same similarity as the memory store judging one post at a time.
+The one batch judge (``streamfilter._judge``) ranks candidates with numpy for
+a whole batch, over what each store's transaction finds. Here the rules are
+applied as ``_rules`` words them, one post at a time over plain lists, with
+none of that machinery; over generated streams, at several batch sizes,
+every store must name the same post with the same similarity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import hypothesis
 import numpy as np
 import pytest
-from hypothesis import strategies
 
-from streamfilter import MemoryStore
-from streamfilter._rules import (
-    EDIT_MAX_EDITS,
-    judged_similarity,
-)
-from streamfilter._shingle import verification_set
-from streamfilter.stores import BandStore, Match, Sketch
-from streamfilter.stores._records import encode_record
-from streamfilter.stores.redis._scripts import rules_args, script
+from streamfilter import _rules
+from streamfilter._rules import EDIT_MAX_EDITS, CachedPost
+from streamfilter.stores import BandStore, IndexSettings, Match, Sketch
+from streamfilter.stores._base import key_bytes
 
-from .test_conformance import CONFIG, repost, settings, sketch
+from .test_conformance import repost, settings, sketch
 
 TTL = 400.0
 
@@ -64,6 +58,46 @@ def _stream(count: int, seed: int) -> list[Sketch]:
     return stream
 
 
+def _reference(stream: list[Sketch], rules: IndexSettings) -> list[Match | None]:
+    """The rules, one post at a time: each band key's newest posts, ranked by
+    keys shared then newest, verified in that order; purging after each post
+    as a store does after each batch of one."""
+    bands: dict[bytes, list[int]] = {}  # band key -> serials, oldest first
+    posts: dict[int, tuple[CachedPost, list[bytes]]] = {}  # serial -> post, its band keys
+    clock = float("-inf")
+    verdicts: list[Match | None] = []
+    for judged in stream:
+        clock = max(clock, judged.timestamp)
+        after = _rules.horizon(clock, rules.ttl_seconds)
+        keys = key_bytes(judged.band_keys)
+        shared: dict[int, int] = {}
+        for key in keys:
+            for serial in _rules.newest_per_key(bands.get(key, []), rules.max_candidates_per_band):
+                shared[serial] = shared.get(serial, 0) + 1
+        if judged.refers_to is not None:
+            newest_first = [(s, posts[s][0]) for s in sorted(shared, reverse=True)]
+            found = _rules.referenced(newest_first, judged.refers_to, after)
+            verdicts.append(found[0] if found else None)
+        else:
+            own = CachedPost.of(judged)
+            ranked = [(s, posts[s][0]) for s in _rules.rank_candidates(shared)]
+            found = _rules.best_match(ranked, judged, own, after, rules.jaccard_threshold, rules.shingle_size)
+            verdicts.append(found[0] if found else None)
+            if found is None:
+                serial = len(verdicts)
+                posts[serial] = (own, keys)
+                for key in keys:
+                    bands.setdefault(key, []).append(serial)
+        for serial in list(posts)[: rules.purge_limit]:  # purge, oldest first, while expired
+            post, post_keys = posts[serial]
+            if post.timestamp > after:
+                break
+            for key in post_keys:
+                bands[key].remove(serial)
+            del posts[serial]
+    return verdicts
+
+
 def _judged(store: BandStore, stream: list[Sketch], batch_size: int) -> list[Match | None]:
     verdicts: list[Match | None] = []
     for start in range(0, len(stream), batch_size):
@@ -74,9 +108,7 @@ def _judged(store: BandStore, stream: list[Sketch], batch_size: int) -> list[Mat
 @pytest.mark.parametrize("batch_size", [1, 7, 64])
 def test_every_store_names_the_reference_match(make_store: Callable[..., BandStore], batch_size: int) -> None:
     stream = _stream(900, seed=batch_size)
-    reference = MemoryStore()
-    reference.open(settings(ttl=TTL, purge_limit=40))
-    expected = _judged(reference, stream, 1)
+    expected = _reference(stream, settings(ttl=TTL, purge_limit=40))
     got = _judged(make_store(ttl=TTL, purge_limit=40), stream, batch_size)
     mismatches = [
         (stream[index].post_id, e, g) for index, (e, g) in enumerate(zip(expected, got, strict=True)) if e != g
@@ -88,65 +120,3 @@ def test_every_store_names_the_reference_match(make_store: Callable[..., BandSto
     }
     kinds["near"] = len(expected) - kinds["novel"] - kinds["exact"]
     assert min(kinds.values()) > 50, kinds  # the stream holds every kind of verdict
-
-
-_WORDS = strategies.lists(strategies.sampled_from([f"w{i}" for i in range(12)]), min_size=1, max_size=14)
-
-
-@pytest.mark.usefixtures("redis_server")
-@hypothesis.settings(max_examples=300, deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
-@hypothesis.given(
-    pairs=strategies.lists(strategies.tuples(_WORDS, _WORDS, strategies.booleans()), min_size=1, max_size=20)
-)
-def test_lua_similarity_equals_the_rules(redis_server, pairs: list[tuple[list[str], list[str], bool]]) -> None:  # type: ignore[no-untyped-def]
-    import redis
-
-    client = redis.Redis.from_url(redis_server.url)
-    try:
-        args: list[bytes | str] = [*rules_args(CONFIG.jaccard_threshold, CONFIG.shingle_size)]
-        expected = []
-        for first, second, cut in pairs:
-            post = sketch("a", 1.0, " ".join(first) + ("…" if cut else ""))
-            other = sketch("b", 2.0, " ".join(second))
-            post.cut_off = cut
-            query = set(post.shingles.tolist())
-            theirs = verification_set(other.words.tolist(), CONFIG.shingle_size)
-            expected.append(
-                judged_similarity(post, query, theirs, other.words, CONFIG.shingle_size, CONFIG.jaccard_threshold)
-            )
-            args += [
-                encode_record(1.0, "a", post.words.astype("<u4").tobytes()),
-                "1" if cut else "0",
-                encode_record(2.0, "b", other.words.astype("<u4").tobytes()),
-            ]
-        reply = client.eval(script("similarity_check"), 0, *args)
-    finally:
-        client.close()
-    assert [float(value) for value in reply] == expected
-
-
-def test_the_scripts_take_the_rules_constants_as_arguments(redis_server) -> None:  # type: ignore[no-untyped-def]
-    # two words changed in an eight-word post: Jaccard under the threshold,
-    # which the word-edit rule raises to 1 - 2/8; with EDIT_MAX_EDITS passed as 0
-    # the same script must leave it under
-    import redis
-
-    post = sketch("a", 1.0, "the bus to the airport left late today")
-    other = sketch("b", 2.0, "the car to the airport went late today")
-    pair: list[bytes | str] = [
-        encode_record(1.0, "a", post.words.astype("<u4").tobytes()),
-        "0",
-        encode_record(2.0, "b", other.words.astype("<u4").tobytes()),
-    ]
-    default = rules_args(CONFIG.jaccard_threshold, CONFIG.shingle_size)
-    no_edits = [*default[:5], "0", *default[6:]]  # EDIT_MAX_EDITS is the sixth
-    client = redis.Redis.from_url(redis_server.url)
-    try:
-        with_rule, without_rule = (
-            float(client.eval(script("similarity_check"), 0, *args, *pair)[0]) for args in (default, no_edits)
-        )
-    finally:
-        client.close()
-    assert with_rule == 1 - 2 / 8 >= CONFIG.jaccard_threshold
-    assert without_rule < CONFIG.jaccard_threshold
-    assert "CUT_OFF" not in script("batch") and "EDIT_MIN" not in script("batch")  # nothing spliced in

@@ -401,7 +401,7 @@ def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path
         raise RuntimeError("the verdicts could not be written")
 
     with pytest.raises(RuntimeError):
-        store.check_and_insert([sketch("lost", 20, "an aborted post that no reader ever saw")], before_commit=fail)
+        store.check_and_insert([sketch("lost", 20, "an aborted post that no reader ever saw")], deliver=fail)
     writer = (
         "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch\n"
         "store = LMDBStore(sys.argv[1], durable=False); store.open(settings())\n"

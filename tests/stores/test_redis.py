@@ -14,6 +14,7 @@ import pytest
 from streamfilter import ConfigMismatchError, FilterConfig, MemoryStore, StoreError
 from streamfilter.stores import BandStore
 from streamfilter.stores.redis import RedisStore
+from streamfilter.stores.redis._cluster import RedisTransaction
 
 from ..conftest import distinct_text, unique_prefix
 from ..redis_servers import free_port
@@ -204,7 +205,7 @@ def test_a_batch_lost_before_its_output_passes_again_on_resume(url: str) -> None
 
     first = [sketch("a", 1000.0, TEXT), sketch("b", 1000.5, "another text, with words of its own")]
     with pytest.raises(KeyboardInterrupt):
-        store.check_and_insert(first, before_commit=die)
+        store.check_and_insert(first, deliver=die)
     store.close()
     # on resume, posts without a timestamp of their own get a new wall-clock time
     resumed = opened(url)
@@ -329,19 +330,19 @@ def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatc
     first, second = sketch("a-first", 1, TEXT), sketch("a-second", 2, near_copy)
     worker_a, worker_b = opened(url), opened(url)
     reads = {"count": 0}
-    original_read = worker_a._read_on_cluster
+    original_members = RedisTransaction.members
 
-    def read_then_let_b_record(*args, **kwargs):  # type: ignore[no-untyped-def]
-        result = original_read(*args, **kwargs)
-        reads["count"] += 1
-        if reads["count"] == 1:
-            assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
+    def read_then_let_b_record(txn, queries):  # type: ignore[no-untyped-def]
+        result = original_members(txn, queries)
+        if txn._store is worker_a:
+            reads["count"] += 1
+            if reads["count"] == 1:
+                assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
         return result
 
-    monkeypatch.setattr(worker_a, "_read_on_cluster", read_then_let_b_record)
-    if not worker_a.cluster:
-        # one script judges a batch on a single Redis: B records first or after, never between
-        assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
+    # On one Redis, A's commit script finds a band key it read changed, and A
+    # judges its batch again; on a Cluster, A's first post loses its claim.
+    monkeypatch.setattr(RedisTransaction, "members", read_then_let_b_record)
     results = worker_a.check_and_insert([first, second])
     assert [result.duplicate_of if result else None for result in results] == ["b-copy", "b-copy"]
     worker_a.close()

@@ -3,7 +3,7 @@
 One concept a module:
 
 - ``_store``: the environment, its transactions, the format and settings it pins;
-- ``_batch``: judging a batch inside one write transaction;
+- ``_batch``: a batch's look-ups and its run inside one write transaction;
 - ``_runs``: the log-structured band index and how a run is searched;
 - ``_merging``: which runs merge, and the merge thread;
 - ``_caches``: decoded runs and key filters kept across transactions;

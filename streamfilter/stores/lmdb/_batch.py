@@ -1,11 +1,9 @@
-"""Judging a batch inside one LMDB write transaction, and writing its run.
+"""One batch inside one LMDB write transaction: its look-ups and its run.
 
-A batch looks its band keys up in every run at once (see ``_runs``) and
-among its own earlier posts, ranks each post's candidates by the rules
-(``_rules.rank_candidates``: most band keys shared, then newest, the newest
-``max_candidates_per_band`` a key) with numpy, and verifies them with
-``_rules.best_match``. The result equals the memory store's, which applies the
-rules one post at a time; a differential test holds them to it.
+A batch looks its band keys up in every run at once (see ``_runs``) for the
+one batch judge (``_judge``), writes the records of the posts it recorded,
+and appends their band keys as one run, merged with the newest runs while
+they are of similar size (``_merging``).
 """
 
 from __future__ import annotations
@@ -18,13 +16,12 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
-from ... import _rules
-from ..._rules import CachedPost, Match
+from ..._rules import CachedPost
 from .._base import IndexSettings, PostCache, Sketch
 from .._records import encode_record
 from ._caches import KeyFilter, NewRun, RunCache
 from ._merging import merge_entries, mergeable, merged_inline, one_run_spans, pending_run
-from ._runs import NO_KEYS, Run, decode_run, encode_sorted, put_run, short_keys
+from ._runs import Run, decode_run, encode_sorted, put_run, short_keys
 from ._tuning import LMDBTuning
 
 __all__ = ["Batch", "StoreParts"]
@@ -52,63 +49,6 @@ def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return np.arange(count) - np.repeat(starts, np.diff(np.append(starts, count)))
 
 
-def _stored_sharers(
-    hit_serial: npt.NDArray[np.int64],
-    per_query: npt.NDArray[np.int64],
-    first_hit: npt.NDArray[np.int64],
-    inverse: npt.NDArray[np.int64],
-    owner: npt.NDArray[np.int64],
-) -> dict[int, tuple[list[int], list[int]]]:
-    """For each sketch of a batch that shares band keys with stored posts:
-    (their serials, how many keys each shares), most keys first, then newest.
-
-    ``hit_serial`` holds ``members``' hits, by query: query q's are the
-    ``per_query[q]`` from ``first_hit[q]`` on. ``inverse``/``owner`` give each
-    band key of the batch its query and sketch.
-    """
-    if len(hit_serial) == 0:
-        return {}
-    per_key = per_query[inverse]  # hits under each band key of each sketch
-    total = int(per_key.sum())
-    if total == 0:
-        return {}
-    key_start = np.cumsum(per_key) - per_key
-    positions = np.repeat(first_hit[inverse] - key_start, per_key) + np.arange(total)
-    sketch = np.repeat(owner, per_key)
-    serial = hit_serial[positions]
-    order = np.lexsort((serial, sketch))
-    sketch, serial = sketch[order], serial[order]
-    starts = np.flatnonzero(np.concatenate(([True], (sketch[1:] != sketch[:-1]) | (serial[1:] != serial[:-1]))))
-    shared = np.diff(np.append(starts, total))
-    sketch, serial = sketch[starts], serial[starts]
-    order = np.lexsort((-serial, -shared, sketch))
-    sketches, serials, counts = sketch[order].tolist(), serial[order].tolist(), shared[order].tolist()
-    bounds = np.flatnonzero(np.diff(sketch[order])).tolist()
-    result: dict[int, tuple[list[int], list[int]]] = {}
-    for start, end in zip([0, *[b + 1 for b in bounds]], [*[b + 1 for b in bounds], len(sketches)], strict=True):
-        result[sketches[start]] = (serials[start:end], counts[start:end])
-    return result
-
-
-def _with_batch_sharers(
-    stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int], crowded_out: dict[int, int]
-) -> tuple[list[int], list[int]]:
-    """``stored`` (serials, shared keys) and the batch's own recorded posts
-    that share keys (serial: keys), in one order: most keys, then newest.
-    ``crowded_out`` says under how many keys a stored serial gave way to the
-    batch's newer posts; one left under none is no candidate."""
-    shared = dict(zip(*stored, strict=True)) if stored is not None else {}
-    for serial, keys in crowded_out.items():
-        remaining = shared.get(serial, 0) - keys
-        if remaining > 0:
-            shared[serial] = remaining
-        else:
-            shared.pop(serial, None)
-    shared.update(in_batch)  # serials of this batch are new: none is in ``stored``
-    serials = _rules.rank_candidates(shared)
-    return serials, [shared[serial] for serial in serials]
-
-
 class Batch:
     """One batch inside one write transaction (buffers on: runs are read in place)."""
 
@@ -121,8 +61,6 @@ class Batch:
         self.new_runs: list[NewRun] = []
         # the runs as judging read them, once the key filter is in step with them, then this batch's own
         self.read: list[Run] | None = None
-        # (serial key, record) of posts recorded and not yet written: written in one call (``write_posts``)
-        self.unwritten: list[tuple[bytes, bytes]] = []
         self.merge_wanted = False  # a merge too large for this transaction is due (see compact)
         # the band keys of the posts this batch recorded, for ``compact`` to write (``_pending_run``)
         self.pending: Run | None = None
@@ -193,124 +131,24 @@ class Batch:
         return query_of[keep], serial_of[keep]
 
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
-        if self.unwritten:  # a post recorded in this batch and no longer in the cache (a batch of thousands)
-            self.write_posts()
         return self.txn.get(_U64.pack(serial), db=self.parts.posts)
 
-    def write_posts(self) -> None:
-        """Write the records of the posts judging recorded, in serial order at the end of the table."""
+    def record(
+        self, sketches: Sequence[Sketch], recorded: Sequence[int], posts: Sequence[CachedPost], first_serial: int
+    ) -> None:
+        """Write the records of the recorded posts, in serial order at the end
+        of the table, and keep their band keys for ``compact``."""
         with self.txn.cursor(self.parts.posts) as cursor:
-            cursor.putmulti(self.unwritten, append=True)
-        self.unwritten.clear()
-
-    # -- judging -----------------------------------------------------------------
-    def judge(
-        self, sketches: Sequence[Sketch], clock: float, next_serial: int
-    ) -> tuple[list[Match | None], float, int, list[int]]:
-        """Judge in order; returns (matches, clock, next serial, indexes of the recorded sketches).
-
-        Band keys are looked up for the whole batch at once: in the runs, and
-        among the batch's own earlier posts. Only the posts that share a key
-        with something are judged one by one.
-        """
-        settings = self.settings
-        ttl = settings.ttl_seconds
-        threshold = settings.jaccard_threshold
-        shingle_size = settings.shingle_size
-        first_live = self.first_live_serial(next_serial)
-        count = len(sketches)
-        lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
-        every = short_keys(np.concatenate([sketch.band_keys for sketch in sketches])) if count else NO_KEYS
-        owner = np.repeat(np.arange(count), lengths)
-        queries, inverse = np.unique(every, return_inverse=True)
-        hit_query, hit_serial = self.members(queries, first_live)
-        per_query = np.bincount(hit_query, minlength=len(queries))
-        first_hit = np.cumsum(per_query) - per_query
-        stored = _stored_sharers(hit_serial, per_query, first_hit, inverse, owner)
-        # A sketch looks for posts recorded earlier in this batch only under the
-        # keys an earlier sketch holds too, and files itself only under the keys
-        # a later sketch holds too. Small batches mostly share no key at all.
-        if len(queries) == len(every):
-            lookup_keys = filed_keys = []
-            lookup_ends = filed_ends = [0] * (count + 1)
-        else:
-            first_holder = np.full(len(queries), count, dtype=np.int64)
-            last_holder = np.full(len(queries), -1, dtype=np.int64)
-            np.minimum.at(first_holder, inverse, owner)
-            np.maximum.at(last_holder, inverse, owner)
-            looked_up = np.flatnonzero(owner > first_holder[inverse])
-            lookup_keys = inverse[looked_up].tolist()
-            lookup_ends = [0, *np.cumsum(np.bincount(owner[looked_up], minlength=count)).tolist()]
-            filed = np.flatnonzero(owner < last_holder[inverse])
-            filed_keys = inverse[filed].tolist()
-            filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
-        # repeated key (its index in ``queries``) -> serials of the batch's
-        # recorded sketches under it, oldest first; like the runs, it holds
-        # recorded posts only, so a campaign's thousand copies in one batch
-        # are checked against its one original
-        recorded_under: list[list[int] | None] = [None] * len(queries)
-        limit = settings.max_candidates_per_band
-        # A key offers a post its newest ``limit`` recorded posts, wherever
-        # the batch boundaries fall: under a key that holds recorded posts of
-        # this batch, the stored ones fill only what is left, oldest dropped
-        # first. A key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first.
-        hit_counts = per_query.tolist()
-        hit_starts = first_hit.tolist()
-        hit_serials = hit_serial.tolist()
-        results: list[Match | None] = []
-        recorded: list[int] = []
-        unwritten = self.unwritten
-        for index, sketch in enumerate(sketches):
-            clock = max(clock, sketch.timestamp)
-            best: Match | None = None
-            own: CachedPost | None = None
-            candidates = stored.get(index)
-            if recorded and lookup_ends[index] < lookup_ends[index + 1]:
-                in_batch: dict[int, int] = {}
-                crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
-                for query in lookup_keys[lookup_ends[index] : lookup_ends[index + 1]]:
-                    under = recorded_under[query]
-                    if under is None:
-                        continue
-                    for serial in under:
-                        in_batch[serial] = in_batch.get(serial, 0) + 1
-                    crowded = len(under) + hit_counts[query] - limit
-                    if crowded > 0:
-                        end = hit_starts[query] + hit_counts[query]
-                        for serial in hit_serials[end - crowded : end]:
-                            crowded_out[serial] = crowded_out.get(serial, 0) + 1
-                if in_batch:
-                    candidates = _with_batch_sharers(candidates, in_batch, crowded_out)
-            if candidates is not None or sketch.refers_to is not None:
-                after = _rules.horizon(clock, ttl)
-                serials = candidates[0] if candidates is not None else []
-                if sketch.refers_to is not None:
-                    newest_first = self.cache.posts(self.get_post, sorted(serials, reverse=True))
-                    results.append(_rules.referenced(newest_first, sketch.refers_to, after))
-                    continue
-                own = CachedPost.of(sketch)
-                ranked = self.cache.posts(self.get_post, serials[: _rules.MAX_VERIFIED])
-                best = _rules.best_match(ranked, sketch, own, after, threshold, shingle_size)
-            if best is None:
-                if own is None:
-                    own = CachedPost.of(sketch)
-                self.cache.put(next_serial, own)
-                for query in filed_keys[filed_ends[index] : filed_ends[index + 1]]:
-                    under = recorded_under[query]
-                    if under is None:
-                        recorded_under[query] = [next_serial]
-                    else:
-                        under.append(next_serial)
-                        if len(under) > limit:  # like the runs' look-ups: the newest ``limit`` a key
-                            del under[0]
-                record = encode_record(sketch.timestamp, sketch.post_id, own.words)
-                unwritten.append((_U64.pack(next_serial), record))
-                next_serial += 1
-                recorded.append(index)
-            results.append(best)
-        if unwritten:
-            self.write_posts()
-        return results, clock, next_serial, recorded
+            cursor.putmulti(
+                [
+                    (_U64.pack(first_serial + offset), encode_record(post.timestamp, post.post_id, post.words))
+                    for offset, post in enumerate(posts)
+                ],
+                append=True,
+            )
+        for offset, post in enumerate(posts):
+            self.cache.put(first_serial + offset, post)
+        self.append_run(sketches, list(recorded), first_serial)
 
     # -- writing -------------------------------------------------------------------
     def append_run(self, sketches: Sequence[Sketch], recorded: list[int], first_serial: int) -> None:

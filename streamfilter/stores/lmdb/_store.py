@@ -32,16 +32,18 @@ import math
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import lmdb
 import numpy as np
+import numpy.typing as npt
 
 from ..._exceptions import StoreError, StoreFullError
-from ..._rules import Match
-from .._base import FORGOTTEN, IndexSettings, PostCache, Sketch, check_fingerprint
+from ..._rules import CachedPost, Match
+from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, TransactionalStore, check_fingerprint
 from .._records import decode_record, encode_record
 from ._batch import Batch, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
@@ -49,6 +51,9 @@ from ._header import check_header
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
 from ._runs import RUN_HEADER, decode_run, encode_run, put_run, short_keys
 from ._tuning import LMDBTuning
+
+if TYPE_CHECKING:
+    from ..._judge import Judgement
 
 __all__ = ["LMDBStore"]
 
@@ -104,7 +109,7 @@ class _MapGuard:
                 self._condition.notify_all()
 
 
-class LMDBStore:
+class LMDBStore(TransactionalStore):
     """A band store in an LMDB directory; the directory is created if needed.
 
     ``map_size`` is only the starting size: the map doubles whenever it fills.
@@ -236,52 +241,40 @@ class LMDBStore:
             ) from exc
 
     # -- the one operation ---------------------------------------------------
-    def check_and_insert(
-        self,
-        sketches: Sequence[Sketch],
-        *,
-        progress: Mapping[str, int | str] | None = None,
-        before_commit: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
+    def begin(self) -> _Transaction:
+        """A write transaction for one batch; it holds the store's lock until it commits or aborts."""
         settings = self._settings
         if settings is None:
             raise StoreError("the LMDB store is not open")
         self._raise_merge_error()
+        env = self._require_env()
+        self._lock.acquire()
+        try:
+            self._grow_ahead(env)
+            txn = env.begin(None, None, True, True)
+        except BaseException as exc:
+            self._lock.release()
+            if isinstance(exc, lmdb.MapResizedError):
+                self._remap(env, 0)  # another process grew the map: adopt its size
+                raise RetryBatch from exc
+            if isinstance(exc, lmdb.Error | OSError):
+                raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
+            raise
+        return _Transaction(self, txn, settings)
 
-        def apply(txn: lmdb.Transaction) -> tuple[list[Match | None], list[NewRun], bool, int]:
-            with self._corruption_reported():
-                results, batch, purged = judge(txn)
-            if before_commit is not None:
-                before_commit(results)
-            return results, batch.new_runs, batch.merge_wanted, purged
-
-        def judge(txn: lmdb.Transaction) -> tuple[list[Match | None], Batch, int]:
-            clock_bytes = txn.get(_CLOCK_KEY, db=self._meta)
-            clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
-            serial_bytes = txn.get(_SERIAL_KEY, db=self._meta)
-            first_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
-            batch = Batch(self._parts, txn, settings)
-            results, clock, next_serial, recorded = batch.judge(sketches, clock, first_serial)
-            batch.append_run(sketches, recorded, first_serial)
-            purged = 0
-            if settings.ttl_seconds > 0 and math.isfinite(clock):
-                purged = batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
-            batch.compact(batch.first_live_serial(next_serial))
-            txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=self._meta)
-            txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=self._meta)
-            if progress:
-                stored = txn.get(_PROGRESS_KEY, db=self._meta)
-                merged = dict(json.loads(bytes(stored))) if stored else {}
-                merged.update(progress)
-                txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=self._meta)
-            return results, batch, purged
-
-        done: tuple[list[Match | None], list[NewRun], bool, int] = self._write(
-            apply, buffers=True, committed=lambda done: self._committed(done[1], done[3])
-        )
-        if done[2]:
-            self._merger.wake()
-        return done[0]
+    def _failed(self, exc: BaseException) -> BaseException:
+        """What a failure inside a batch's transaction becomes, once it is aborted:
+        RetryBatch when growing the map lets the batch run again."""
+        env = self._require_env()
+        if isinstance(exc, lmdb.MapFullError):
+            self._grow(env, env.info()["map_size"] * 2)
+            return RetryBatch()
+        if isinstance(exc, lmdb.MapResizedError):
+            self._remap(env, 0)
+            return RetryBatch()
+        if isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
+            return _map_error(exc, f"LMDB index at {self.path} failed", self.path)
+        return exc
 
     def forget(self, posts: Sequence[tuple[str, int]]) -> int:
         """Forget each (post id, id key), in one write transaction: the post's
@@ -369,11 +362,7 @@ class LMDBStore:
         ``committed(result)`` runs once it has committed, still under the lock."""
         env = self._require_env()
         with self._lock:
-            # Grow ahead of need: a map that fills at commit time forces the
-            # batch to run again, and its output would be written twice.
-            info = env.info()
-            if (info["last_pgno"] + 1) * self._page_size > 0.7 * info["map_size"]:
-                self._grow(env, info["map_size"] * 2)
+            self._grow_ahead(env)
             while True:
                 try:
                     with env.begin(None, None, True, buffers) as txn:  # type: ignore[call-overload]
@@ -388,13 +377,20 @@ class LMDBStore:
                     elif isinstance(exc, lmdb.MapResizedError):
                         self._remap(env, 0)  # another process grew the map: adopt its size
                     elif isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
-                        # (a closed stdout, from the caller's before_commit, is not the index's failure)
+                        # (a closed stdout, from the caller's deliver, is not the index's failure)
                         raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
                     else:
                         raise
             if committed is not None:
                 committed(result)
             return result
+
+    def _grow_ahead(self, env: lmdb.Environment) -> None:
+        """Grow ahead of need: a map that fills at commit time forces the
+        batch to run again, and its output would be written twice."""
+        info = env.info()
+        if (info["last_pgno"] + 1) * self._page_size > 0.7 * info["map_size"]:
+            self._grow(env, info["map_size"] * 2)
 
     def _grow(self, env: lmdb.Environment, size: int) -> None:
         try:
@@ -486,3 +482,93 @@ def _map_error(exc: BaseException, context: str, path: Path | None = None) -> St
             "replay the stream into a new --db directory"
         )
     return StoreError(f"{context}: {message}")
+
+
+class _Transaction:
+    """One batch's write transaction on an LMDBStore (see ``IndexTransaction``)."""
+
+    replays_seen = False  # a batch commits whole or not at all: no stored post is its own replay
+
+    def __init__(self, store: LMDBStore, txn: lmdb.Transaction, settings: IndexSettings) -> None:
+        self._store = store
+        self._txn = txn
+        self.settings = settings
+        self._open = True
+        self._purged = 0
+        try:
+            clock_bytes = txn.get(_CLOCK_KEY, db=store._meta)
+            self.clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
+            serial_bytes = txn.get(_SERIAL_KEY, db=store._meta)
+            self.next_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
+            self._batch = Batch(store._parts, txn, settings)
+            self._first_live = self._batch.first_live_serial(self.next_serial)
+        except BaseException as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> NoReturn:
+        self.abort()
+        raise self._store._failed(exc) from exc
+
+    def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        return short_keys(band_keys)
+
+    def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        try:
+            with self._store._corruption_reported():
+                return self._batch.members(queries, self._first_live)
+        except BaseException as exc:
+            self._fail(exc)
+
+    def post(self, serial: int) -> CachedPost | None:
+        try:
+            with self._store._corruption_reported():
+                return self._store._cache.get(self._batch.get_post, serial)
+        except BaseException as exc:
+            self._fail(exc)
+
+    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+        store, batch, settings = self._store, self._batch, self.settings
+        try:
+            first, recorded = judgement.first_serial, judgement.recorded
+            batch.record(sketches, recorded, judgement.posts, first)
+            next_serial = first + len(recorded)
+            clock = judgement.clock
+            if settings.ttl_seconds > 0 and math.isfinite(clock):
+                self._purged = batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
+            batch.compact(batch.first_live_serial(next_serial))
+            self._txn.put(_CLOCK_KEY, _CLOCK.pack(clock), db=store._meta)
+            self._txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=store._meta)
+        except BaseException as exc:
+            self._fail(exc)
+        return judgement.matches
+
+    def commit(self, progress: Mapping[str, int | str] | None) -> None:
+        store, txn = self._store, self._txn
+        try:
+            if progress:
+                stored = txn.get(_PROGRESS_KEY, db=store._meta)
+                merged = dict(json.loads(bytes(stored))) if stored else {}
+                merged.update(progress)
+                txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=store._meta)
+            txn.commit()
+        except BaseException as exc:
+            self._fail(exc)
+        self._open = False
+        try:
+            store._committed(self._batch.new_runs, self._purged)
+        finally:
+            store._lock.release()
+        if self._batch.merge_wanted:
+            store._merger.wake()
+
+    def abort(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self._txn.abort()
+        finally:
+            # Posts cached from an aborted transaction may never have
+            # existed: their serials can be reused by another writer.
+            self._store._cache.clear()
+            self._store._lock.release()

@@ -1,70 +1,44 @@
-"""The Redis store on a Cluster: a batch in steps, each one script per node.
+"""A batch's index transaction on Redis: read for the judge, then record.
 
-See ``_store`` for the protocol (read and verify, claim, append, recheck,
-pin and drop) and what it guarantees.
+The judge (``_judge``) ranks and verifies what ``RedisTransaction.members``
+and ``post`` read. Recording is where one Redis and a Cluster differ (see
+``_store`` for the protocol and what it guarantees):
+
+- on one Redis, one script (``commit.lua``) records the batch's novel posts
+  only if no band key the batch read, and no record a verdict names, has
+  changed since: otherwise the batch is judged anew (``RetryBatch``);
+- on a Cluster no script can span slots, so the novel posts claim their record
+  keys, are appended to their band keys, read those again (the recheck), and
+  pin and drop, one script per node a step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ... import _rules
 from ..._exceptions import StoreError
-from ..._rules import Match
+from ..._rules import CachedPost, Match
 from ..._shingle import verification_set
-from .._base import IndexSettings, Sketch, key_bytes
-from .._records import decode_record, id_end
+from .._base import IndexSettings, RetryBatch, Sketch, key_bytes
+from .._records import decode_record, encode_record, id_end
 from ._scripts import script
 
-__all__ = ["ClusterProtocol"]
+if TYPE_CHECKING:
+    from ..._judge import Judgement
+    from ._store import RedisStore
 
-
-def _same_post(sketch: Sketch, timestamp: float, post_id: str) -> bool:
-    """Whether a stored record is this very post, recorded by an earlier attempt
-    at its batch (a lost reply, or a run killed before its output was written).
-
-    A post id from the platform says so alone: a post without a timestamp gets
-    the wall clock, which differs on the second attempt. A made-up id
-    ("line:N") repeats across inputs, so the timestamp must match too.
-    """
-    return post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
-
-
-@dataclass
-class _Judged:
-    """A Cluster batch after the read, verify and claim steps."""
-
-    results: list[Match | None]
-    matched: dict[int, bytes]  # duplicate -> record-key suffix of the post it names
-    clock: float
-    lives: list[int]  # per post: Redis TTL in ms, 0 for none, -1 when past the horizon
-    recorded: list[int]  # posts whose record key this batch claimed
-    # the members of each band key when the batch read them: a post among
-    # them was a candidate already, and is no concurrent near-duplicate
-    seen: dict[bytes, list[bytes]]
-    # duplicates of a post of this batch that lost its claim (another worker
-    # holds its text): they name a post that will not pass, so are judged again
-    stale: list[int] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    """A post record read on a Cluster, or one this batch is recording."""
-
-    timestamp: float
-    post_id: str
-    verified: set[int]  # its runs of 1 to k words
-    words: np.ndarray
-    serial: bytes  # the order it was recorded in (SERIAL digits, as record.lua reads them)
-
+__all__ = ["RedisTransaction"]
 
 # A stored value is the serial a post was recorded under, in this many
 # decimal digits, then its record (record.lua's SERIAL).
 SERIAL_DIGITS = 16
+_NO_HITS = np.zeros(0, dtype=np.int64)
 
 
 def serial_text(serial: int) -> bytes:
@@ -79,7 +53,7 @@ def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
     return decode_record(record)
 
 
-# What batch.lua answers when the index's pinned settings are gone.
+# What the scripts answer when the index's pinned settings are gone.
 _INDEX_GONE = "STREAMFILTER_INDEX_GONE"
 
 
@@ -91,303 +65,333 @@ def _emptied(location: str) -> str:
     )
 
 
-class ClusterProtocol:
-    """The Cluster steps of ``RedisStore``, which sets these attributes."""
+def _life_ms(timestamp: float, clock: float, ttl: float) -> int:
+    """Redis TTL in ms for a post; 0 for none (ttl 0), -1 when already expired."""
+    if ttl <= 0:
+        return 0
+    life = int((timestamp + ttl - clock) * 1000)
+    return life if life > 0 else -1
 
-    _client: Any
-    _settings: IndexSettings | None
-    _post_prefix: bytes
-    _band_prefix: bytes
-    _clock_key: bytes
-    _config_key: bytes
-    _serial_key: bytes
-    _raise_clock: Any
 
-    @property
-    def location(self) -> str:  # RedisStore's
-        raise NotImplementedError
+class RedisTransaction:
+    """One batch on a RedisStore (see ``IndexTransaction``)."""
 
-    def _on_nodes(
-        self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]], leading: Sequence[Any] = ()
-    ) -> list[Any]:
-        """Run ``script`` once per node over the keys that node holds; replies in key order."""
-        client = self._client
-        groups: dict[str, tuple[Any, list[int]]] = {}
-        for index, key in enumerate(keys):
-            node = client.get_node_from_key(key)
-            groups.setdefault(node.name, (node, []))[1].append(index)
-        replies: list[Any] = [None] * len(keys)
-        for node, indices in groups.values():
-            connection = client.get_redis_connection(node)
-            args = list(leading)
-            for index in indices:
-                args.append(keys[index])
-                args += args_of(index)
-            reply = connection.eval(script, 0, *args)
-            if isinstance(reply, list):
-                for index, value in zip(indices, reply, strict=True):
-                    replies[index] = value
-        return replies
+    # a batch whose reply was lost may be replayed: a stored record with the
+    # same post id is the post itself (see ``_store``)
+    replays_seen = True
 
-    def _cluster_batch(
-        self,
-        sketches: Sequence[Sketch],
-        records: list[tuple[bytes, list[bytes], bytes]],
-        settings: IndexSettings,
-        depth: int = 0,
-    ) -> list[Match | None]:
-        """Read, verify and claim; append the bands; recheck; then pin and drop.
+    def __init__(self, store: RedisStore, settings: IndexSettings, depth: int = 0) -> None:
+        self._store = store
+        self.settings = settings
+        self._depth = depth  # how many times a Cluster batch was judged again within this one
+        config, clock = self._read([store._config_key, store._clock_key])
+        if config is None:
+            raise StoreError(_emptied(store.location))
+        self.clock = float(clock) if clock is not None else float("-inf")
+        # The judge's serials for the batch's own posts: past every serial a
+        # stored value can hold (SERIAL_DIGITS), so newer than any post read,
+        # whatever other workers record meanwhile. Redis gives the posts their
+        # own serials when it records them.
+        self.next_serial = 10**SERIAL_DIGITS
+        self._band_values: dict[bytes, bytes] = {}  # band key -> its value when the batch read it
+        self._suffixes: dict[int, bytes] = {}  # serial -> record-key suffix, of the posts read
+        self._posts: dict[int, CachedPost] = {}
 
-        Every duplicate pins the record it matched, and every post that the
-        recheck would drop pins the post it defers to, before any drop. A
-        worker drops its own post only if nobody pinned it, atomically on its
-        record key, so a verdict never names a post that did not pass. A
-        duplicate whose match was dropped first is judged again.
-        """
-        judged = self._judge_on_cluster(sketches, records, settings)
-        results = judged.results
+    def _read(self, keys: Sequence[bytes]) -> list[Any]:
+        """The values of ``keys``, in one round trip a node."""
+        store = self._store
+        if not keys:
+            return []
+        if store.cluster:
+            return store._on_nodes("read the index", script("read"), keys)
+        return list(store._retrying("read the index", lambda: store._client.mget(keys)))
+
+    # -- what the judge reads --------------------------------------------------
+    def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        return band_keys
+
+    def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        store = self._store
+        band_keys = key_bytes(queries)
+        values = self._read([store._band_prefix + key for key in band_keys])
+        members: list[list[bytes]] = []
+        for key, value in zip(band_keys, values, strict=True):
+            value = value or b""
+            self._band_values[key] = value
+            members.append(_split(value))
+        wanted = list(dict.fromkeys(m for found in members for m in found))
+        serial_of: dict[bytes, int] = {}
+        for suffix, value in zip(wanted, self._read([store._post_prefix + m for m in wanted]), strict=True):
+            if value is None:
+                continue  # expired or forgotten: no candidate
+            serial = int(value[:SERIAL_DIGITS])
+            timestamp, post_id, words = _decode_record(value)
+            serial_of[suffix] = serial
+            self._suffixes[serial] = suffix
+            self._posts[serial] = CachedPost(timestamp, post_id, bytes(words))
+        hit_query: list[int] = []
+        hit_serial: list[int] = []
+        limit = self.settings.max_candidates_per_band
+        for index, found in enumerate(members):
+            serials = sorted(
+                (serial_of[m] for m in _rules.newest_per_key(found, limit) if m in serial_of), reverse=True
+            )
+            hit_query += [index] * len(serials)
+            hit_serial += serials
+        if not hit_serial:
+            return _NO_HITS, _NO_HITS
+        return np.array(hit_query, dtype=np.int64), np.array(hit_serial, dtype=np.int64)
+
+    def post(self, serial: int) -> CachedPost | None:
+        return self._posts.get(serial)
+
+    # -- recording ---------------------------------------------------------------
+    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+        store = self._store
+        if not store.cluster:
+            self._record_on_one(sketches, judgement)
+            return judgement.matches
+        return _ClusterRecording(self, sketches, judgement).run()
+
+    def _record_on_one(self, sketches: Sequence[Sketch], judgement: Judgement) -> None:
+        """Record the novel posts with ``commit.lua``, if nothing the batch read has changed."""
+        store, settings = self._store, self.settings
+        ttl, clock = settings.ttl_seconds, judgement.clock
+        named = [
+            store._post_prefix + self._suffixes[serial]
+            for serial in judgement.matched.values()
+            if serial < judgement.first_serial  # a stored post: it must still be there
+        ]
+        args: list[bytes | str | int] = [
+            store.prefix,
+            max(1, settings.max_candidates_per_band),
+            store._config_key,
+            repr(clock) if clock > float("-inf") else "",
+            len(self._band_values),
+        ]
+        for key, value in self._band_values.items():
+            args += [key, value]
+        args += [len(named), *named]
+        for index, post in zip(judgement.recorded, judgement.posts, strict=True):
+            sketch = sketches[index]
+            life = _life_ms(sketch.timestamp, clock, ttl)
+            if life < 0:
+                continue  # past the horizon already: nothing could match it
+            record = encode_record(post.timestamp, post.post_id, post.words)
+            args += [record, b"".join(key_bytes(sketch.band_keys)), record_key_suffix(sketch.shingles), life]
+        if store._commit_script(keys=[], args=args) == b"changed":
+            raise RetryBatch
+
+    def commit(self, progress: Any) -> None:
+        self._store._commit_progress(progress)
+
+    def abort(self) -> None:
+        """Nothing to undo: a batch writes only when it records, in one script on one Redis."""
+
+
+def record_key_suffix(shingles: np.ndarray) -> bytes:
+    """The key a post's record is stored under: a hash of its verification set,
+    so copies of one normalised text share it."""
+    return hashlib.blake2b(shingles.astype("<u8").tobytes(), digest_size=8).digest()
+
+
+class _ClusterRecording:
+    """Claim, append, recheck, then pin and drop: a judged batch recorded on a Cluster.
+
+    Every duplicate pins the record it matched, and every post that the
+    recheck would drop pins the post it defers to, before any drop. A worker
+    drops its own post only if nobody pinned it, atomically on its record key,
+    so a verdict never names a post that did not pass. A duplicate whose match
+    was dropped first is judged again.
+    """
+
+    def __init__(self, txn: RedisTransaction, sketches: Sequence[Sketch], judgement: Judgement) -> None:
+        self.txn = txn
+        self.store = txn._store
+        self.settings = txn.settings
+        self.sketches = sketches
+        self.judgement = judgement
+        self.results = list(judgement.matches)
+        self.suffixes = [record_key_suffix(sketch.shingles) for sketch in sketches]
+        # duplicate -> record-key suffix of the post it names
+        self.matched: dict[int, bytes] = {}
+        for index, serial in judgement.matched.items():
+            offset = serial - judgement.first_serial
+            self.matched[index] = txn._suffixes[serial] if offset < 0 else self.suffixes[judgement.recorded[offset]]
+        self.claimed: list[int] = []  # posts whose record key this batch claimed
+        # duplicates of a post of this batch that lost its claim (another worker
+        # holds its text): they name a post that will not pass, so are judged again
+        self.stale: list[int] = []
+
+    def run(self) -> list[Match | None]:
+        store = self.store
+        lives = self._claim()
         # Bands go in before the output is written, to keep the window in
         # which a near-duplicate on another worker misses them short.
-        self._record_on_cluster(records, judged, settings)
-        wants_drop = self._recheck_on_cluster(sketches, records, judged, settings)
-        targets = list(dict.fromkeys([*judged.matched.values(), *(other for other, _ in wants_drop.values())]))
+        self._append(lives)
+        wants_drop = self._recheck()
+        targets = list(dict.fromkeys([*self.matched.values(), *(other for other, _ in wants_drop.values())]))
         there: dict[bytes, bool] = {}
         if targets:
-            pinned = self._on_nodes(script("pin"), [self._post_prefix + t for t in targets], lambda _: [])
+            pinned = store._on_nodes("pin posts", script("pin"), [store._post_prefix + t for t in targets])
             there = {t: bool(p) for t, p in zip(targets, pinned, strict=True)}
         droppable = [index for index, (other, _) in wants_drop.items() if there.get(other)]
         if droppable:
-            kept = self._on_nodes(script("drop"), [self._post_prefix + records[i][2] for i in droppable], lambda _: [])
+            keys = [store._post_prefix + self.suffixes[i] for i in droppable]
+            kept = store._on_nodes("drop posts", script("drop"), keys)
             for index, pinned_by_others in zip(droppable, kept, strict=True):
                 if not pinned_by_others:
-                    results[index] = wants_drop[index][1]
-        again = [index for index, target in judged.matched.items() if not there.get(target)] + judged.stale
-        if again and depth < 3:
-            retried = self._cluster_batch(
-                [sketches[i] for i in again], [records[i] for i in again], settings, depth + 1
-            )
+                    self.results[index] = wants_drop[index][1]
+        again = [index for index, target in self.matched.items() if not there.get(target)] + self.stale
+        if again and self.txn._depth < 3:
+            retried = store._judge_again([self.sketches[i] for i in again], self.txn._depth + 1)
             for index, result in zip(again, retried, strict=True):
-                results[index] = result
+                self.results[index] = result
         elif again:
             # Their matches kept vanishing: pass them (unindexed) rather than
             # name a post that did not pass. A repeat, never a loss.
             for index in again:
-                results[index] = None
-        return results
+                self.results[index] = None
+        return self.results
 
-    def _read_on_cluster(
-        self, band_keys: Sequence[bytes], skip: set[bytes] | frozenset[bytes] = frozenset()
-    ) -> tuple[dict[bytes, list[bytes]], dict[bytes, _Stored]]:
-        """The members of each band key (record-key suffixes, in order), and
-        the records of those members not in ``skip``."""
-        values = self._on_nodes(script("read"), [self._band_prefix + k for k in band_keys], lambda _: [])
-        members = {
-            key: [value[at : at + 8] for at in range(0, len(value), 8)]
-            for key, value in zip(band_keys, values, strict=True)
-            if value
-        }
-        wanted = list(dict.fromkeys(m for found in members.values() for m in found if m not in skip))
-        stored: dict[bytes, _Stored] = {}
-        assert self._settings is not None
-        shingle_size = self._settings.shingle_size
-        if wanted:
-            values = self._on_nodes(script("read"), [self._post_prefix + m for m in wanted], lambda _: [])
-            for suffix, value in zip(wanted, values, strict=True):
-                if value is not None:
-                    timestamp, post_id, words = _decode_record(value)
-                    verified = verification_set(words.tolist(), shingle_size)
-                    words_array = np.frombuffer(words, dtype=np.uint32)
-                    stored[suffix] = _Stored(timestamp, post_id, verified, words_array, value[:SERIAL_DIGITS])
-        return members, stored
-
-    def _judge_on_cluster(
-        self,
-        sketches: Sequence[Sketch],
-        records: list[tuple[bytes, list[bytes], bytes]],
-        settings: IndexSettings,
-    ) -> _Judged:
+    def _claim(self) -> dict[int, int]:
+        """Claim the record keys of the novel posts worth recording; their Redis TTLs in ms."""
+        store, settings, sketches, judgement = self.store, self.settings, self.sketches, self.judgement
         ttl, threshold = settings.ttl_seconds, settings.jaccard_threshold
-        limit = settings.max_candidates_per_band
-        if self._client.get(self._config_key) is None:
-            raise StoreError(_emptied(self.location))
-        stored_clock = self._client.get(self._clock_key)
-        clock = float(stored_clock) if stored_clock is not None else float("-inf")
-        members, stored = self._read_on_cluster(
-            list(dict.fromkeys(key for _, band_keys, _ in records for key in band_keys))
-        )
-        # serials for the batch's posts, in order, after every one recorded before
-        last_serial = int(self._client.incrby(self._serial_key, len(sketches)))
-        serials = [serial_text(last_serial - len(sketches) + 1 + index) for index in range(len(sketches))]
-        results: list[Match | None] = []
-        matched: dict[int, bytes] = {}
-        stale: list[int] = []
-        local: dict[bytes, list[bytes]] = {}  # band key -> suffixes of this batch's novel posts
-        novel: list[int] = []
-        horizons: list[float] = []
-        for index, (sketch, (_, band_keys, suffix)) in enumerate(zip(sketches, records, strict=True)):
+        clock = self.txn.clock
+        horizons: dict[int, float] = {}
+        recorded = set(judgement.recorded)
+        for index, sketch in enumerate(sketches):
             clock = max(clock, sketch.timestamp)
-            horizon = clock - ttl if ttl > 0 else float("-inf")
-            horizons.append(max(horizon, -1e300))
-            # a key offers its newest ``limit`` posts, stored or recorded earlier in this batch,
-            # as a band key's list does, so batch boundaries change no verdict
-            shared: dict[bytes, int] = {}
-            for key in band_keys:
-                for member in _rules.newest_per_key([*members.get(key, ()), *local.get(key, ())], limit):
-                    shared[member] = shared.get(member, 0) + 1
-            candidates = dict.fromkeys(shared)
-            best: Match | None = None
-            if sketch.refers_to is not None:
-                # a repost without text: a duplicate when the post it reposts is live here
-                for candidate in candidates:
-                    entry = stored.get(candidate)
-                    if entry is not None and entry.post_id == sketch.refers_to and entry.timestamp > horizon:
-                        best, matched[index] = Match(sketch.refers_to, 1.0), candidate
-                        break
-                results.append(best)
+            if index in recorded:
+                horizons[index] = max(clock - ttl if ttl > 0 else float("-inf"), -1e300)
+        lives = {index: _life_ms(sketches[index].timestamp, judgement.clock, ttl) for index in judgement.recorded}
+        claims = [(i, post) for i, post in zip(judgement.recorded, judgement.posts, strict=True) if lives[i] >= 0]
+        if not claims:
+            return lives
+        # serials for the batch's recorded posts, in order, after every one recorded before
+        last = int(store._retrying("take serials", lambda: store._client.incrby(store._serial_key, len(claims))))
+        values = [
+            serial_text(last - len(claims) + 1 + n) + encode_record(post.timestamp, post.post_id, post.words)
+            for n, (_, post) in enumerate(claims)
+        ]
+        holders = store._on_nodes(
+            "claim record keys",
+            script("claim"),
+            [store._post_prefix + self.suffixes[i] for i, _ in claims],
+            lambda n: [
+                values[n],
+                repr(horizons[claims[n][0]]),
+                lives[claims[n][0]],
+                "1" if sketches[claims[n][0]].made_up_id else "0",
+            ],
+        )
+        lost: dict[bytes, str] = {}  # record key -> the id of this batch's post that lost it
+        for (index, _), holder in zip(claims, holders, strict=True):
+            if holder is None:
+                self.claimed.append(index)
                 continue
-            query = set(sketch.shingles.tolist())
-            # _rules.rank_candidates: most keys shared, then newest; those gone from Redis are no candidates
-            present = {m: stored[m] for m in shared if m in stored}
-            ranked = sorted(present, key=lambda m: (shared[m], present[m].serial), reverse=True)
-            for candidate in ranked[: _rules.MAX_VERIFIED]:
-                entry = present[candidate]
-                if entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
-                    continue
-                if np.array_equal(entry.words, sketch.words):  # the very same words: a match at once
-                    best, matched[index] = Match(entry.post_id, 1.0), candidate
-                    break
-                similarity = _rules.judged_similarity(
-                    sketch, query, entry.verified, entry.words, settings.shingle_size, threshold
-                )
-                if similarity >= threshold and (best is None or similarity > best.similarity):
-                    best, matched[index] = Match(entry.post_id, similarity), candidate
-                    if similarity == 1.0:
-                        break
-            results.append(best)
-            if best is None:
-                novel.append(index)
-                stored[suffix] = _Stored(sketch.timestamp, sketch.post_id, query, sketch.words, serials[index])
-                for key in band_keys:
-                    under = local.setdefault(key, [])
-                    under.append(suffix)
-                    if len(under) > limit:  # only the newest ``limit`` are ever offered
-                        del under[0]
-        lives = [self._life_ms(sketch.timestamp, clock, ttl) for sketch in sketches]
-        # Claim the record keys of the novel posts worth recording.
-        claims = [i for i in novel if lives[i] >= 0]
-        recorded = []
-        if claims:
-            holders = self._on_nodes(
-                script("claim"),
-                [self._post_prefix + records[i][2] for i in claims],
-                lambda n: [
-                    serials[claims[n]] + records[claims[n]][0],
-                    repr(horizons[claims[n]]),
-                    lives[claims[n]],
-                    "1" if sketches[claims[n]].made_up_id else "0",
-                ],
+            # Another worker recorded the same normalised text first.
+            _, post_id, words = _decode_record(holder)
+            held_words = words.tolist()
+            held = verification_set(held_words, settings.shingle_size)
+            query = set(sketches[index].shingles.tolist())
+            similarity = _rules.judged_similarity(
+                sketches[index], query, held, held_words, settings.shingle_size, threshold
             )
-            lost: dict[bytes, str] = {}  # record key -> the id of this batch's post that lost it
-            for index, holder in zip(claims, holders, strict=True):
-                if holder is None:
-                    recorded.append(index)
-                    continue
-                # Another worker recorded the same normalised text first.
-                _, post_id, words = _decode_record(holder)
-                held_words = words.tolist()
-                held = verification_set(held_words, settings.shingle_size)
-                query = set(sketches[index].shingles.tolist())
-                similarity = _rules.judged_similarity(
-                    sketches[index], query, held, held_words, settings.shingle_size, threshold
-                )
-                if similarity >= threshold:
-                    results[index], matched[index] = Match(post_id, similarity), records[index][2]
-                    lost[records[index][2]] = sketches[index].post_id
-            # A later post of this batch may have matched the loser here, by
-            # the same record key: its verdict would name a post that never passes.
-            for index, target in list(matched.items()):
-                result = results[index]
-                if target in lost and result is not None and result.duplicate_of == lost[target]:
-                    del matched[index]
-                    stale.append(index)
-        return _Judged(results, matched, clock, lives, recorded, members, stale)
+            if similarity >= threshold:
+                self.results[index], self.matched[index] = Match(post_id, similarity), self.suffixes[index]
+                lost[self.suffixes[index]] = sketches[index].post_id
+        # A later post of this batch may have matched the loser here, by
+        # the same record key: its verdict would name a post that never passes.
+        for index, target in list(self.matched.items()):
+            result = self.results[index]
+            if target in lost and result is not None and result.duplicate_of == lost[target]:
+                del self.matched[index]
+                self.stale.append(index)
+        return lives
 
-    def _record_on_cluster(
-        self, records: list[tuple[bytes, list[bytes], bytes]], judged: _Judged, settings: IndexSettings
-    ) -> None:
+    def _append(self, lives: dict[int, int]) -> None:
+        store = self.store
         keys: list[bytes] = []
         args: list[tuple[bytes, int]] = []
-        for index in judged.recorded:
-            _, band_keys, suffix = records[index]
-            for key in band_keys:
-                keys.append(self._band_prefix + key)
-                args.append((suffix, judged.lives[index]))
+        for index in self.claimed:
+            for key in key_bytes(self.sketches[index].band_keys):
+                keys.append(store._band_prefix + key)
+                args.append((self.suffixes[index], lives[index]))
         if keys:
-            cap = max(1, settings.max_candidates_per_band)
-            self._on_nodes(script("append"), keys, lambda n: list(args[n]), leading=[cap])
-        if judged.clock > float("-inf"):
-            self._raise_clock(keys=[self._clock_key], args=[repr(judged.clock)])
+            cap = max(1, self.settings.max_candidates_per_band)
+            store._on_nodes("append to band keys", script("append"), keys, lambda n: list(args[n]), leading=[cap])
+        clock = self.judgement.clock
+        if clock > float("-inf"):
+            store._retrying("raise the clock", lambda: store._raise_clock(keys=[store._clock_key], args=[repr(clock)]))
 
-    def _recheck_on_cluster(
-        self,
-        sketches: Sequence[Sketch],
-        records: list[tuple[bytes, list[bytes], bytes]],
-        judged: _Judged,
-        settings: IndexSettings,
-    ) -> dict[int, tuple[bytes, Match]]:
-        """The recorded posts that defer to a near-duplicate recorded meanwhile
+    def _recheck(self) -> dict[int, tuple[bytes, Match]]:
+        """The claimed posts that defer to a near-duplicate recorded meanwhile
         by another worker, each with that post's record-key suffix and Match.
 
-        Each recorded post reads its band keys again, now that its own entries
+        Each claimed post reads its band keys again, now that its own entries
         are in. A post recorded meanwhile (not under the key when the batch
         read it: one that was is a candidate the rules ranked, verified or
-        left out) that matches it is concurrent: of the
-        two, the one that came second under the smallest band key they share
-        defers. Both posts look at the same key, whose order never changes, so
-        at most one of them defers; and the later of the two to append finds
-        the other there, so one of them does.
+        left out) that matches it is concurrent: of the two, the one that came
+        second under the smallest band key they share defers. Both posts look
+        at the same key, whose order never changes, so at most one of them
+        defers; and the later of the two to append finds the other there, so
+        one of them does.
         """
-        if not judged.recorded:
+        if not self.claimed:
             return {}
+        store, settings = self.store, self.settings
         ttl = settings.ttl_seconds
-        horizon = judged.clock - ttl if ttl > 0 else float("-inf")
-        members, stored = self._read_on_cluster(
-            list(dict.fromkeys(key for i in judged.recorded for key in records[i][1])),
-            skip={records[i][2] for i in judged.recorded},
-        )
+        horizon = self.judgement.clock - ttl if ttl > 0 else float("-inf")
+        band_keys = list(dict.fromkeys(key for i in self.claimed for key in key_bytes(self.sketches[i].band_keys)))
+        own = {self.suffixes[i] for i in self.claimed}
+        values = self.txn._read([store._band_prefix + key for key in band_keys])
+        members = {key: _split(value) for key, value in zip(band_keys, values, strict=True) if value}
+        seen = {key: set(_split(value)) for key, value in self.txn._band_values.items()}
+        wanted = list(dict.fromkeys(m for found in members.values() for m in found if m not in own))
+        stored: dict[bytes, tuple[float, str, set[int], list[int]]] = {}
+        for suffix, value in zip(wanted, self.txn._read([store._post_prefix + m for m in wanted]), strict=True):
+            if value is not None:
+                timestamp, post_id, word_view = _decode_record(value)
+                word_list = word_view.tolist()
+                stored[suffix] = (timestamp, post_id, verification_set(word_list, settings.shingle_size), word_list)
         wants_drop: dict[int, tuple[bytes, Match]] = {}
-        for index in judged.recorded:
-            sketch, (_, band_keys, suffix) = sketches[index], records[index]
+        for index in self.claimed:
+            sketch, suffix = self.sketches[index], self.suffixes[index]
+            own_keys = key_bytes(sketch.band_keys)
             query = set(sketch.shingles.tolist())
             concurrent = (
                 other
-                for key in band_keys
+                for key in own_keys
                 for other in members.get(key, ())
-                if other not in judged.seen.get(key, ())  # recorded since the batch read this key
+                if other not in seen.get(key, ())  # recorded since the batch read this key
             )
             for other in concurrent:
                 entry = stored.get(other)
-                if entry is None or entry.timestamp <= horizon or _same_post(sketch, entry.timestamp, entry.post_id):
+                if entry is None:
+                    continue
+                timestamp, post_id, verified, other_words = entry
+                if timestamp <= horizon or (
+                    post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
+                ):
                     continue
                 similarity = _rules.judged_similarity(
-                    sketch, query, entry.verified, entry.words, settings.shingle_size, settings.jaccard_threshold
+                    sketch, query, verified, other_words, settings.shingle_size, settings.jaccard_threshold
                 )
                 if similarity < settings.jaccard_threshold:
                     continue
                 # the smallest band key they share, from the other's stored words:
                 # not from the lists read, which may not show all of its keys yet
-                theirs = key_bytes(settings.rekey([entry.words], [entry.post_id])[0])
-                arbiter = min(set(band_keys).intersection(theirs), default=None)
+                theirs = key_bytes(settings.rekey([np.array(other_words, dtype=np.uint32)], [post_id])[0])
+                arbiter = min(set(own_keys).intersection(theirs), default=None)
                 order = members.get(arbiter, []) if arbiter is not None else []
                 if other in order and suffix in order and order.index(other) < order.index(suffix):
-                    wants_drop[index] = (other, Match(entry.post_id, similarity))
+                    wants_drop[index] = (other, Match(post_id, similarity))
                     break
         return wants_drop
 
-    @staticmethod
-    def _life_ms(timestamp: float, clock: float, ttl: float) -> int:
-        """Redis TTL in ms for a post; 0 for none (ttl 0), -1 when already expired."""
-        if ttl <= 0:
-            return 0
-        life = int((timestamp + ttl - clock) * 1000)
-        return life if life > 0 else -1
+
+def _split(value: bytes) -> list[bytes]:
+    """A band key's members: its 8-byte record-key suffixes."""
+    return [value[at : at + 8] for at in range(0, len(value), 8)]

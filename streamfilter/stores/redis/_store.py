@@ -16,15 +16,17 @@ Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
 - ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
   one band key, newest last, at most ``max_candidates_per_band`` of them
 
-**Atomicity.** On a single Redis one Lua script (``batch.lua``) judges and
-records a whole batch, so no two workers can both pass copies of a text, nor
-near-duplicates. It applies the rules of ``_rules``, ranking candidates by
-band keys shared, then by serial, newest first, as the other stores do.
+**Atomicity.** A batch reads its band keys and their posts' records, and the
+one batch judge (``_judge``) ranks and verifies them, as for every store.
+On a single Redis one Lua script (``commit.lua``) then records the batch's
+novel posts only if none of the band keys it read, nor any record a verdict
+names, has changed meanwhile; otherwise the batch is judged again. So no two
+workers can both pass copies of a text, nor near-duplicates.
 On a Cluster (``_cluster``), keys live in different slots and no script can
 span them, so a batch runs in steps, each one script per node over the keys
 that node holds:
 
-1. read the band keys and the candidates' records, and verify;
+1. read the band keys and the candidates' records, and judge;
 2. *claim* each novel post's record key (set only when no live record of
    another post holds it). Copies of one normalised text all claim the same
    key, so exactly one of them passes, whichever workers they reach. A post
@@ -68,7 +70,6 @@ repeats across inputs, so for them the timestamp must match as well.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import math
@@ -82,14 +83,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from ... import _rules
 from ..._exceptions import ConfigError, MissingDependencyError, StoreError
+from ..._judge import judge_batch
 from ..._redact import redact
 from ..._rules import Match
-from .._base import IndexSettings, Sketch, check_fingerprint, key_bytes
-from .._records import decode_id, encode_record
-from ._cluster import _INDEX_GONE, ClusterProtocol, _decode_record, _emptied
-from ._scripts import rules_args, script
+from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint, key_bytes
+from ._cluster import _INDEX_GONE, RedisTransaction, _decode_record, _emptied
+from ._scripts import script
 
 __all__ = ["RedisStore"]
 
@@ -158,7 +158,7 @@ _FORGET = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL'
 _UNKNOWN_HOST = ("Name or service not known", "nodename nor servname provided", "No address associated")
 
 
-class RedisStore(ClusterProtocol):
+class RedisStore(TransactionalStore):
     """A band store on Redis or Redis Cluster, shared by any number of workers.
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS);
@@ -230,7 +230,7 @@ class RedisStore(ClusterProtocol):
             client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
             self._raise_clock = client.register_script(script("raise_clock"))
         else:
-            self._batch = client.register_script(script("batch"))
+            self._commit = client.register_script(script("commit"))
         self._client = client
 
     def open(self, settings: IndexSettings) -> None:
@@ -262,71 +262,68 @@ class RedisStore(ClusterProtocol):
         return None if stored is None else dict(json.loads(stored))
 
     # -- the one operation ---------------------------------------------------
-    def check_and_insert(
-        self,
-        sketches: Sequence[Sketch],
-        *,
-        progress: Mapping[str, int | str] | None = None,
-        before_commit: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
+    def begin(self) -> RedisTransaction:
+        """A batch's index transaction: it reads for the judge, and writes only when it records."""
         settings = self._settings
         if settings is None:
             raise StoreError("the Redis store is not open")
-        records = [
-            (
-                encode_record(s.timestamp, s.post_id, s.words.astype("<u4", copy=False).tobytes()),
-                key_bytes(s.band_keys),
-                _record_key_suffix(s.shingles),
-            )
-            for s in sketches
-        ]
-        with self._lock:
-            if not records:
-                results: list[Match | None] = []
-            elif self.cluster:
-                results = self._retrying("check a batch", lambda: self._cluster_batch(sketches, records, settings))
-            else:
-                results = self._retrying("check a batch", lambda: self._judge_on_one(sketches, records, settings))
-            # Recorded already: output written here and lost in a crash comes
-            # back when the batch is replayed (see the module docstring).
-            if before_commit is not None:
-                before_commit(results)
-            # After the batch and its output, so a crash between them repeats the batch, never skips it.
-            lines = {name: done for name, done in (progress or {}).items() if isinstance(done, int)}
-            points = {name: point for name, point in (progress or {}).items() if isinstance(point, str)}
-            if lines:
-                self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=lines))
-            if points:
-                self._retrying("record the resume point", lambda: self._client.hset(self._resume_key, mapping=points))
-            self._committed += 1
-        return results
+        txn: RedisTransaction = self._retrying("read the index", lambda: RedisTransaction(self, settings))
+        return txn
 
-    def _judge_on_one(
-        self, sketches: Sequence[Sketch], records: list[tuple[bytes, list[bytes], bytes]], settings: IndexSettings
-    ) -> list[Match | None]:
-        args: list[bytes | str | float | int] = [
-            self.prefix,
-            repr(float(settings.ttl_seconds)),
-            max(1, settings.max_candidates_per_band),
-            *rules_args(settings.jaccard_threshold, settings.shingle_size),
-            _rules.MAX_VERIFIED,
-            self._config_key,
-        ]
-        for (record, band_keys, suffix), sketch in zip(records, sketches, strict=True):
-            refers = b"" if sketch.refers_to is None else _id_bytes(sketch.refers_to)
-            flags = ("1" if sketch.made_up_id else "0") + ("1" if sketch.cut_off else "0")
-            args += [record, b"".join(band_keys), suffix, flags, refers]
-        reply = self._batch(keys=[], args=args)
-        results: list[Match | None] = []
-        position = 0
-        while position < len(reply):
-            if reply[position] == b"1":
-                results.append(Match(decode_id(reply[position + 1]), float(reply[position + 2])))
-                position += 3
-            else:
-                results.append(None)
-                position += 1
-        return results
+    def _commit_script(self, *, keys: list[bytes], args: list[Any]) -> Any:
+        return self._retrying("record a batch", lambda: self._commit(keys=keys, args=args))
+
+    def _judge_again(self, sketches: Sequence[Sketch], depth: int) -> list[Match | None]:
+        """Judge and record ``sketches`` anew, in a transaction of their own (a Cluster's retry)."""
+        settings = self._settings
+        assert settings is not None
+        txn: RedisTransaction = self._retrying("read the index", lambda: RedisTransaction(self, settings, depth))
+        return txn.record(sketches, judge_batch(txn, sketches, settings))
+
+    def _commit_progress(self, progress: Mapping[str, int | str] | None) -> None:
+        """Record a batch's progress, after the batch and its output, so a
+        crash between them repeats the batch, never skips it."""
+        lines = {name: done for name, done in (progress or {}).items() if isinstance(done, int)}
+        points = {name: point for name, point in (progress or {}).items() if isinstance(point, str)}
+        if lines:
+            self._retrying("record progress", lambda: self._client.hset(self._progress_key, mapping=lines))
+        if points:
+            self._retrying("record the resume point", lambda: self._client.hset(self._resume_key, mapping=points))
+        self._committed += 1
+
+    def _on_nodes(
+        self,
+        what: str,
+        script: str,
+        keys: Sequence[bytes],
+        args_of: Callable[[int], list[Any]] = lambda _: [],
+        leading: Sequence[Any] = (),
+    ) -> list[Any]:
+        """Run ``script`` once per node over the keys that node holds, retried
+        as a whole (slots may have moved); replies in key order."""
+        replies: list[Any] = self._retrying(what, lambda: self._on_each_node(script, keys, args_of, leading))
+        return replies
+
+    def _on_each_node(
+        self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]], leading: Sequence[Any]
+    ) -> list[Any]:
+        client = self._client
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for index, key in enumerate(keys):
+            node = client.get_node_from_key(key)
+            groups.setdefault(node.name, (node, []))[1].append(index)
+        replies: list[Any] = [None] * len(keys)
+        for node, indices in groups.values():
+            connection = client.get_redis_connection(node)
+            args = list(leading)
+            for index in indices:
+                args.append(keys[index])
+                args += args_of(index)
+            reply = connection.eval(script, 0, *args)
+            if isinstance(reply, list):
+                for index, value in zip(indices, reply, strict=True):
+                    replies[index] = value
+        return replies
 
     # -- retries ---------------------------------------------------------------
     def _unreachable(self, what: str, attempt: int, waited: float, exc: BaseException, unknown_host: bool) -> str:
@@ -441,12 +438,3 @@ class RedisStore(ClusterProtocol):
                 self._client.close()
                 self._client = None
         self._settings = None
-
-
-def _id_bytes(post_id: str) -> bytes:
-    """A post id as records hold it, from its marker on (what ``record.lua``'s ``header`` returns)."""
-    return encode_record(0.0, post_id, b"")[8:]
-
-
-def _record_key_suffix(shingles: np.ndarray) -> bytes:
-    return hashlib.blake2b(shingles.astype("<u8").tobytes(), digest_size=8).digest()

@@ -1,0 +1,287 @@
+"""The one batch judge: every store's batches are judged here, by ``_rules``.
+
+A store offers a narrow index transaction (``stores._base.IndexTransaction``):
+the newest members of each band key, a stored post by serial, recording the
+batch's novel posts, commit. The judge does the rest, for a whole batch at
+once:
+
+1. it looks every band key of the batch up in one call, and counts for each
+   post the stored posts that share keys with it (numpy);
+2. it keeps the batch's own novel posts under the keys a later post of the
+   batch holds too, so a post sees the ones recorded before it in its batch,
+   and a key offers its newest ``max_candidates_per_band`` posts wherever the
+   batch boundaries fall (stored posts give way to the batch's newer ones);
+3. it ranks and verifies the candidates (``_rules.rank_candidates``,
+   ``_rules.best_match``, ``_rules.referenced``).
+
+So a batch of any size gives the verdicts of judging its posts one at a time,
+and every store gives the same verdicts; a differential test holds them to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _rules
+from ._rules import CachedPost, Match
+from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch
+
+__all__ = ["Judgement", "judge_batch", "run_batch"]
+
+
+@dataclass(slots=True)
+class Judgement:
+    """A judged batch, before it is recorded."""
+
+    matches: list[Match | None]
+    clock: float  # the index's clock after the batch
+    recorded: list[int] = field(default_factory=list)  # indexes of the novel posts to record, in order
+    posts: list[CachedPost] = field(default_factory=list)  # theirs, as verification built them
+    # sketch index -> serial of the post its match names (stored, or recorded
+    # earlier in the batch: ``first_serial`` + its position in ``recorded``)
+    matched: dict[int, int] = field(default_factory=dict)
+    first_serial: int = 0
+
+
+def _stored_sharers(
+    hit_query: npt.NDArray[np.int64],
+    hit_serial: npt.NDArray[np.int64],
+    inverse: npt.NDArray[np.int64],
+    owner: npt.NDArray[np.int64],
+    queries: int,
+) -> dict[int, tuple[list[int], list[int]]]:
+    """For each sketch that shares band keys with stored posts: (their
+    serials, how many keys each shares), most keys first, then newest.
+
+    ``hit_query``/``hit_serial`` are the stored members of each query (sorted
+    by query); ``inverse``/``owner`` give each band key of the batch its query
+    and its sketch.
+    """
+    if len(hit_serial) == 0:
+        return {}
+    per_query = np.bincount(hit_query, minlength=queries)
+    first_hit = np.cumsum(per_query) - per_query
+    per_key = per_query[inverse]  # hits under each band key of each sketch
+    total = int(per_key.sum())
+    if total == 0:
+        return {}
+    key_start = np.cumsum(per_key) - per_key
+    positions = np.repeat(first_hit[inverse] - key_start, per_key) + np.arange(total)
+    sketch = np.repeat(owner, per_key)
+    serial = hit_serial[positions]
+    order = np.lexsort((serial, sketch))
+    sketch, serial = sketch[order], serial[order]
+    starts = np.flatnonzero(np.concatenate(([True], (sketch[1:] != sketch[:-1]) | (serial[1:] != serial[:-1]))))
+    shared = np.diff(np.append(starts, total))
+    sketch, serial = sketch[starts], serial[starts]
+    order = np.lexsort((-serial, -shared, sketch))
+    sketches, serials, counts = sketch[order].tolist(), serial[order].tolist(), shared[order].tolist()
+    bounds = np.flatnonzero(np.diff(sketch[order])).tolist()
+    result: dict[int, tuple[list[int], list[int]]] = {}
+    for start, end in zip([0, *[b + 1 for b in bounds]], [*[b + 1 for b in bounds], len(sketches)], strict=True):
+        result[sketches[start]] = (serials[start:end], counts[start:end])
+    return result
+
+
+def _with_batch_sharers(
+    stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int], crowded_out: dict[int, int]
+) -> list[int]:
+    """The candidate serials in rank order: ``stored`` (serials, shared keys)
+    and the batch's own recorded posts that share keys (serial: keys).
+    ``crowded_out`` says under how many keys a stored serial gave way to the
+    batch's newer posts; one left under none is no candidate."""
+    shared = dict(zip(*stored, strict=True)) if stored is not None else {}
+    for serial, keys in crowded_out.items():
+        remaining = shared.get(serial, 0) - keys
+        if remaining > 0:
+            shared[serial] = remaining
+        else:
+            shared.pop(serial, None)
+    shared.update(in_batch)  # serials of this batch are new: none is in ``stored``
+    return _rules.rank_candidates(shared)
+
+
+class _Shared:
+    """Which band keys a sketch shares with earlier or later sketches of its batch.
+
+    A sketch looks for posts recorded earlier in its batch only under the keys
+    an earlier sketch holds too, and files itself only under the keys a later
+    sketch holds too. Small batches mostly share no key at all.
+    """
+
+    def __init__(self, inverse: npt.NDArray[np.int64], owner: npt.NDArray[np.int64], queries: int, count: int) -> None:
+        self.lookup_keys: list[int] = []
+        self.filed_keys: list[int] = []
+        self.lookup_ends = self.filed_ends = [0] * (count + 1)
+        if queries == len(inverse):
+            return
+        first_holder = np.full(queries, count, dtype=np.int64)
+        last_holder = np.full(queries, -1, dtype=np.int64)
+        np.minimum.at(first_holder, inverse, owner)
+        np.maximum.at(last_holder, inverse, owner)
+        looked_up = np.flatnonzero(owner > first_holder[inverse])
+        self.lookup_keys = inverse[looked_up].tolist()
+        self.lookup_ends = [0, *np.cumsum(np.bincount(owner[looked_up], minlength=count)).tolist()]
+        filed = np.flatnonzero(owner < last_holder[inverse])
+        self.filed_keys = inverse[filed].tolist()
+        self.filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
+
+    def looked_up(self, index: int) -> list[int]:
+        return self.lookup_keys[self.lookup_ends[index] : self.lookup_ends[index + 1]]
+
+    def filed(self, index: int) -> list[int]:
+        return self.filed_keys[self.filed_ends[index] : self.filed_ends[index + 1]]
+
+
+def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
+    """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
+    count = len(sketches)
+    limit = settings.max_candidates_per_band
+    judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
+    if count == 0:
+        return judgement
+    lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
+    every = txn.index_keys(np.concatenate([sketch.band_keys for sketch in sketches]))
+    owner = np.repeat(np.arange(count), lengths)
+    queries, inverse = np.unique(every, return_inverse=True)
+    hit_query, hit_serial = txn.members(queries)
+    stored = _stored_sharers(hit_query, hit_serial, inverse, owner, len(queries))
+    shared_keys = _Shared(inverse, owner, len(queries), count)
+    # A key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first.
+    per_query = np.bincount(hit_query, minlength=len(queries))
+    hit_counts = per_query.tolist()
+    hit_starts = (np.cumsum(per_query) - per_query).tolist()
+    hit_serials = hit_serial.tolist()
+    # repeated key (its index in ``queries``) -> serials of the batch's
+    # recorded posts under it, oldest first; like the index, it holds recorded
+    # posts only, so a campaign's thousand copies in one batch are checked
+    # against its one original
+    recorded_under: list[list[int] | None] = [None] * len(queries)
+    own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
+    next_serial = judgement.first_serial
+    clock = judgement.clock
+
+    def posts(serials: Iterable[int]) -> Iterator[tuple[int, CachedPost | None]]:
+        for serial in serials:
+            post = own_posts.get(serial)
+            yield serial, post if post is not None else txn.post(serial)
+
+    for index, sketch in enumerate(sketches):
+        clock = max(clock, sketch.timestamp)
+        after = _rules.horizon(clock, settings.ttl_seconds)
+        best: Match | None = None
+        own: CachedPost | None = None
+        candidates = stored.get(index)
+        serials = candidates[0] if candidates is not None else None
+        if judgement.recorded and shared_keys.lookup_ends[index] < shared_keys.lookup_ends[index + 1]:
+            in_batch: dict[int, int] = {}
+            crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
+            for query in shared_keys.looked_up(index):
+                under = recorded_under[query]
+                if under is None:
+                    continue
+                for serial in under:
+                    in_batch[serial] = in_batch.get(serial, 0) + 1
+                crowded = len(under) + hit_counts[query] - limit
+                if crowded > 0:
+                    end = hit_starts[query] + hit_counts[query]
+                    for serial in hit_serials[end - crowded : end]:
+                        crowded_out[serial] = crowded_out.get(serial, 0) + 1
+            if in_batch:
+                serials = _with_batch_sharers(candidates, in_batch, crowded_out)
+        if sketch.refers_to is not None:
+            found = _rules.referenced(posts(sorted(serials or (), reverse=True)), sketch.refers_to, after)
+        elif serials is not None:
+            own = CachedPost.of(sketch)
+            ranked = posts(serials[: _rules.MAX_VERIFIED])
+            if txn.replays_seen:
+                ranked = _without_itself(ranked, sketch)
+            found = _rules.best_match(ranked, sketch, own, after, settings.jaccard_threshold, settings.shingle_size)
+        else:
+            found = None
+        if found is not None:
+            best, judgement.matched[index] = found
+        elif sketch.refers_to is not None:  # a reference is never recorded
+            judgement.matches.append(None)
+            continue
+        if best is None:
+            if own is None:
+                own = CachedPost.of(sketch)
+            serial = next_serial
+            next_serial += 1
+            own_posts[serial] = own
+            for query in shared_keys.filed(index):
+                under = recorded_under[query]
+                if under is None:
+                    recorded_under[query] = [serial]
+                else:
+                    under.append(serial)
+                    if len(under) > limit:  # like the index's look-ups: the newest ``limit`` a key
+                        del under[0]
+            judgement.recorded.append(index)
+            judgement.posts.append(own)
+        judgement.matches.append(best)
+    judgement.clock = clock
+    return judgement
+
+
+def _without_itself(
+    candidates: Iterator[tuple[int, CachedPost | None]], sketch: Sketch
+) -> Iterator[tuple[int, CachedPost | None]]:
+    """``candidates`` without the sketch's own post, recorded by an earlier
+    attempt at its batch (a lost reply, or a run killed before its output
+    was written): the post passes again, a repeat, never a loss.
+
+    A post id from the platform says so alone: a post without a timestamp gets
+    the wall clock, which differs on the second attempt. A made-up id
+    ("line:N") repeats across inputs, so the timestamp must match too.
+    """
+    for serial, post in candidates:
+        if (
+            post is not None
+            and post.post_id == sketch.post_id
+            and (post.timestamp == sketch.timestamp or not sketch.made_up_id)
+        ):
+            yield serial, None
+        else:
+            yield serial, post
+
+
+def run_batch(
+    store: BandStore,
+    sketches: Sequence[Sketch],
+    *,
+    progress: Mapping[str, int | str] | None = None,
+    deliver: Callable[[list[Match | None]], None] | None = None,
+) -> list[Match | None]:
+    """Judge a batch in one index transaction and commit it with ``progress``.
+
+    The steps are explicit: judge, record, ``deliver`` the results, commit.
+    Whatever ``deliver`` writes out is on its way before the index says these
+    posts were seen, so a crash between the two repeats a batch instead of
+    losing it; if it raises, nothing commits. A store that must begin again
+    (its map grew, another writer got in first) raises RetryBatch from any
+    step, and the batch is judged anew.
+    """
+    if not sketches and not progress:  # nothing to judge or record
+        if deliver is not None:
+            deliver([])
+        return []
+    while True:
+        txn = store.begin()
+        try:
+            judgement = judge_batch(txn, sketches, txn.settings)
+            matches = txn.record(sketches, judgement)
+            if deliver is not None:
+                deliver(matches)
+            txn.commit(progress)
+            return matches
+        except RetryBatch:
+            continue
+        except BaseException:
+            txn.abort()
+            raise
