@@ -27,12 +27,12 @@ import numpy.typing as npt
 from ._config import FilterConfig
 from ._exceptions import InvalidRecordError, StreamFilterError
 from ._judge import run_batch
-from ._lsh import band_keys, id_keys
-from ._minhash import MinHasher
+from ._lsh import id_keys
 from ._normalize import normalize_fallback, words_and_cut
 from ._post import RetweetPolicy, Verdict, VerdictKind
 from ._prepared import NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
-from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
+from ._shingle import ShingleSets
+from ._sketching import BatchSketcher
 from ._stats import StatsRecorder
 from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match, Sketch
@@ -58,8 +58,8 @@ class Sketcher:
     def __init__(self, config: FilterConfig, adapter: RecordAdapter) -> None:
         self.config = config
         self.adapter = adapter
-        self._minhasher = MinHasher(config.num_perm, config.seed)
-        self._hash_words = WordHasher(config.seed)
+        assert config.bands is not None and config.rows is not None
+        self._sketcher = BatchSketcher(config.num_perm, config.seed, config.shingle_size, config.bands, config.rows)
 
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> tuple[list[str], bool]:
@@ -74,23 +74,16 @@ class Sketcher:
 
     def _sketch_words(self, word_lists: Sequence[Sequence[str]]) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
         """(the verification sets, with the word hashes; the band keys) of a batch."""
-        config = self.config
-        assert config.bands is not None and config.rows is not None
-        words, word_offsets = self._hash_words(word_lists)
-        signatures = self._minhasher.signatures(minhash_shingles(words, word_offsets, config.shingle_size))
-        verified = verification_hashes(words, word_offsets, config.shingle_size)
-        return verified, band_keys(signatures, config.bands, config.rows)
+        return self._sketcher.sketch(*self._sketcher.words(word_lists))
 
     def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
         """The band keys a stored post was filed under, its id key included,
         from its word hashes as stored."""
-        config = self.config
-        assert config.bands is not None and config.rows is not None
         offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
         words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else NO_WORDS
-        signatures = self._minhasher.signatures(minhash_shingles(words, offsets, config.shingle_size))
-        return np.column_stack([band_keys(signatures, config.bands, config.rows), id_keys(post_ids, config.seed)])
+        _, keys = self._sketcher.sketch(words, offsets)
+        return np.column_stack([keys, id_keys(post_ids, self.config.seed)])
 
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._shingle import verification_set
+from ._sketching import compiled_kernel
 
 if TYPE_CHECKING:
     from .stores._base import Sketch
@@ -57,6 +58,7 @@ __all__ = [
     "word_edits",
 ]
 
+_KERNEL = compiled_kernel()
 _Member = TypeVar("_Member")  # what a store files under a band key: a serial, a record key
 
 # A band key offers at most this many of its newest posts as candidates.
@@ -105,15 +107,17 @@ def rank_candidates(shared: Mapping[int, int]) -> list[int]:
 class CachedPost:
     """What verification needs of one stored post: its time, id, word hashes
     as stored (bytes of little-endian uint32) and, once a comparison needed
-    it, its verification set."""
+    it, its verification set: as a Python set, or, where the compiled kernel
+    is built, as its sorted values packed in bytes (``packed``)."""
 
-    __slots__ = ("members", "post_id", "timestamp", "words")
+    __slots__ = ("members", "packed", "post_id", "timestamp", "words")
 
     def __init__(self, timestamp: float, post_id: str, words: bytes, members: set[int] | None = None) -> None:
         self.timestamp = timestamp
         self.post_id = post_id
         self.words = words
         self.members = members
+        self.packed: bytes | None = None
 
     @classmethod
     def of(cls, sketch: Sketch) -> CachedPost:
@@ -128,6 +132,18 @@ class CachedPost:
         if self.members is None:
             self.members = verification_set(self.word_list(), shingle_size)
         return self.members
+
+    def similarity(self, sketch: Sketch, other: CachedPost, shingle_size: int) -> float:
+        """The Jaccard of this post (the post being judged, ``sketch``) and ``other``."""
+        if _KERNEL is not None:
+            if self.packed is None:
+                self.packed = sketch.shingles.astype(np.uint64, copy=False).tobytes()
+            if other.packed is None:
+                other.packed = _KERNEL.verification(other.words, shingle_size)
+            return float(_KERNEL.jaccard(self.packed, other.packed))
+        if self.members is None:
+            self.members = set(sketch.shingles.tolist())
+        return jaccard(self.members, other.verification_members(shingle_size))
 
 
 def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
@@ -243,10 +259,10 @@ def best_match(
             continue
         if post.words == own.words:  # the same words in the same order: the same set
             return Match(post.post_id, 1.0), serial
-        if own.members is None:
-            own.members = set(sketch.shingles.tolist())
-        found = jaccard(own.members, post.verification_members(shingle_size))
+        found = own.similarity(sketch, post, shingle_size)
         if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
+            if own.members is None:
+                own.members = set(sketch.shingles.tolist())
             found = under_threshold(found, sketch, own.members, post.word_list(), shingle_size, threshold)
         if found >= threshold and (best is None or found > best[0].similarity):
             best = Match(post.post_id, found), serial

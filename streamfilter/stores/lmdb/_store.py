@@ -65,6 +65,8 @@ _SERIAL_KEY = b"next_serial"
 _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
 _FORMAT = b"streamfilter-lmdb-7"
+# what the decoders raise on a damaged file
+_DECODING_ERRORS = (ValueError, UnicodeDecodeError, struct.error, IndexError, KeyError)
 
 
 class _MapGuard:
@@ -234,11 +236,14 @@ class LMDBStore(TransactionalStore):
         """What a damaged file makes the decoders raise, as a StoreError that says so."""
         try:
             yield
-        except (ValueError, UnicodeDecodeError, struct.error, IndexError, KeyError) as exc:
-            raise StoreError(
-                f"the LMDB index at {self.path} is damaged ({type(exc).__name__}: {exc}); it cannot be "
-                "repaired in place: replay the stream into a new --db directory"
-            ) from exc
+        except _DECODING_ERRORS as exc:
+            raise self._damaged(exc) from exc
+
+    def _damaged(self, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"the LMDB index at {self.path} is damaged ({type(exc).__name__}: {exc}); it cannot be "
+            "repaired in place: replay the stream into a new --db directory"
+        )
 
     # -- the one operation ---------------------------------------------------
     def begin(self) -> _Transaction:
@@ -520,9 +525,10 @@ class _Transaction:
             self._fail(exc)
 
     def post(self, serial: int) -> CachedPost | None:
-        try:
-            with self._store._corruption_reported():
-                return self._store._cache.get(self._batch.get_post, serial)
+        try:  # called for each candidate: no context manager here
+            return self._store._cache.get(self._batch.get_post, serial)
+        except _DECODING_ERRORS as exc:
+            self._fail(self._store._damaged(exc))
         except BaseException as exc:
             self._fail(exc)
 

@@ -1,0 +1,13 @@
+"""The compiled sketching loops (streamfilter/_kernel.c); everything else is in pyproject.toml.
+
+The extension is optional: where it cannot be built, streamfilter sketches
+with mmh3 and numpy (the reference it is tested against), only slower.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension("streamfilter._kernel", ["streamfilter/_kernel.c"], extra_compile_args=["-O3"], optional=True)
+    ]
+)

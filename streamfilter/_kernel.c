@@ -1,0 +1,329 @@
+/* The per-post loops of sketching, compiled: word hashes, k-shingles,
+ * MinHash signatures, band keys and verification sets.
+ *
+ * Each function computes exactly what its numpy reference in Python does
+ * (_shingle.py, _minhash.py, _lsh.py), value for value; tests/test_kernel.py
+ * holds them to it on generated text in every script. Word hashes are
+ * MurmurHash3 x86 32-bit of the word's UTF-8, as mmh3.hash(word, seed,
+ * signed=False) computes them. Arrays cross as bytearrays of native-endian
+ * integers, which _kernel_py.py wraps as numpy arrays without a copy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SHINGLE 8
+
+static const uint64_t POSITION_MULTIPLIERS[MAX_SHINGLE] = {
+    0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL, 0x165667B19E3779F9ULL, 0xD6E8FEB86659FD93ULL,
+    0xFF51AFD7ED558CCDULL, 0xC4CEB9FE1A85EC53ULL, 0x94D049BB133111EBULL, 0xBF58476D1CE4E5B9ULL,
+};
+static const uint64_t BAND_MULTIPLIER = 0x9E3779B97F4A7C15ULL;
+
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
+    const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
+    uint32_t h1 = seed, k1;
+    Py_ssize_t blocks = len / 4, i;
+    for (i = 0; i < blocks; i++) {
+        k1 = (uint32_t)data[i * 4] | (uint32_t)data[i * 4 + 1] << 8 | (uint32_t)data[i * 4 + 2] << 16 |
+             (uint32_t)data[i * 4 + 3] << 24;
+        k1 *= c1;
+        k1 = rotl32(k1, 15);
+        k1 *= c2;
+        h1 ^= k1;
+        h1 = rotl32(h1, 13);
+        h1 = h1 * 5 + 0xe6546b64;
+    }
+    const uint8_t *tail = data + blocks * 4;
+    k1 = 0;
+    switch (len & 3) {
+    case 3:
+        k1 ^= (uint32_t)tail[2] << 16; /* fall through */
+    case 2:
+        k1 ^= (uint32_t)tail[1] << 8; /* fall through */
+    case 1:
+        k1 ^= tail[0];
+        k1 *= c1;
+        k1 = rotl32(k1, 15);
+        k1 *= c2;
+        h1 ^= k1;
+    }
+    h1 ^= (uint32_t)len;
+    h1 ^= h1 >> 16;
+    h1 *= 0x85ebca6b;
+    h1 ^= h1 >> 13;
+    h1 *= 0xc2b2ae35;
+    h1 ^= h1 >> 16;
+    return h1;
+}
+
+static inline uint64_t finalize64(uint64_t v) {
+    v ^= v >> 33;
+    v *= 0xFF51AFD7ED558CCDULL;
+    v ^= v >> 33;
+    v *= 0xC4CEB9FE1A85EC53ULL;
+    return v ^ (v >> 33);
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every run of 1 to k words of one post (little-endian uint32 word hashes),
+ * sorted, without repeats, into out (room for count * k values); how many. */
+static Py_ssize_t runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, uint64_t *out) {
+    Py_ssize_t at = 0, s, q, kept, i;
+    int size;
+    for (size = 1; size <= shingle_size; size++) {
+        for (s = 0; s + size <= count; s++) {
+            uint64_t value;
+            if (size == 1)
+                value = post[s];
+            else if (size == 2)
+                value = (uint64_t)post[s] << 32 | post[s + 1];
+            else {
+                value = (uint64_t)size;
+                for (q = 0; q < size; q++)
+                    value += (uint64_t)post[s + q] * POSITION_MULTIPLIERS[q];
+            }
+            out[at++] = value;
+        }
+    }
+    qsort(out, at, sizeof(uint64_t), compare_u64);
+    for (kept = 0, i = 0; i < at; i++)
+        if (i == 0 || out[i] != out[kept - 1])
+            out[kept++] = out[i];
+    return kept;
+}
+
+/* hash_words(word_lists, seed) -> (words: bytearray of uint32, offsets: bytearray of int64) */
+static PyObject *hash_words(PyObject *self, PyObject *args) {
+    PyObject *lists;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "OK", &lists, &seed))
+        return NULL;
+    PyObject *outer = PySequence_Fast(lists, "word_lists must be a sequence");
+    if (outer == NULL)
+        return NULL;
+    Py_ssize_t posts = PySequence_Fast_GET_SIZE(outer), total = 0, p, w;
+    PyObject **items = PySequence_Fast_ITEMS(outer);
+    PyObject *inner_lists = PyList_New(posts);
+    if (inner_lists == NULL)
+        goto fail_outer;
+    for (p = 0; p < posts; p++) {
+        PyObject *inner = PySequence_Fast(items[p], "each post's words must be a sequence");
+        if (inner == NULL)
+            goto fail_lists;
+        PyList_SET_ITEM(inner_lists, p, inner);
+        total += PySequence_Fast_GET_SIZE(inner);
+    }
+    PyObject *words = PyByteArray_FromStringAndSize(NULL, total * 4);
+    PyObject *offsets = PyByteArray_FromStringAndSize(NULL, (posts + 1) * 8);
+    if (words == NULL || offsets == NULL) {
+        Py_XDECREF(words);
+        Py_XDECREF(offsets);
+        goto fail_lists;
+    }
+    uint32_t *out = (uint32_t *)PyByteArray_AS_STRING(words);
+    int64_t *ends = (int64_t *)PyByteArray_AS_STRING(offsets);
+    Py_ssize_t at = 0;
+    ends[0] = 0;
+    for (p = 0; p < posts; p++) {
+        PyObject *inner = PyList_GET_ITEM(inner_lists, p);
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(inner);
+        PyObject **word_items = PySequence_Fast_ITEMS(inner);
+        for (w = 0; w < count; w++) {
+            Py_ssize_t size;
+            const char *utf8 = PyUnicode_AsUTF8AndSize(word_items[w], &size);
+            if (utf8 == NULL) {
+                Py_DECREF(words);
+                Py_DECREF(offsets);
+                goto fail_lists;
+            }
+            out[at++] = murmur3_32((const uint8_t *)utf8, size, (uint32_t)seed);
+        }
+        ends[p + 1] = at;
+    }
+    Py_DECREF(inner_lists);
+    Py_DECREF(outer);
+    return Py_BuildValue("(NN)", words, offsets);
+fail_lists:
+    Py_DECREF(inner_lists);
+fail_outer:
+    Py_DECREF(outer);
+    return NULL;
+}
+
+/* sketch(words, offsets, shingle_size, multipliers, increments, bands, rows)
+ *   -> (verification hashes: bytearray of uint64, their offsets: bytearray of int64,
+ *       band keys: bytearray of uint64, posts x bands)
+ * words: uint32 buffer; offsets: int64 buffer of posts + 1; multipliers and
+ * increments: uint64 buffers of num_perm values each. */
+static PyObject *sketch(PyObject *self, PyObject *args) {
+    Py_buffer words_view, offsets_view, mult_view, inc_view;
+    int shingle_size, bands, rows;
+    if (!PyArg_ParseTuple(args, "y*y*iy*y*ii", &words_view, &offsets_view, &shingle_size, &mult_view, &inc_view,
+                          &bands, &rows))
+        return NULL;
+    PyObject *result = NULL, *verified = NULL, *verified_offsets = NULL, *keys = NULL;
+    uint64_t *mins_scratch = NULL, *shingles = NULL;
+    const uint32_t *words = (const uint32_t *)words_view.buf;
+    const int64_t *offsets = (const int64_t *)offsets_view.buf;
+    const uint64_t *mult = (const uint64_t *)mult_view.buf, *inc = (const uint64_t *)inc_view.buf;
+    Py_ssize_t posts = offsets_view.len / 8 - 1, num_perm = mult_view.len / 8, p;
+    if (shingle_size < 1 || shingle_size > MAX_SHINGLE || posts < 0 || inc_view.len != mult_view.len ||
+        bands < 1 || rows < 1 || (Py_ssize_t)bands * rows > num_perm) {
+        PyErr_SetString(PyExc_ValueError, "bad sketch parameters");
+        goto done;
+    }
+    Py_ssize_t total_words = words_view.len / 4;
+    if (posts >= 0 && (offsets[0] != 0 || offsets[posts] > total_words)) {
+        PyErr_SetString(PyExc_ValueError, "offsets do not fit the words");
+        goto done;
+    }
+    /* verification runs: at most k values a word */
+    Py_ssize_t most = total_words * shingle_size;
+    verified = PyByteArray_FromStringAndSize(NULL, most * 8);
+    verified_offsets = PyByteArray_FromStringAndSize(NULL, (posts + 1) * 8);
+    keys = PyByteArray_FromStringAndSize(NULL, posts * bands * 8);
+    mins_scratch = (uint64_t *)malloc(sizeof(uint64_t) * (num_perm > 0 ? num_perm : 1));
+    shingles = (uint64_t *)malloc(sizeof(uint64_t) * (total_words > 0 ? total_words : 1));
+    if (verified == NULL || verified_offsets == NULL || keys == NULL || mins_scratch == NULL || shingles == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t *ver = (uint64_t *)PyByteArray_AS_STRING(verified);
+    int64_t *ver_ends = (int64_t *)PyByteArray_AS_STRING(verified_offsets);
+    uint64_t *key_out = (uint64_t *)PyByteArray_AS_STRING(keys);
+    Py_ssize_t at = 0;
+    ver_ends[0] = 0;
+    for (p = 0; p < posts; p++) {
+        int64_t start = offsets[p], end = offsets[p + 1], count = end - start, s, q;
+        if (end < start) {
+            PyErr_SetString(PyExc_ValueError, "offsets must not decrease");
+            goto done;
+        }
+        const uint32_t *post = words + start;
+        /* MinHash shingles: one per start of k words; a shorter post with words gets one of them all */
+        Py_ssize_t shingle_count = count == 0 ? 0 : (count - shingle_size + 1 > 1 ? count - shingle_size + 1 : 1);
+        for (s = 0; s < shingle_count; s++) {
+            uint64_t combined = 0;
+            for (q = 0; q < shingle_size && s + q < count; q++)
+                combined += (uint64_t)post[s + q] * POSITION_MULTIPLIERS[q];
+            shingles[s] = finalize64(combined);
+        }
+        uint32_t *mins = (uint32_t *)mins_scratch;
+        Py_ssize_t perm;
+        for (perm = 0; perm < num_perm; perm++)
+            mins[perm] = 0xFFFFFFFFu;
+        for (s = 0; s < shingle_count; s++) {
+            uint64_t folded = (shingles[s] ^ (shingles[s] >> 32)) & 0xFFFFFFFFULL;
+            for (perm = 0; perm < num_perm; perm++) {
+                uint32_t value = (uint32_t)((mult[perm] * folded + inc[perm]) >> 32);
+                if (value < mins[perm])
+                    mins[perm] = value;
+            }
+        }
+        /* band keys (_lsh.band_keys) */
+        int band, row;
+        for (band = 0; band < bands; band++) {
+            uint64_t key = (uint64_t)(band + 1) * BAND_MULTIPLIER;
+            for (row = 0; row < rows; row++) {
+                key ^= (uint64_t)mins[band * rows + row];
+                key *= BAND_MULTIPLIER;
+                key ^= key >> 29;
+            }
+            key *= 0xBF58476D1CE4E5B9ULL;
+            key ^= key >> 32;
+            key_out[p * bands + band] = key;
+        }
+        /* verification set: every run of 1 to k words, sorted, without repeats */
+        at += runs_of(post, count, shingle_size, ver + at);
+        ver_ends[p + 1] = at;
+    }
+    if (PyByteArray_Resize(verified, at * 8) < 0)
+        goto done;
+    result = Py_BuildValue("(OOO)", verified, verified_offsets, keys);
+done:
+    Py_XDECREF(verified);
+    Py_XDECREF(verified_offsets);
+    Py_XDECREF(keys);
+    free(mins_scratch);
+    free(shingles);
+    PyBuffer_Release(&words_view);
+    PyBuffer_Release(&offsets_view);
+    PyBuffer_Release(&mult_view);
+    PyBuffer_Release(&inc_view);
+    return result;
+}
+
+/* verification(words, shingle_size) -> bytes: one post's verification set as
+ * sorted native uint64 values (_shingle.verification_set, sorted) */
+static PyObject *verification(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int shingle_size;
+    if (!PyArg_ParseTuple(args, "y*i", &view, &shingle_size))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count = view.len / 4;
+    if (shingle_size < 1 || shingle_size > MAX_SHINGLE || view.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "bad verification parameters");
+    } else {
+        result = PyBytes_FromStringAndSize(NULL, count * shingle_size * 8);
+        if (result != NULL) {
+            Py_ssize_t kept = runs_of((const uint32_t *)view.buf, count, shingle_size,
+                                      (uint64_t *)PyBytes_AS_STRING(result));
+            if (_PyBytes_Resize(&result, kept * 8) < 0)
+                result = NULL;
+        }
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* jaccard(a, b) -> float: the Jaccard similarity of two sets given as sorted
+ * native uint64 values without repeats (_rules.jaccard, exactly) */
+static PyObject *jaccard(PyObject *self, PyObject *args) {
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &b))
+        return NULL;
+    const uint64_t *x = (const uint64_t *)a.buf, *y = (const uint64_t *)b.buf;
+    Py_ssize_t nx = a.len / 8, ny = b.len / 8, i = 0, j = 0, shared = 0;
+    while (i < nx && j < ny) {
+        if (x[i] < y[j])
+            i++;
+        else if (x[i] > y[j])
+            j++;
+        else {
+            shared++;
+            i++;
+            j++;
+        }
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    if (nx + ny == 0) {
+        PyErr_SetString(PyExc_ZeroDivisionError, "the Jaccard of two empty sets");
+        return NULL;
+    }
+    return PyFloat_FromDouble((double)shared / (double)(nx + ny - shared));
+}
+
+static PyMethodDef methods[] = {
+    {"verification", verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
+    {"jaccard", jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
+    {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
+    {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "streamfilter's compiled sketching loops.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&module); }

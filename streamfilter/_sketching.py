@@ -1,0 +1,88 @@
+"""A batch's word hashes, verification sets and band keys: compiled, or in numpy.
+
+``_kernel`` (``_kernel.c``, built by ``pip install``) runs the per-post loops
+in C; the numpy path (``_shingle``, ``_minhash``, ``_lsh``) is the reference
+it must equal value for value (tests/test_kernel.py), and what runs where the
+extension could not be built.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+
+from ._lsh import band_keys
+from ._minhash import MinHasher
+from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
+
+__all__ = ["BatchSketcher", "compiled_kernel"]
+
+
+def compiled_kernel() -> ModuleType | None:
+    """The compiled kernel, or None where it was not built (or where integers
+    are big-endian: stored word hashes are little-endian, the kernel reads them as they lie)."""
+    if sys.byteorder != "little":
+        return None
+    try:
+        from . import _kernel
+    except ImportError:
+        return None
+    return _kernel  # type: ignore[no-any-return]
+
+
+class BatchSketcher:
+    """Sketches batches for one set of settings; ``compiled=False`` takes the numpy path."""
+
+    def __init__(self, num_perm: int, seed: int, shingle_size: int, bands: int, rows: int, *, compiled: bool = True):
+        self._settings = (num_perm, seed, shingle_size, bands, rows, compiled)
+        self.seed = seed
+        self.shingle_size = shingle_size
+        self.bands = bands
+        self.rows = rows
+        self._minhasher = MinHasher(num_perm, seed)
+        self._multipliers = self._minhasher.multipliers.tobytes()
+        self._increments = self._minhasher.increments.tobytes()
+        self._kernel = compiled_kernel() if compiled else None
+        self._hash_words = WordHasher(seed)
+
+    # A sketch worker process gets its sketcher pickled: the settings travel,
+    # and the kernel (a module) and word cache are set up again there.
+    def __getstate__(self) -> tuple[int, int, int, int, int, bool]:
+        return self._settings
+
+    def __setstate__(self, state: tuple[int, int, int, int, int, bool]) -> None:
+        num_perm, seed, shingle_size, bands, rows, compiled = state
+        self.__init__(num_perm, seed, shingle_size, bands, rows, compiled=compiled)  # type: ignore[misc]
+
+    @property
+    def compiled(self) -> bool:
+        return self._kernel is not None
+
+    def words(self, word_lists: Sequence[Sequence[str]]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+        """Every post's word hashes in order, as CSR arrays (hashes, offsets)."""
+        if self._kernel is None:
+            return self._hash_words(word_lists)
+        words, offsets = self._kernel.hash_words(word_lists, self.seed)
+        return np.frombuffer(words, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
+
+    def sketch(
+        self, words: npt.NDArray[np.uint32], word_offsets: npt.NDArray[np.int64]
+    ) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
+        """(the verification sets, with the word hashes; a (posts, bands) matrix of band keys)."""
+        if self._kernel is None:
+            signatures = self._minhasher.signatures(minhash_shingles(words, word_offsets, self.shingle_size))
+            verified = verification_hashes(words, word_offsets, self.shingle_size)
+            return verified, band_keys(signatures, self.bands, self.rows)
+        words = np.ascontiguousarray(words, dtype=np.uint32)
+        word_offsets = np.ascontiguousarray(word_offsets, dtype=np.int64)
+        hashes, offsets, keys = self._kernel.sketch(
+            words, word_offsets, self.shingle_size, self._multipliers, self._increments, self.bands, self.rows
+        )
+        verified = ShingleSets(
+            np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.int64), words, word_offsets
+        )
+        return verified, np.frombuffer(keys, dtype=np.uint64).reshape(len(word_offsets) - 1, self.bands)

@@ -1,0 +1,129 @@
+"""The compiled kernel computes what the mmh3 and numpy reference computes, value for value."""
+
+from __future__ import annotations
+
+import pickle
+
+import mmh3
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamfilter._rules import jaccard
+from streamfilter._shingle import verification_set
+from streamfilter._sketching import BatchSketcher, compiled_kernel
+
+# letters of many scripts, and the characters a normaliser leaves in words
+_ALPHABETS = [
+    "abcdefghijklmnopqrstuvwxyz0123456789",
+    "日本語の文章を書くカタカナひらがな中文汉字繁體字",
+    "ภาษาไทยการเขียน",
+    "العربيةكتابة",
+    "한국어글쓰기",
+    "हिन्दीलेखन",
+    "русскийязык",
+    "ção à é ñ ü ß",
+    "😀🎉👍🏽❤️\u200d\U0001f9d1",
+]
+_WORD = st.one_of(*[st.text(alphabet, min_size=1, max_size=12) for alphabet in _ALPHABETS])
+_POSTS = st.lists(st.lists(_WORD, max_size=40), min_size=1, max_size=30)
+
+
+def test_the_kernel_is_built() -> None:
+    # pip install builds it wherever gcc and the Python headers are; if this
+    # fails, the install fell back to the numpy path (see setup.py)
+    assert compiled_kernel() is not None
+
+
+@pytest.fixture(scope="module")
+def kernel():  # type: ignore[no-untyped-def]
+    found = compiled_kernel()
+    if found is None:
+        pytest.fail("the compiled kernel is not built")
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(posts=_POSTS, seed=st.integers(0, 2**32 - 1))
+def test_word_hashes_are_mmh3s(kernel, posts: list[list[str]], seed: int) -> None:  # type: ignore[no-untyped-def]
+    words, offsets = kernel.hash_words(posts, seed)
+    expected = [mmh3.hash(word, seed, signed=False) for post in posts for word in post]
+    assert np.frombuffer(words, dtype=np.uint32).tolist() == expected
+    assert np.frombuffer(offsets, dtype=np.int64).tolist() == np.cumsum([0] + [len(p) for p in posts]).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    posts=_POSTS,
+    seed=st.integers(0, 2**32 - 1),
+    shingle_size=st.integers(1, 8),
+    split=st.sampled_from([(16, 2), (8, 4), (32, 1), (5, 6), (1, 7)]),
+    spare=st.integers(0, 3),
+)
+def test_sketches_equal_the_numpy_reference(
+    posts: list[list[str]], seed: int, shingle_size: int, split: tuple[int, int], spare: int
+) -> None:
+    bands, rows = split
+    num_perm = bands * rows + spare  # a split may leave permutations unused
+    compiled = BatchSketcher(num_perm, seed, shingle_size, bands, rows)
+    reference = BatchSketcher(num_perm, seed, shingle_size, bands, rows, compiled=False)
+    assert compiled.compiled and not reference.compiled
+    words, offsets = compiled.words(posts)
+    reference_words, reference_offsets = reference.words(posts)
+    assert words.tolist() == reference_words.tolist() and offsets.tolist() == reference_offsets.tolist()
+    verified, keys = compiled.sketch(words, offsets)
+    reference_verified, reference_keys = reference.sketch(reference_words, reference_offsets)
+    assert verified.offsets.tolist() == reference_verified.offsets.tolist()
+    assert verified.hashes.tolist() == reference_verified.hashes.tolist()
+    assert keys.shape == reference_keys.shape == (len(posts), bands)
+    assert keys.tolist() == reference_keys.tolist()
+
+
+def test_bad_offsets_are_refused_not_read_past(kernel) -> None:  # type: ignore[no-untyped-def]
+    words = np.arange(4, dtype=np.uint32)
+    multipliers = np.ones(4, dtype=np.uint64).tobytes()
+    for offsets in ([0, 9], [1, 2], [0, 3, 2]):
+        with pytest.raises(ValueError):
+            kernel.sketch(words, np.array(offsets, dtype=np.int64), 2, multipliers, multipliers, 2, 2)
+
+
+def test_a_word_that_is_not_text_is_refused(kernel) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError):
+        kernel.hash_words([["fine", 7]], 1)
+    with pytest.raises(UnicodeEncodeError):
+        kernel.hash_words([["lone \ud800 surrogate"]], 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.lists(st.integers(0, 2**32 - 1), max_size=30),
+    second=st.lists(st.integers(0, 2**32 - 1), max_size=30),
+    overlap=st.integers(0, 30),
+    shingle_size=st.integers(1, 8),
+)
+def test_verification_sets_and_their_jaccard_equal_the_rules(  # type: ignore[no-untyped-def]
+    kernel, first: list[int], second: list[int], overlap: int, shingle_size: int
+) -> None:
+    second = first[:overlap] + second  # share a start, as near-duplicates do
+    packed = [kernel.verification(np.array(words, dtype="<u4").tobytes(), shingle_size) for words in (first, second)]
+    sets = [verification_set(words, shingle_size) for words in (first, second)]
+    for values, expected in zip(packed, sets, strict=True):
+        assert np.frombuffer(values, dtype=np.uint64).tolist() == sorted(expected)
+    if sets[0] or sets[1]:
+        assert kernel.jaccard(*packed) == jaccard(*sets)
+
+
+def test_a_sketcher_sent_to_a_worker_process_keeps_the_kernel() -> None:
+    # a replay pickles its Sketcher for its worker process; one that cannot be
+    # pickled makes the replay sketch in its own process, at half the speed
+    from streamfilter import FilterConfig
+    from streamfilter._engine import Sketcher
+    from streamfilter.adapters import record_adapter
+
+    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    copy = pickle.loads(pickle.dumps(sketcher, protocol=pickle.HIGHEST_PROTOCOL))
+    assert copy._sketcher.compiled
+    records = [(1, '{"id": 1, "text": "a campaign post that many accounts copy word for word"}')]
+    mine, theirs = sketcher.prepare(records), copy.prepare(records)
+    assert theirs.sketches[0].band_keys.tolist() == mine.sketches[0].band_keys.tolist()
