@@ -10,8 +10,12 @@ partition, against one index. Reported per store and N: wall time of the
 slowest worker, total posts/s, how many labelled clusters passed more than
 once or never (TTL off: partitions reorder event time), and for Redis
 the bytes per indexed post (``INFO`` used_memory growth, and the
-``MEMORY USAGE`` of the keys, both divided by the records stored). The Redis
-servers are started here on loopback ports, in a temporary directory.
+``MEMORY USAGE`` of the keys, both divided by the posts the index holds; for
+LMDB, the pages its index uses),
+the keys per post, and the CPU seconds the Redis server spent (on two
+cores, N workers and their sketch processes share the machine with it).
+The Redis servers are started here on loopback ports, in a temporary
+directory, with the listpack limits the production guide gives.
 """
 
 from __future__ import annotations
@@ -32,7 +36,12 @@ import redis.cluster
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+from soak import index_facts  # noqa: E402
+
 from tests.redis_servers import RedisCluster, RedisServer  # noqa: E402
+
+# the listpack limits docs/guides/production.md gives for the Redis store
+PRODUCTION = ["--hash-max-listpack-entries", "1024", "--hash-max-listpack-value", "1024"]
 
 
 def split(stream: Path, workers: int, directory: Path) -> list[Path]:
@@ -109,17 +118,33 @@ def cluster_counts(verdicts: list[Path], labels: Path) -> tuple[int, int, int, i
     return len(passes), sum(max(n - 1, 0) for n in passes.values()), sum(1 for n in passes.values() if n == 0), dangling
 
 
-def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple[int, float, float]:
-    """(records, used_memory growth per record, MEMORY USAGE of the keys per record)."""
+def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple[int, float, float, float]:
+    """(records, used_memory growth per record, MEMORY USAGE of the keys per
+    record, keys per record). Records are the posts the index holds: the
+    fields of its record hashes (``{prefix}:r:*``)."""
     client = redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     keys = list(client.scan_iter(match=f"{prefix}:*", count=10000))
-    records = sum(1 for key in keys if key.startswith(f"{prefix}:p:".encode()))
+    record_keys = [key for key in keys if key.startswith(f"{prefix}:r:".encode())]
+    pipe = client.pipeline(transaction=False)
+    for key in record_keys:
+        pipe.hlen(key)
+    records = sum(pipe.execute())
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.memory_usage(key)
     usage = sum(value or 0 for value in pipe.execute())
     client.close()
-    return records, (used_memory(url, cluster) - used_before) / max(records, 1), usage / max(records, 1)
+    grown = (used_memory(url, cluster) - used_before) / max(records, 1)
+    return records, grown, usage / max(records, 1), len(keys) / max(records, 1)
+
+
+def redis_cpu(url: str, cluster: bool) -> float:
+    """CPU seconds the server (or the cluster's primaries) has used so far."""
+    client = redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+    nodes = [client.get_redis_connection(node) for node in client.get_primaries()] if cluster else [client]
+    seconds = sum(float(n.info("cpu")["used_cpu_user"]) + float(n.info("cpu")["used_cpu_sys"]) for n in nodes)
+    client.close()
+    return seconds
 
 
 def used_memory(url: str, cluster: bool) -> int:
@@ -145,8 +170,8 @@ def main() -> None:
     args = parser.parse_args()
     posts = sum(1 for _ in args.stream.open("rb"))
     scratch = Path(tempfile.mkdtemp(prefix="sf-workers-"))
-    single = RedisServer(scratch / "redis").start()
-    cluster = RedisCluster(scratch / "cluster").start()
+    single = RedisServer(scratch / "redis", config=PRODUCTION).start()
+    cluster = RedisCluster(scratch / "cluster", config=PRODUCTION).start()
     rows = []
     try:
         for workers in args.workers:
@@ -159,6 +184,7 @@ def main() -> None:
                 else:
                     url = single.url if store == "redis" else cluster.url
                     before = used_memory(url, store == "redis-cluster")
+                    cpu_before = redis_cpu(url, store == "redis-cluster")
                     where = ["--store", f"{url}?prefix={prefix}"]
                 if args.batch_size:
                     where += ["--batch-size", str(args.batch_size)]
@@ -175,9 +201,12 @@ def main() -> None:
                     "dangling": dangling,
                 }
                 if store != "lmdb":
-                    records, grown, usage = redis_bytes(url, prefix, before, store == "redis-cluster")
+                    records, grown, usage, keys = redis_bytes(url, prefix, before, store == "redis-cluster")
                     row.update(records=records, used_memory_per_post=grown, memory_usage_per_post=usage)
+                    row.update(keys_per_post=keys, redis_cpu_s=redis_cpu(url, store == "redis-cluster") - cpu_before)
                 else:
+                    _, used_mb, records = index_facts(db)
+                    row.update(records=records, used_memory_per_post=used_mb * 2**20 / max(records, 1))
                     shutil.rmtree(db)
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr)
@@ -188,18 +217,23 @@ def main() -> None:
     print(f"{posts} posts; each worker is one process (python -m streamfilter replay), all started at once\n")
     print(
         "| store | workers | wall s | posts/s | clusters passed twice | clusters with no post passed "
-        "| duplicates of a post never passed | bytes/post (used_memory) | bytes/post (MEMORY USAGE) |"
+        "| duplicates of a post never passed | bytes/post (used_memory) | bytes/post (MEMORY USAGE) "
+        "| keys/post | Redis CPU s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        memory = (
-            (f"{row['used_memory_per_post']:.0f}", f"{row['memory_usage_per_post']:.0f}")
-            if "records" in row
-            else ("-", "-")
-        )
+        if "keys_per_post" in row:
+            memory = (
+                f"{row['used_memory_per_post']:.0f}",
+                f"{row['memory_usage_per_post']:.0f}",
+                f"{row['keys_per_post']:.2f}",
+                f"{row['redis_cpu_s']:.2f}",
+            )
+        else:  # LMDB: the pages its index uses, a post
+            memory = (f"{row['used_memory_per_post']:.0f} (pages)", "-", "-", "-")
         print(
             f"| {row['store']} | {row['workers']} | {row['seconds']:.2f} | {row['posts_per_s']:,.0f} | "
-            f"{row['extra']} of {row['clusters']} | {row['lost']} | {row['dangling']} | {memory[0]} | {memory[1]} |"
+            f"{row['extra']} of {row['clusters']} | {row['lost']} | {row['dangling']} | " + " | ".join(memory) + " |"
         )
 
 

@@ -141,14 +141,15 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
     limit = settings.max_candidates_per_band
-    judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
     if count == 0:
-        return judgement
+        return Judgement([], txn.clock, first_serial=txn.next_serial)
     lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
     every = txn.index_keys(np.concatenate([sketch.band_keys for sketch in sketches]))
     owner = np.repeat(np.arange(count), lengths)
     queries, inverse = np.unique(every, return_inverse=True)
     hit_query, hit_serial = txn.members(queries)
+    # after the look-up, which may be what reads the clock (one Redis reads all at once)
+    judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
     stored = _stored_sharers(hit_query, hit_serial, inverse, owner, len(queries))
     shared_keys = _Shared(inverse, owner, len(queries), count)
     # A key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first.

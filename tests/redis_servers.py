@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -38,7 +39,10 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process; ``cluster=True`` starts it as a cluster node."""
 
-    def __init__(self, directory: Path, *, cluster: bool = False, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, *, cluster: bool = False, port: int | None = None, config: Sequence[str] = ()
+    ) -> None:
+        self.config = list(config)  # more redis-server options ("--name", "value", ...)
         self.port = port or free_port()
         self.directory = directory / str(self.port)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -68,6 +72,7 @@ class RedisServer:
                 "--cluster-node-timeout",
                 "3000",
             ]
+        command += self.config
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while self.cli("PING") != "PONG":
@@ -96,8 +101,8 @@ class RedisServer:
 class RedisCluster:
     """Three cluster nodes on loopback, joined with ``redis-cli --cluster create``."""
 
-    def __init__(self, directory: Path, nodes: int = 3) -> None:
-        self.nodes = [RedisServer(directory, cluster=True) for _ in range(nodes)]
+    def __init__(self, directory: Path, nodes: int = 3, config: Sequence[str] = ()) -> None:
+        self.nodes = [RedisServer(directory, cluster=True, config=config) for _ in range(nodes)]
 
     @property
     def url(self) -> str:

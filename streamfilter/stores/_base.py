@@ -102,7 +102,9 @@ class IndexTransaction(Protocol):
     """
 
     settings: IndexSettings
-    clock: float  # the newest event time the index had seen when the transaction began
+    # the newest event time the index had seen when the transaction began
+    # (read once ``members`` has answered: a store may read it with them)
+    clock: float
     next_serial: int  # the serial the batch's first recorded post will get
     # a stored post with the id of a post being judged may be that post itself,
     # recorded by an earlier attempt at its batch that was not acknowledged

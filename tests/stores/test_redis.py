@@ -48,17 +48,18 @@ def test_redis_expiry_leaves_nothing_behind(url: str) -> None:
     store = opened(url, ttl=3.0)
     store.check_and_insert([sketch(f"p{i}", 1000 + i * 0.001, distinct_text(i)) for i in range(20)])
     client = store._client
-    posts = [key for key in keys_under(store) if b":p:" in key]
+    records = [key for key in keys_under(store) if b":r:" in key]
     bands = [key for key in keys_under(store) if b":b:" in key]
     assert CONFIG.bands is not None
-    assert len(posts) == 20 and CONFIG.bands < len(bands) <= 20 * (CONFIG.bands + 1)  # + the id key
-    for key in posts + bands:
-        assert 0 < client.pttl(key) <= 3000  # every record and every band key expires with its post
+    assert store.post_count() == 20 and 0 < len(bands) <= 20 * (CONFIG.bands + 1)  # + the id key
+    # every key of the posts' slice (0.75 s, a quarter of the TTL) expires a
+    # TTL after the slice ends, and a second more
+    assert all(0 < client.pttl(key) <= 1000 * (0.75 + 3 + 1) for key in records + bands)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(keys_under(store)) > 4:
-        time.sleep(0.05)  # until Redis has expired them (3 s after they were written)
-    names = {key.rsplit(b":", 1)[-1] for key in keys_under(store)}
-    assert names == {b"config", b"format", b"clock", b"serial"}  # no record, no stale band left
+    while time.monotonic() < deadline and any(b":r:" in key or b":b:" in key for key in keys_under(store)):
+        time.sleep(0.05)  # until Redis has expired them
+    names = {key.split(b":")[1] for key in keys_under(store)}
+    assert names <= {b"config", b"format", b"layout", b"clock", b"serial", b"slices"}  # no record, no band
     store.close()
 
 
@@ -74,13 +75,28 @@ def test_event_time_rules_a_replay(url: str) -> None:
     store.close()
 
 
-def test_ttl_of_a_record_is_what_remains_of_its_event_time_life(url: str) -> None:
+def test_ttl_of_a_slice_is_what_remains_of_its_event_time_life(url: str) -> None:
+    # slices of 25 s (a quarter of the TTL): a key lives until its slice's end,
+    # plus the TTL, minus the clock, plus a second
     store = opened(url, ttl=100)
-    store.check_and_insert([sketch("new", 5000, "the newest post moves the clock")])
-    store.check_and_insert([sketch("older", 4950, TEXT)])  # 50 s of event-time life left
+    store.check_and_insert([sketch("new", 5000, "the newest post moves the clock")])  # slice 5000-5025
+    store.check_and_insert([sketch("older", 4950, TEXT)])  # slice 4950-4975: 75 s of life left
     client = store._client
-    ttls = sorted(client.pttl(key) for key in keys_under(store) if b":p:" in key)
-    assert 45_000 < ttls[0] <= 50_000 and 95_000 < ttls[1] <= 100_000
+    ttls = sorted(client.pttl(key) for key in keys_under(store) if b":r:" in key)
+    assert 70_000 < ttls[0] <= 76_000 and 120_000 < ttls[1] <= 126_000
+    store.close()
+
+
+def test_a_replay_faster_than_the_wall_clock_keeps_only_the_live_window(url: str) -> None:
+    # Event time runs 10 TTLs in a moment: Redis's own expiry (wall time) would
+    # keep it all; slices behind the clock by a TTL are dropped whole.
+    store = opened(url, ttl=60)
+    for minute in range(10):
+        batch = [sketch(f"{minute}-{i}", 1000 + minute * 60 + i, distinct_text(minute * 40 + i)) for i in range(40)]
+        assert store.check_and_insert(batch) == [None] * 40
+    # live: the last minute's 40 posts, and at most a slice (15 s) more
+    assert 40 <= store.post_count() <= 40 + 15
+    assert len(store._slices()) <= 60 // 15 + 2
     store.close()
 
 

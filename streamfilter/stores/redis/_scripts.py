@@ -1,7 +1,7 @@
 """The Lua scripts of the Redis store, read from the ``.lua`` files beside this module.
 
 A script is assembled from parts (``record.lua`` reads a post record,
-``add_member.lua`` files a post under a band key) and its own body. They keep
+``index.lua`` finds and files band entries in time slices) and its own body. They keep
 the index only: the one batch judge (``_judge``) applies the rules in Python.
 """
 
@@ -14,12 +14,16 @@ __all__ = ["script"]
 
 # name: (flags of the script's shebang line, the parts it is made of, in order)
 _SCRIPTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "commit": ("", ("add_member", "commit")),
+    "read_batch": ("", ("index", "read_batch")),
+    "commit": ("", ("index", "commit")),
+    "slices": ("", ("index", "slices")),
     "read": ("allow-cross-slot-keys,no-writes", ("read",)),
-    "claim": ("allow-cross-slot-keys", ("record", "claim")),
-    "append": ("allow-cross-slot-keys", ("add_member", "append")),
+    "read_bands": ("allow-cross-slot-keys,no-writes", ("index", "read_bands")),
+    "claim": ("allow-cross-slot-keys", ("record", "index", "claim")),
+    "append": ("allow-cross-slot-keys", ("index", "append")),
     "pin": ("allow-cross-slot-keys", ("record", "pin")),
     "drop": ("allow-cross-slot-keys", ("record", "drop")),
+    "unlink": ("allow-cross-slot-keys", ("unlink",)),
     "raise_clock": ("", ("raise_clock",)),
 }
 

@@ -1,38 +1,30 @@
 """The Redis store: a band store that many workers share, on Redis or a Redis Cluster.
 
-Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``):
-
-- ``{prefix}:config``, ``{prefix}:format``: the pinned signature settings
-- ``{prefix}:clock``: the highest event time seen, in seconds
-- ``{prefix}:serial``: the last serial given to a recorded post
-- ``{prefix}:progress:<host name>``: hash of input path -> lines done
-- ``{prefix}:resume``: hash of live source (``sources.resume_key``) -> its
-  resume point, shared by every host, since a URL names the same stream anywhere
-- ``{prefix}:p:<8 bytes>``: the serial a post was recorded under (16
-  decimal digits, which order candidates newest first), then its record
-  (``stores/_records``: its time, id and 32-bit word hashes in order; the
-  scripts compare its runs of 1 to k words as byte strings), keyed by a
-  64-bit hash of that set, so copies of one normalised text share the key
-- ``{prefix}:b:<8 bytes>``: the 8-byte record-key suffixes of the posts under
-  one band key, newest last, at most ``max_candidates_per_band`` of them
+Keys, under a prefix (``sf`` unless the URL says ``?prefix=name``): the pinned
+settings (``config``, ``format``, ``layout``), the ``clock``, the ``serial``
+members are numbered by, ``progress:<host name>`` (input path -> lines done),
+``resume`` (live source -> its resume point, shared by every host, since a
+URL names the same stream anywhere), and the index in time slices of band
+buckets and record hashes (``_layout``).
 
 **Atomicity.** A batch reads its band keys and their posts' records, and the
 one batch judge (``_judge``) ranks and verifies them, as for every store.
 On a single Redis one Lua script (``commit.lua``) then records the batch's
-novel posts only if none of the band keys it read, nor any record a verdict
-names, has changed meanwhile; otherwise the batch is judged again. So no two
-workers can both pass copies of a text, nor near-duplicates.
+novel posts only if no other worker has filed a post under a band key it
+read, and no record a verdict names is gone; otherwise the batch is judged
+again. So no two workers can both pass copies of a text, nor near-duplicates.
 On a Cluster (``_cluster``), keys live in different slots and no script can
 span them, so a batch runs in steps, each one script per node over the keys
 that node holds:
 
-1. read the band keys and the candidates' records, and judge;
-2. *claim* each novel post's record key (set only when no live record of
-   another post holds it). Copies of one normalised text all claim the same
-   key, so exactly one of them passes, whichever workers they reach. A post
-   that loses its claim becomes a duplicate of the holder, and a later post
-   of its batch that was judged a duplicate of it is judged again;
-3. append the novel posts to their band keys;
+1. read the band buckets and the candidates' records, and judge;
+2. *claim* each novel post's text (set only when no live record of another
+   post holds the claim), recording the post with it. Copies of one
+   normalised text all claim the same field, so exactly one of them passes,
+   whichever workers they reach. A post that loses its claim becomes a
+   duplicate of the holder, and a later post of its batch that was judged a
+   duplicate of it is judged again;
+3. file the novel posts in their band buckets;
 4. *recheck*: read those band keys again. A near-duplicate that another
    worker recorded meanwhile is concurrent; of the two, the one that came
    second under the smallest band key they share defers to the other. Both
@@ -40,21 +32,15 @@ that node holds:
    and the second to append always sees the first, so one does;
 5. *pin* every post that a verdict names (each duplicate's match, and each
    post deferred to), then drop each deferring post unless it was pinned.
-   Pin and drop are atomic on the record key, so a verdict never names a
+   Pin and drop are atomic on the record, so a verdict never names a
    post that did not pass; a duplicate whose match was dropped first is
    judged again.
 
 What can still race: a pinned post that wanted to defer stays, and both pass.
 Nothing can make both posts of a pair drop.
 
-**Expiry.** Redis's own: each record and band key gets a TTL, and nothing is
-ever scanned. Event time decides visibility as in LMDB: a record is ignored
-once its timestamp is older than the clock minus the TTL. The Redis TTL of a
-record is what remains of its event-time life when it is written
-(``timestamp + ttl - clock``); a band key lives as long as its longest-lived
-post. A live stream, where event time follows the wall clock, expires in both
-at once. A replay, which runs event time faster, hides posts by event time
-first and frees their memory when their wall-clock remainder runs out.
+**Expiry.** In event time, by whole time slices (``_layout``), with a
+wall-clock TTL on every key as a backstop; nothing is ever scanned.
 
 **Failures.** A dropped connection is retried with exponential backoff and
 jitter for ``retry_for`` seconds, then the batch fails with a StoreError. A
@@ -69,12 +55,14 @@ repeats across inputs, so for them the timestamp must match as well.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
 import math
 import random
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -87,15 +75,20 @@ from ..._exceptions import ConfigError, MissingDependencyError, StoreError
 from ..._judge import judge_batch
 from ..._redact import redact
 from ..._rules import Match
-from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint, key_bytes
-from ._cluster import _INDEX_GONE, RedisTransaction, _decode_record, _emptied
+from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint
+from ._cluster import _INDEX_GONE, RedisTransaction, _emptied
+from ._layout import Layout
 from ._scripts import script
 
 __all__ = ["RedisStore"]
 
 logger = logging.getLogger("streamfilter")
 
-_FORMAT = b"streamfilter-redis-2"
+_FORMAT = b"streamfilter-redis-3"
+_LENGTH = struct.Struct(">I")
+# The server settings the key layout is made for (docs/guides/production.md):
+# a record hash of up to this many posts, of records up to this many bytes, is a listpack.
+LISTPACK_SETTINGS = {"hash-max-listpack-entries": 1024, "hash-max-listpack-value": 1024}
 
 
 def _import_redis() -> Any:
@@ -151,8 +144,10 @@ def _slots_moved(exc: BaseException) -> bool:
     return any(sign in message for sign in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "non local key", "not served"))
 
 
-# Deletes a record key only while it holds the value read: a post recorded there since is kept.
-_FORGET = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+# Deletes a record only while it holds the value read.
+_FORGET = (
+    "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0"
+)
 # What redis-py's ConnectionError says of a host name that does not resolve
 # (not "Temporary failure in name resolution", which may pass).
 _UNKNOWN_HOST = ("Name or service not known", "nodename nor servname provided", "No address associated")
@@ -188,8 +183,10 @@ class RedisStore(TransactionalStore):
         # skip each other's lines on --resume.
         self._progress_key = key + b":progress:" + socket.gethostname().encode()
         self._resume_key = key + b":resume"
-        self._post_prefix = key + b":p:"
-        self._band_prefix = key + b":b:"
+        self._prefix_bytes = key
+        self._slices_key = key + b":slices"
+        self._layout_key = key + b":layout"
+        self._layout = Layout(0.0)
 
     @property
     def location(self) -> str:
@@ -230,6 +227,7 @@ class RedisStore(TransactionalStore):
             client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
             self._raise_clock = client.register_script(script("raise_clock"))
         else:
+            self._read_batch = client.register_script(script("read_batch"))
             self._commit = client.register_script(script("commit"))
         self._client = client
 
@@ -238,17 +236,48 @@ class RedisStore(TransactionalStore):
         requested = dict(settings.fingerprint)
         encoded = json.dumps(requested, sort_keys=True).encode()
 
-        def pin() -> tuple[bytes | None, bytes | None]:
+        # the key layout is pinned by the first worker, from its TTL (see _layout)
+        layout = json.dumps(dataclasses.asdict(Layout.for_ttl(settings.ttl_seconds))).encode()
+
+        def pin() -> tuple[bytes | None, bytes | None, bytes | None]:
             client = self._client
             client.set(self._format_key, _FORMAT, nx=True)
             client.set(self._config_key, encoded, nx=True)
-            return client.get(self._format_key), client.get(self._config_key)
+            client.set(self._layout_key, layout, nx=True)
+            return client.get(self._format_key), client.get(self._config_key), client.get(self._layout_key)
 
-        stored_format, stored = self._retrying("open", pin)
+        stored_format, stored, stored_layout = self._retrying("open", pin)
         if stored_format != _FORMAT:
-            raise StoreError(f"{self.location} holds keys of format {stored_format!r}, expected {_FORMAT!r}")
+            raise StoreError(
+                f"{self.location} holds keys of format {stored_format!r}, expected {_FORMAT!r}: "
+                "start on a fresh prefix (?prefix=name), or delete the old keys"
+            )
         check_fingerprint(self.location, json.loads(stored), requested)
+        self._layout = Layout(**json.loads(stored_layout))
         self._settings = settings
+        self._check_server_settings()
+
+    def _check_server_settings(self) -> None:
+        """Warn when the server stores records as hash tables instead of listpacks
+        (``_layout``): about 50 bytes more a post. Managed servers may refuse CONFIG: then nothing is said."""
+        client = self._client
+        nodes = [client.get_redis_connection(node) for node in client.get_primaries()] if self.cluster else [client]
+        try:
+            found = [node.config_get("hash-max-listpack-*") for node in nodes]
+        except self._redis.exceptions.RedisError:
+            return
+        low = sorted(
+            {name for got in found for name, want in LISTPACK_SETTINGS.items() if int(got.get(name, want)) < want}
+        )
+        if low:
+            settings = ", ".join(f"{name} {LISTPACK_SETTINGS[name]}" for name in low)
+            logger.warning(
+                "Redis at %s: %s below what the index is laid out for; records take about 50 bytes "
+                "more a post until the server sets %s (docs/guides/production.md)",
+                self.location,
+                " and ".join(low),
+                settings,
+            )
 
     def pinned_settings(self) -> dict[str, int | str] | None:
         """The settings pinned here, or None when nothing is pinned yet."""
@@ -280,6 +309,34 @@ class RedisStore(TransactionalStore):
         txn: RedisTransaction = self._retrying("read the index", lambda: RedisTransaction(self, settings, depth))
         return txn.record(sketches, judge_batch(txn, sketches, settings))
 
+    def _slices(self) -> dict[int, int]:
+        """Every slice of the index and its bucket bits (``_layout``)."""
+        meta = self._retrying("read the slices", lambda: self._client.hgetall(self._slices_key))
+        return {int(name[1:]): int(bits) for name, bits in meta.items() if name.startswith(b"b")}
+
+    def _slice_bits(self, slices: Sequence[int], entries: int) -> dict[int, int]:
+        """The bucket bits of ``slices``, set now for those used for the first time."""
+        if not slices:
+            return {}
+        args = [self.prefix, self._layout.first_bits, entries, *(str(s) for s in slices)]
+        bits = self._retrying(
+            "size the slices", lambda: self._client.eval(script("slices"), 1, self._slices_key, *args)
+        )
+        return {slice_: int(value) for slice_, value in zip(slices, bits, strict=True)}
+
+    def _drop_dead(self, slices: Mapping[int, int], clock: float) -> None:
+        """Drop, whole, every slice a TTL behind ``clock`` (see ``_layout``)."""
+        settings = self._settings
+        assert settings is not None
+        live_from = self._layout.live_from(clock, settings.ttl_seconds)
+        for slice_, bits in slices.items():
+            if slice_ < live_from:
+                self._on_nodes(
+                    "drop a slice", script("unlink"), self._layout.keys_of_slice(self._prefix_bytes, slice_, bits)
+                )
+                fields = [b"b%d" % slice_, b"n%d" % slice_]
+                self._retrying("drop a slice", functools.partial(self._client.hdel, self._slices_key, *fields))
+
     def _commit_progress(self, progress: Mapping[str, int | str] | None) -> None:
         """Record a batch's progress, after the batch and its output, so a
         crash between them repeats the batch, never skips it."""
@@ -291,6 +348,21 @@ class RedisStore(TransactionalStore):
             self._retrying("record the resume point", lambda: self._client.hset(self._resume_key, mapping=points))
         self._committed += 1
 
+    def _read_fields(
+        self, what: str, keys: Sequence[bytes], fields: Sequence[Sequence[bytes]]
+    ) -> list[list[bytes | None]]:
+        """The values of ``fields[i]`` of hash ``keys[i]``, one script a node."""
+        replies = self._on_nodes(what, script("read"), keys, lambda n: [len(fields[n]), *fields[n]])
+        values: list[list[bytes | None]] = []
+        for reply in replies:
+            view, at, found = memoryview(reply), 0, []
+            while at < len(view):
+                (length,) = _LENGTH.unpack_from(view, at)
+                found.append(bytes(view[at + 4 : at + 3 + length]) if length else None)
+                at += 4 + max(length - 1, 0)
+            values.append(found)
+        return values
+
     def _on_nodes(
         self,
         what: str,
@@ -301,6 +373,8 @@ class RedisStore(TransactionalStore):
     ) -> list[Any]:
         """Run ``script`` once per node over the keys that node holds, retried
         as a whole (slots may have moved); replies in key order."""
+        if not keys:
+            return []
         replies: list[Any] = self._retrying(what, lambda: self._on_each_node(script, keys, args_of, leading))
         return replies
 
@@ -308,6 +382,13 @@ class RedisStore(TransactionalStore):
         self, script: str, keys: Sequence[bytes], args_of: Callable[[int], list[Any]], leading: Sequence[Any]
     ) -> list[Any]:
         client = self._client
+        if not self.cluster:
+            args = list(leading)
+            for index, key in enumerate(keys):
+                args.append(key)
+                args += args_of(index)
+            reply = client.eval(script, 0, *args)
+            return list(reply) if isinstance(reply, list) else [None] * len(keys)
         groups: dict[str, tuple[Any, list[int]]] = {}
         for index, key in enumerate(keys):
             node = client.get_node_from_key(key)
@@ -396,30 +477,36 @@ class RedisStore(TransactionalStore):
         return None
 
     def forget(self, posts: Sequence[tuple[str, int]]) -> int:
-        """Forget each (post id, id key): its record key is deleted, if it still
-        holds that post (a compare-and-delete on the one key, so a Cluster
-        needs no script across slots). The band keys keep its 8-byte suffix
-        until they expire; a suffix without a record is skipped, as one that
-        expired is."""
+        """Forget each (post id, id key): its record is deleted if it still
+        holds that post (a compare-and-delete on the one hash, so a Cluster
+        needs no script across slots). Band entries keep its member until
+        its slice is dropped; a member without a record is no candidate."""
+        settings = self._settings
+        if settings is None:
+            raise StoreError("the Redis store is not open")
         client = self._require_client()
         forgotten = 0
         for post_id, id_key in posts:
-            band_key = self._band_prefix + key_bytes(np.array([id_key], dtype=np.uint64))[0]
-            members = self._retrying("read a post's id key", functools.partial(client.get, band_key)) or b""
-            for at in range(0, len(members), 8):
-                record_key = self._post_prefix + members[at : at + 8]
-                value = self._retrying("read a record", functools.partial(client.get, record_key))
-                if value is None or _decode_record(value)[1] != post_id:
+            txn = self._retrying("read the index", lambda: RedisTransaction(self, settings))
+            _, serials = txn.members(np.array([id_key], dtype=np.uint64))
+            for serial in serials.tolist():
+                post = txn.post(serial)
+                if post is None or post.post_id != post_id:
                     continue
-                deleted = functools.partial(client.eval, _FORGET, 1, record_key, value)
+                key, member, value = txn.record_key_of(serial)
+                deleted = functools.partial(client.eval, _FORGET, 1, key, member, value)
                 forgotten += int(self._retrying("forget a post", deleted))
         return forgotten
 
     def post_count(self) -> int:
-        """Records still in Redis (live, or past event time and awaiting Redis expiry). Scans: for tests and stats."""
+        """Records in Redis (live, or past event time and awaiting their slice's drop). Scans: for tests and stats."""
         client = self._require_client()
-        pattern = self._post_prefix + b"*"
-        return int(self._retrying("count posts", lambda: sum(1 for _ in client.scan_iter(match=pattern, count=1000))))
+        pattern = self._prefix_bytes + b":r:*"
+
+        def count() -> int:
+            return sum(int(client.hlen(key)) for key in client.scan_iter(match=pattern, count=1000))
+
+        return int(self._retrying("count posts", count))
 
     def clock(self) -> float:
         """The newest event time the index has seen (-inf for none yet)."""

@@ -1,7 +1,6 @@
--- Cluster: append post keys to band lists. ARGV: cap, then per key: band
--- key, post key suffix, life in ms (0: none).
-local cap = tonumber(ARGV[1])
-for i = 0, (#ARGV - 1) / 3 - 1 do
-  add_member(ARGV[i * 3 + 2], ARGV[i * 3 + 3], cap, tonumber(ARGV[i * 3 + 4]))
+-- Cluster: file entries in band buckets. ARGV per bucket: its key, the life
+-- in ms of its slice's keys (0: none), and its new entries (10 bytes each).
+for i = 0, #ARGV / 3 - 1 do
+  file_entries(ARGV[i * 3 + 1], ARGV[i * 3 + 3], tonumber(ARGV[i * 3 + 2]))
 end
 return 1

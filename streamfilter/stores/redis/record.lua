@@ -1,14 +1,11 @@
 -- A post record (stores/_records.py): '<dB' (timestamp, marker), then the
--- id, then its 32-bit word hashes. Redis keeps each behind the serial it was
--- recorded under, SERIAL decimal digits (``stored``), and on a Cluster a
--- pinned record has one more byte at the end.
-local SERIAL = 16
+-- id, then its 32-bit word hashes; on a Cluster a pinned record has one more
+-- byte at the end.
 
 -- A post record's timestamp, the id's bytes from its marker on (equal for
--- equal ids) and the position of its first word hash; the record starts at
--- ``from`` (1 by default, SERIAL + 1 in a stored value).
-local function header(rec, from)
-  from = from or 1
+-- equal ids) and the position of its first word hash.
+local function header(rec)
+  local from = 1
   local ts, marker = struct.unpack('<dB', rec, from)
   local at = from + 9
   local last

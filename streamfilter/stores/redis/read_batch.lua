@@ -1,0 +1,49 @@
+-- One Redis: everything a batch reads, in one call.
+-- ARGV: prefix, the TTL and the slice length in seconds, cap (newest
+-- members a band key offers), then the band queries, 6 bytes each (a band
+-- key's first six). Returns {1 if the pinned
+-- settings are there, the clock or false, the serial, the oldest live slice,
+-- members, records, every slice}: members holds, per query in order, a u16
+-- count and the 6-byte members filed under it in every live slice; records,
+-- per member found, its 6 bytes, its slice (a big-endian double), a u32
+-- length and its record (none for a member whose record is gone).
+local prefix, ttl, length = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local cap, queries = tonumber(ARGV[4]), ARGV[5]
+local clock = redis.call('GET', prefix .. ':clock')
+local low = -math.huge
+if clock and ttl > 0 and length > 0 then low = math.floor((tonumber(clock) - ttl) / length) end
+local values, record_key, slice_of, order = {}, {}, {}, {}
+each_entry(prefix, live_slices(prefix, low), queries, cap, function(q, s, bits, v)
+  values[q] = (values[q] or '') .. v
+  for m = 1, #v, 6 do
+    local member = string.sub(v, m, m + 5)
+    if not record_key[member] then
+      record_key[member] = prefix .. ':r:{' .. s .. ':' .. record_bucket(member, bits) .. '}'
+      slice_of[member] = struct.pack('>d', tonumber(s))
+      order[#order + 1] = member
+    end
+  end
+end)
+local out = {}
+for q = 1, #queries / 6 do
+  local v = values[q] or ''
+  out[q] = struct.pack('>H', #v / 6) .. v
+end
+local by_key, keys = {}, {}
+for _, member in ipairs(order) do
+  local key = record_key[member]
+  if not by_key[key] then by_key[key] = {}; keys[#keys + 1] = key end
+  table.insert(by_key[key], member)
+end
+local records = {}
+for _, key in ipairs(keys) do
+  local members = by_key[key]
+  local got = redis.call('HMGET', key, unpack(members))
+  for i, member in ipairs(members) do
+    if got[i] then records[#records + 1] = member .. slice_of[member] .. struct.pack('>I', #got[i]) .. got[i] end
+  end
+end
+local names = {}
+for _, slice in ipairs(all_slices(prefix)) do names[#names + 1] = slice[1] .. ':' .. slice[2] end
+return {redis.call('EXISTS', prefix .. ':config'), clock or false, redis.call('GET', prefix .. ':serial') or '0',
+        table.concat(out), table.concat(records), table.concat(names, ' ')}
