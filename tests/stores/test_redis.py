@@ -365,6 +365,30 @@ def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatc
     worker_b.close()
 
 
+def test_a_near_duplicate_recorded_by_another_worker_meanwhile_is_what_a_post_duplicates(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reads and finds nothing for its post; before A records it, B records a
+    # near-copy. Only one of the two may pass: A's post names B's.
+    worker_a, worker_b = opened(url), opened(url)
+    original_members = RedisTransaction.members
+    reads = {"count": 0}
+
+    def read_then_let_b_record(txn, queries):  # type: ignore[no-untyped-def]
+        result = original_members(txn, queries)
+        if txn._store is worker_a:
+            reads["count"] += 1
+            if reads["count"] == 1:
+                assert worker_b.check_and_insert([sketch("b", 1, TEXT.replace("lazy", "sleepy"))]) == [None]
+        return result
+
+    monkeypatch.setattr(RedisTransaction, "members", read_then_let_b_record)
+    (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
+    assert match is not None and match.duplicate_of == "b" and match.similarity >= CONFIG.jaccard_threshold
+    worker_a.close()
+    worker_b.close()
+
+
 def test_an_index_emptied_mid_run_stops_the_run_saying_so(url: str) -> None:
     # Redis restarted without persistence (here: the index's keys deleted)
     # would otherwise let every copy of what it held through

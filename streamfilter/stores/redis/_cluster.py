@@ -15,6 +15,7 @@ Cluster differ (see ``_store`` for the protocol and what it guarantees):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import struct
@@ -27,6 +28,7 @@ import numpy.typing as npt
 from ... import _rules
 from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
+from ..._shingle import verification_set
 from .._base import IndexSettings, RetryBatch, Sketch, key_bytes
 from .._records import decode_record, encode_record, id_end
 from ._layout import MEMBER_BYTES, Layout, member_order, parse_slices, split_members
@@ -42,6 +44,9 @@ _NO_HITS = np.zeros(0, dtype=np.int64)
 _COUNT = struct.Struct(">H")
 _LENGTH = struct.Struct(">I")
 _SLICE = struct.Struct(">d")
+# How many times a batch on one Redis commits anew when other workers
+# recorded posts under its keys, none of them similar, before it is judged again.
+_CHECKS = 8
 # What the scripts answer when the index's pinned settings are gone.
 _INDEX_GONE = "STREAMFILTER_INDEX_GONE"
 
@@ -92,7 +97,6 @@ class RedisTransaction:
         self._depth = depth  # how many times a Cluster batch was judged again within this one
         self.clock = float("-inf")
         self._read_serial = b"0"
-        self._queries = b""  # the band look-ups as the scripts take them
         self.slices: dict[int, int] = {}  # every slice of the index -> its bucket bits
         # what the batch read: members under each band key, and per member its record
         self.seen: dict[bytes, list[bytes]] = {}
@@ -141,9 +145,9 @@ class RedisTransaction:
     def _read_on_one(self, queries: npt.NDArray[np.uint64]) -> list[list[bytes]]:
         """Everything the batch reads, in one script: the clock, the serial, and per query its members."""
         store, layout, settings = self._store, self.layout, self.settings
-        self._queries = layout.queries(queries)
+        band_queries = layout.queries(queries)
         cap = max(1, settings.max_candidates_per_band)
-        args = [store.prefix, repr(float(settings.ttl_seconds)), repr(layout.slice_seconds), cap, self._queries]
+        args = [store.prefix, repr(float(settings.ttl_seconds)), repr(layout.slice_seconds), cap, band_queries]
         config, clock, self._read_serial, blob, records, names = store._retrying(
             "read the index", lambda: store._read_batch(keys=[], args=args)
         )
@@ -269,10 +273,10 @@ class RedisTransaction:
             layout.first_bits,
             len(sketches[judgement.recorded[0]].band_keys) if judgement.recorded else 1,
             str(low) if math.isfinite(low) else "",
-            self._queries,
+            "",
             named,
         ]
-        recording = False
+        posts: list[tuple[int, list[bytes | str | int]]] = []  # (sketch index, its arguments)
         for index, post in zip(judgement.recorded, judgement.posts, strict=True):
             sketch = sketches[index]
             slice_ = layout.slice_of(sketch.timestamp)
@@ -281,14 +285,59 @@ class RedisTransaction:
                 continue  # past the horizon already (nothing could match it), or recorded before
             text = layout.text_bits(text_hash(sketch.shingles))
             record = encode_record(post.timestamp, post.post_id, post.words)
-            args += [str(slice_), text, record, layout.queries(sketch.band_keys), life]
-            recording = True
-        if not recording and not math.isfinite(clock):
+            posts.append((index, [str(slice_), text, record, layout.queries(sketch.band_keys), life]))
+        if not posts and not math.isfinite(clock):
             return
-        reply = store._retrying("record a batch", lambda: store._commit(keys=[], args=args))
-        if reply == b"changed":
-            raise RetryBatch
-        store._drop_dead(self.slices, clock)
+        # posts of this batch that another post of it was judged a duplicate of
+        named_here = {
+            judgement.recorded[serial - judgement.first_serial]
+            for serial in judgement.matched.values()
+            if serial >= judgement.first_serial
+        }
+        for _ in range(_CHECKS):
+            every = args + [value for _, values in posts for value in values]
+            reply = store._retrying("record a batch", functools.partial(store._commit, keys=[], args=every))
+            if reply[0] == b"recorded":
+                store._drop_dead(self.slices, clock)
+                return
+            if reply[0] == b"changed":
+                raise RetryBatch
+            # Another worker recorded posts under their keys meanwhile: a post
+            # with a near-duplicate among them is a duplicate of it, which came
+            # first, unless a post of this batch was judged a duplicate of it.
+            later = self._concurrent([sketches[index] for index, _ in posts], reply[2])
+            if any(posts[number][0] in named_here for number in later):
+                raise RetryBatch
+            for number, match in later.items():
+                judgement.matches[posts[number][0]] = match
+            posts = [entry for number, entry in enumerate(posts) if number not in later]
+            args[1] = reply[1]  # record the others, counting from what is there now
+        raise RetryBatch
+
+    def _concurrent(self, recording: Sequence[Sketch], found: bytes) -> dict[int, Match]:
+        """The posts (by number in ``recording``) that a post another worker
+        recorded meanwhile duplicates (``found``: commit.lua's post number,
+        member, record), each with the most similar such post."""
+        settings, view, at = self.settings, memoryview(found), 0
+        threshold = settings.jaccard_threshold
+        matches: dict[int, Match] = {}
+        while at < len(view):
+            (number,) = _LENGTH.unpack_from(view, at)
+            (length,) = _LENGTH.unpack_from(view, at + 4 + MEMBER_BYTES)
+            start = at + 8 + MEMBER_BYTES
+            timestamp, post_id, word_view = _decode_record(bytes(view[start : start + length]))
+            at = start + length
+            sketch = recording[number]
+            if post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id):
+                continue  # the post itself, recorded by another attempt
+            words = word_view.tolist()
+            theirs = verification_set(words, settings.shingle_size)
+            query = set(sketch.shingles.tolist())
+            found_similarity = _rules.judged_similarity(sketch, query, theirs, words, settings.shingle_size, threshold)
+            best = matches.get(number)
+            if found_similarity >= threshold and (best is None or found_similarity >= best.similarity):
+                matches[number] = Match(post_id, found_similarity)
+        return matches
 
     def commit(self, progress: Mapping[str, int | str] | None) -> None:
         self._store._commit_progress(progress)

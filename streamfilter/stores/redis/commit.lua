@@ -1,9 +1,11 @@
 -- One Redis: record a judged batch's novel posts, atomically, if nothing the
--- batch read has changed since; else answer "changed", and the batch is
--- judged again. ARGV: prefix, the serial the batch read, its clock ('' for
+-- batch read has changed since: else it answers "changed" (a record a
+-- verdict names is gone: the batch is judged again), or "check" with the
+-- posts other workers filed since under the keys of the posts to record
+-- (the caller verifies them, and judges again or commits anew). ARGV: prefix, the serial the batch read, its clock ('' for
 -- none), cap, the bits of a first slice, band keys a post, the oldest live
--- slice when the batch read ('' for all), the band queries (as
--- read_batch.lua takes them), the records the verdicts name (per record: a
+-- slice when the batch read ('' for all), (unused), the records the
+-- verdicts name (per record: a
 -- u16 key length, the key, the 6-byte member), then per novel post: its
 -- slice, the low 13 bits of its text's hash, its record, its band queries
 -- and the life in ms of its slice's keys (0: none).
@@ -13,19 +15,33 @@ local first, entries = tonumber(ARGV[5]), tonumber(ARGV[6])
 -- emptied under a running filter, and every post it held with them
 if redis.call('EXISTS', prefix .. ':config') == 0 then return redis.error_reply('STREAMFILTER_INDEX_GONE') end
 local serial_key = prefix .. ':serial'
-if (redis.call('GET', serial_key) or '0') ~= read_serial then
-  -- another worker recorded posts: did it file one under a key this batch read?
-  local newer, changed = (tonumber(read_serial) + 1) * 2 ^ 13, false
+local serial_now = redis.call('GET', serial_key) or '0'
+if serial_now ~= read_serial then
+  -- Another worker recorded posts meanwhile. Those filed under a band key of
+  -- a post this batch is about to record may be concurrent near-duplicates
+  -- of it: answer them, with their records, for the caller to verify, and
+  -- record nothing. (A duplicate stays one whatever was recorded since: it
+  -- matched a post that is still there.)
+  local queries = {}
+  for base = 10, #ARGV, 5 do queries[#queries + 1] = ARGV[base + 3] end
+  local newer, found, seen = (tonumber(read_serial) + 1) * 2 ^ 13, {}, {}
   local low = -math.huge
   if ARGV[7] ~= '' then low = tonumber(ARGV[7]) end
-  each_entry(prefix, live_slices(prefix, low), ARGV[8], cap, function(_, _, _, v)
-    for m = 1, #v, 6 do
+  each_entry(prefix, live_slices(prefix, low), table.concat(queries), cap, function(q, s, bits, v)
+    for m = #v - 5, 1, -6 do -- newest last
+      local member = string.sub(v, m, m + 5)
       local number = 0
-      for c = m, m + 5 do number = number * 256 + string.byte(v, c) end
-      if number >= newer then changed = true end
+      for c = 1, 6 do number = number * 256 + string.byte(member, c) end
+      if number < newer then break end
+      local post = math.floor((q - 1) / entries)
+      if not seen[post .. member] then
+        seen[post .. member] = true
+        local rec = redis.call('HGET', prefix .. ':r:{' .. s .. ':' .. record_bucket(member, bits) .. '}', member)
+        if rec then found[#found + 1] = struct.pack('>I', post) .. member .. struct.pack('>I', #rec) .. rec end
+      end
     end
   end)
-  if changed then return 'changed' end
+  if #found > 0 then return {'check', serial_now, table.concat(found)} end
 end
 local named, at = ARGV[9], 1
 while at <= #named do
@@ -33,7 +49,7 @@ while at <= #named do
   local key = string.sub(named, at + 2, at + 1 + length)
   local member = string.sub(named, at + 2 + length, at + 7 + length)
   at = at + 8 + length
-  if redis.call('HEXISTS', key, member) == 0 then return 'changed' end
+  if redis.call('HEXISTS', key, member) == 0 then return {'changed'} end
 end
 local filed, lives, keys = {}, {}, {}  -- band key -> its new entries, its life; the keys in order
 for base = 10, #ARGV, 5 do
@@ -70,4 +86,4 @@ if clock ~= '' then
   local current = tonumber(redis.call('GET', clock_key) or '')
   if not current or current < tonumber(clock) then redis.call('SET', clock_key, clock) end
 end
-return 'recorded'
+return {'recorded'}
