@@ -64,8 +64,9 @@ def _as_displayed(span: regex.Match[str]) -> str:
 
 
 @functools.cache
-def _to_ascii() -> dict[int, str]:
-    """Non-ASCII character -> the ASCII letters or digits it imitates, from Unicode's confusables data."""
+def ascii_lookalikes() -> dict[int, str]:
+    """Every non-ASCII character that Unicode's confusables data says imitates
+    ASCII letters or digits -> those, in every script (the report flags them)."""
     table: dict[int, str] = {}
     data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
     for line in data.splitlines():
@@ -76,11 +77,17 @@ def _to_ascii() -> dict[int, str]:
         if len(source) != 1:
             continue
         code_point = int(source[0], 16)
-        character = chr(code_point)
         prototype = unicodedata.normalize("NFKC", "".join(chr(int(part, 16)) for part in fields[1].split())).casefold()
-        if code_point > 0x7F and prototype.isascii() and prototype.isalnum() and not _KEPT.match(character):
+        if code_point > 0x7F and prototype.isascii() and prototype.isalnum():
             table[code_point] = prototype
     return table
+
+
+@functools.cache
+def _to_ascii() -> dict[int, str]:
+    """``ascii_lookalikes`` without the letters of scripts the filter keeps as
+    their own (``_KEPT``: Greek, basic Cyrillic, right-to-left scripts, ideographs)."""
+    return {code: prototype for code, prototype in ascii_lookalikes().items() if not _KEPT.match(chr(code))}
 
 
 def fold_lookalikes(words: list[str]) -> list[str]:

@@ -126,7 +126,11 @@ def test_the_page_renders_its_charts_and_requests_nothing(tmp_path: Path) -> Non
     chromium = _chromium()
     _, page, _ = _report(_stream(tmp_path), tmp_path, "--top", "3")
     text = page.read_text()
-    assert "<script" not in text and 'http-equiv="Content-Security-Policy"' in text
+    # one script, the page's own, which the policy allows by its hash and no other
+    assert text.count("<script") == 1 and 'http-equiv="Content-Security-Policy"' in text
+    from streamfilter.report._drilldown import SCRIPT_HASH
+
+    assert f"script-src '{SCRIPT_HASH}'" in text
     # Every request the page might make goes to this proxy: none may arrive.
     trap = socket.create_server(("127.0.0.1", 0))
     arrived: list[bytes] = []
@@ -304,3 +308,125 @@ def test_the_coordination_graph_ranks_planted_groups_first(tmp_path: Path) -> No
     graph = (tmp_path / "g.gexf").read_text()
     assert graph.count("<node ") == 18 + 8  # the accounts of clusters: the bots, and the 8 who shared the line
     assert graph.count("<edge ") == 3 * 15  # each group's 6 accounts all linked, and nobody else
+
+
+_HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+def _drilldown_stream(tmp_path: Path) -> Path:
+    """The campaigns of ``_stream``, a burst of 302 posts in 14 s whose
+    variants carry look-alike letters, zero-width and full-width characters,
+    and markup planted in a text, a handle and an id."""
+    stream = _stream(tmp_path)
+    lines = stream.read_text().splitlines()
+    start = datetime(2012, 5, 5, 4, 17, tzinfo=UTC)  # within a TTL of the other campaigns
+    tricks = ["", "", "\u200b", "\uff01"]  # (a Cyrillic a below), a zero-width space, a full-width "!"
+    for n in range(302):
+        text = f"@fan{n} Win a free cruise to the islands this weekend only" + tricks[n % 4]
+        moment = start.timestamp() + n * 14 / 301
+        lines.append(
+            json.dumps(
+                {
+                    "id_str": f"9{n:05d}" if n != 9 else '9"><b>00009',
+                    "text": text.replace("a free", "\u0430 free") if n % 4 == 1 else text,
+                    "created_at": datetime.fromtimestamp(moment, UTC).strftime("%a %b %d %H:%M:%S +0000 %Y"),
+                    "user": {"screen_name": f"cruiser{n % 60}" if n != 11 else _HOSTILE},
+                }
+            )
+        )
+    for n in range(3):  # a campaign whose text is markup
+        lines.append(
+            json.dumps(
+                {
+                    "id_str": f"8{n:05d}",
+                    "text": "claim your prize " + _HOSTILE,
+                    "created_at": f"Sat May 05 05:0{n}:00 +0000 2012",
+                    "user": {"screen_name": f"prize{n}"},
+                }
+            )
+        )
+    stream.write_text("\n".join(lines) + "\n")
+    return stream
+
+
+def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path: Path) -> None:
+    chromium = _chromium()
+    playwright = pytest.importorskip("playwright.sync_api")
+    _, page_file, _ = _report(_drilldown_stream(tmp_path), tmp_path, "--top", "5")
+    requested: list[str] = []
+    dialogs: list[str] = []
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(accept_downloads=True)
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+            def refuse(route: Any) -> None:
+                if route.request.url != page_file.as_uri():
+                    requested.append(route.request.url)
+                route.abort() if route.request.url != page_file.as_uri() else route.continue_()
+
+            page.route("**/*", refuse)
+            page.goto(page_file.as_uri())
+            campaigns = page.locator("tr.campaign")
+            total = campaigns.count()
+            assert total >= 3 and page.inner_text("#shown") == str(total)
+            # search: one campaign left, and the count says so
+            page.fill("#search", "cruise")
+            visible = page.locator("tr.campaign:visible")
+            assert visible.count() == 1 and page.inner_text("#shown") == "1"
+            burst = visible.first
+            assert burst.get_attribute("data-posts") == "302"
+            # open it: its members, their handles and links, and every variant with its tricks flagged
+            burst.locator("summary").click()
+            members = burst.locator("tr.member")
+            assert members.count() == 302
+            assert "twitter:cruiser0" in burst.inner_text()
+            assert burst.locator('a[href^="https://x.com/cruiser0/status/"]').count() >= 1
+            assert burst.locator('a[href*="img"]').count() == 0  # no link made of a handle that is none
+            flags = burst.locator("ul.all-variants mark").all_inner_texts()
+            assert {"homoglyphs", "zero-width characters", "full-width forms"} <= set(flags)
+            # sorting by first seen puts the campaigns of May 4 before the burst of May 5
+            page.fill("#search", "")
+            page.select_option("#sort", "first")
+            ranks = [row.get_attribute("data-first") for row in page.locator("tr.campaign").all()]
+            assert [float(rank or 0) for rank in ranks] == sorted(float(rank or 0) for rank in ranks)
+            # CSV of the members of the campaigns shown
+            page.fill("#search", "cruise")
+            with page.expect_download() as download:
+                page.click("#export")
+            csv = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+            assert csv[0] == "campaign,platform,account,time,post,link" and len(csv) == 1 + 302
+            assert any(line.startswith("1,twitter,twitter:cruiser1,2012-05-05T04:17:") for line in csv)
+            # planted markup stayed text, in the page and in the CSV
+            assert page.evaluate("window.__pwned") is None and dialogs == []
+            assert _HOSTILE in burst.inner_text()  # the handle
+            assert any(_HOSTILE.replace('"', '""') in line for line in csv)
+            page.fill("#search", "prize")
+            assert _HOSTILE in page.locator("tr.campaign:visible").first.inner_text()  # the text
+            # the burst of 14 s is drawn in its own minute
+            chart = page.locator("#campaigns").evaluate("figure => figure.textContent")  # the SVG's labels
+            # text in every script has a font to fall back on (.ci/run installs the Noto fonts)
+            stack = page.evaluate("getComputedStyle(document.body).fontFamily")
+            assert all(font in stack for font in ("Noto Sans CJK JP", "Noto Sans Thai", "Noto Color Emoji"))
+            assert "May 05 04:17:" in chart and "May 05 04:18" not in chart
+        finally:
+            browser.close()
+    assert requested == []  # the page asked for nothing
+
+
+def test_hash_authors_names_no_account_and_keeps_each_one_token(tmp_path: Path) -> None:
+    stream = _stream(tmp_path)
+    lines = [line for line in stream.read_text().splitlines() if not line.startswith('{"broken"')]
+    handles = {json.loads(line)["user"]["screen_name"] for line in lines}
+    graph = tmp_path / "graph.graphml"
+    plain, _, _ = _report(stream, tmp_path, "--graph", str(graph))
+    hashed, page, _ = _report(stream, tmp_path, "--hash-authors", "--graph", str(graph))
+    shown = json.dumps(hashed) + page.read_text() + graph.read_text()
+    assert not [handle for handle in handles if f"twitter:{handle}" in shown or f">{handle}<" in shown]
+    # the same groups, of the same sizes: each account one token throughout
+    assert [len(group["accounts"]) for group in hashed["groups"]] == [
+        len(group["accounts"]) for group in plain["groups"]
+    ]
+    tokens = {account for group in hashed["groups"] for account in group["accounts"]}
+    assert tokens and all(token.split(":", 1)[1].startswith("acct-") for token in tokens)

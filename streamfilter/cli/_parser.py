@@ -230,6 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--graph", metavar="FILE", help="write the coordination graph as GraphML (.graphml) or GEXF (.gexf), for Gephi"
     )
+    report.add_argument(
+        "--hash-authors",
+        action="store_true",
+        help="show every handle as a token (keyed anew each run: the same account, the same token in one report) "
+        "in the page, the JSON and the graph, to share a report without naming accounts",
+    )
     report.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
     _add_quiet(report)
 

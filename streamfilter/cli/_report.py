@@ -120,7 +120,8 @@ def run_report(args: argparse.Namespace) -> int:
     adapter = record_adapter(
         args.format, id_field=args.id_field, text_field=args.text_field, time_field=args.time_field
     )
-    clusters = Clusters(Coordination(args.min_accounts, args.min_burst, args.window, args.co_post_window))
+    coordination = Coordination(args.min_accounts, args.min_burst, args.window, args.co_post_window)
+    clusters = Clusters(coordination, hash_authors=os.urandom(16) if args.hash_authors else None)
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     show = sys.stderr.isatty() and not args.no_progress and not quiet()

@@ -16,6 +16,7 @@ largest ones, which the page shows, always do.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from array import array
@@ -35,7 +36,8 @@ MAX_WAITING = 200_000
 _T = TypeVar("_T")
 MAX_EXAMPLES = 5
 MAX_TEXTS = 20_000
-_VARIANT_TEXTS = 3
+_VARIANT_TEXTS = 20
+MAX_MEMBERS = 500  # members a cluster lists for the page, the first ones
 _TEXT_CHARS = 280
 _NUMBERS = re.compile(r"\d+")
 
@@ -46,6 +48,7 @@ class _Cluster:
         "first_seen",
         "id",
         "last_seen",
+        "members",
         "seconds",
         "posted_by",
         "signals",
@@ -58,6 +61,10 @@ class _Cluster:
         self, post_id: str, text: str, timestamp: float | None, author: str | None, platform: str | None
     ) -> None:
         self.id = post_id
+        # (time, platform, author, post id) of the first posts, the original first when known
+        self.members: list[tuple[float | None, str | None, str | None, str | None]] = []
+        if author is not None or timestamp is not None:
+            self.members.append((timestamp, platform, author, post_id))
         self.text = text
         self.size = 1
         self.first_seen = self.last_seen = timestamp
@@ -75,6 +82,8 @@ class _Cluster:
 
     def add(self, post: Post) -> None:
         self.size += 1
+        if len(self.members) < MAX_MEMBERS:
+            self.members.append((post.timestamp, post.platform, post.author, post.id))
         timestamp = post.timestamp
         if timestamp is not None:
             self.first_seen = timestamp if self.first_seen is None else min(self.first_seen, timestamp)
@@ -91,6 +100,10 @@ class _Cluster:
                 self.examples.append(post.id)
                 if len(self.variants) < _VARIANT_TEXTS:
                     self.variants.append(text)
+                elif _tricky(text):  # the evasion tricks an analyst most wants to see take a plain one's place
+                    plain = next((at for at, kept in enumerate(self.variants) if not _tricky(kept)), None)
+                    if plain is not None:
+                        self.variants[plain] = text
 
     @property
     def timeline(self) -> Counter[int]:
@@ -115,11 +128,26 @@ class _Cluster:
         }
 
 
-class Clusters:
-    """Aggregates of a replay's verdicts; ``add`` each record's posts and verdicts in input order."""
+_TRICKS = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u180e\u3000\uff01-\uff5e]")
 
-    def __init__(self, coordination: Coordination | None = None) -> None:
+
+def _tricky(text: str) -> bool:
+    """Whether a text holds zero-width characters, full-width forms or letters beyond ASCII."""
+    return not text.isascii() and (
+        _TRICKS.search(text) is not None or any(c.isalpha() and not c.isascii() for c in text)
+    )
+
+
+class Clusters:
+    """Aggregates of a replay's verdicts; ``add`` each record's posts and verdicts in input order.
+
+    ``hash_authors``: a key to hash every handle with (``--hash-authors``), so
+    a report can be shared without naming accounts; the same account gets the
+    same token throughout one report, and another key gives other tokens."""
+
+    def __init__(self, coordination: Coordination | None = None, hash_authors: bytes | None = None) -> None:
         self.coordination = coordination or Coordination()
+        self._author_key = hash_authors
         self._views: dict[str, tuple[Coordination, Any]] = {}  # campaigns() and graph(), see _derived
         self.posts = 0
         self.verdicts: Counter[str] = Counter()
@@ -149,6 +177,8 @@ class Clusters:
             if post is None:
                 continue
             post = _printable(post)
+            if self._author_key is not None and post.author is not None:
+                post = replace(post, author=_hashed(post.author, self._author_key))
             if post.timestamp is not None:
                 self.timeline.setdefault(kind, Counter())[int(post.timestamp // 60)] += 1
             duplicate_of = verdict.get("duplicate_of")
@@ -259,6 +289,11 @@ def _iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _hashed(author: str, key: bytes) -> str:
+    """A handle as a token: keyed, so that known handles cannot be tried against it."""
+    return "acct-" + hashlib.blake2b(author.encode("utf-8", "surrogatepass"), digest_size=6, key=key).hexdigest()
 
 
 def _reason_kind(reason: str) -> str:

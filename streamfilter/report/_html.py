@@ -2,8 +2,8 @@
 
 Charts are Vega-Lite specifications rendered to static SVG by
 ``vl-convert-python`` (the ``report`` extra), which runs offline: the page
-carries no script and loads nothing, and its Content-Security-Policy forbids
-any request.
+loads nothing, and its Content-Security-Policy forbids any request and every
+script but its own one (``page.js``, allowed by its hash: search, sort, CSV).
 """
 
 from __future__ import annotations
@@ -16,11 +16,14 @@ from typing import Any
 
 from .._exceptions import MissingDependencyError
 from ._clusters import Clusters, _Cluster
+from ._drilldown import SCRIPT, SCRIPT_HASH, accounts_view, campaign_details
 from ._signals import Coordination
 
 __all__ = ["render"]
 
 _MAX_BINS = 120
+# Nothing may be requested; styles are inline, images data: URLs, and the one script is allowed by its hash.
+_CSP = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src '{SCRIPT_HASH}'"
 _COLOURS = {
     "novel": "#4c78a8",
     "duplicate": "#f58518",
@@ -256,13 +259,17 @@ def render(report: Clusters, top: int, title: str) -> str:
     )
     rows = []
     for rank, cluster in enumerate(clusters[:top], 1):
-        variants = "".join(f"<li>{_diff(cluster.text, text)}</li>" for text in cluster.variants or ())
+        variants = "".join(f"<li>{_diff(cluster.text, text)}</li>" for text in (cluster.variants or ())[:3])
         authors = f"{cluster.authors:,}{'+' if cluster.signals.accounts_capped else ''}"
+        searched = " ".join([cluster.text, *(cluster.variants or ()), *(a or "" for _, _, a, _ in cluster.members)])
         rows.append(
-            f'<tr><td class="num">{rank}</td><td class="num">{cluster.size:,}</td><td class="num">{authors}</td>'
+            f'<tr class="campaign" data-rank="{rank}" data-posts="{cluster.size}" data-accounts="{cluster.authors}"'
+            f' data-first="{cluster.first_seen or 0}" data-search="{html.escape(searched.lower())}">'
+            f'<td class="num">{rank}</td><td class="num">{cluster.size:,}</td><td class="num">{authors}</td>'
             f"<td>{_when(cluster.first_seen)}<br>{_when(cluster.last_seen)}</td>"
             f"<td>{_signal_cell(cluster, rule)}</td>"
-            f'<td><p class="text">{html.escape(cluster.text)}</p><ul class="variants">{variants}</ul></td></tr>'
+            f'<td><p class="text">{html.escape(cluster.text)}</p><ul class="variants">{variants}</ul>'
+            f"{campaign_details(cluster)}</td></tr>"
         )
     rank_of = {cluster.id: rank for rank, cluster in enumerate(clusters, 1)}
     groups = report.graph().groups([cluster.id for cluster in clusters])
@@ -292,10 +299,18 @@ def render(report: Clusters, top: int, title: str) -> str:
         f"{rule.min_accounts} accounts, with at least {rule.min_burst} posts within "
         f"{_width_text(int(rule.window_seconds))} ({clusters_total:,} clusters in all).</p>"
     )
+    tools = (
+        '<p class="tools"><label>Search <input id="search" type="search" placeholder="text, variant or account">'
+        '</label> <label>Sort by <select id="sort"><option value="posts">posts</option>'
+        '<option value="accounts">accounts</option><option value="first">first seen</option></select></label> '
+        f'<button id="export" type="button">Export members as CSV</button> showing <b id="shown">{len(rows):,}</b> of '
+        f"{len(rows):,} campaigns listed here</p>"
+    )
     campaigns = (
-        shown + "<table><tr><th>#</th><th>posts</th><th>accounts</th><th>first / last seen (UTC)</th>"
-        "<th>signals</th><th>text, and variants (<ins>added</ins>, <del>dropped</del>)</th></tr>"
-        f"{''.join(rows)}</table>"
+        shown + tools + '<table id="campaign-table"><thead><tr><th>#</th><th>posts</th><th>accounts</th>'
+        "<th>first / last seen (UTC)</th><th>signals</th><th>text, and variants (<ins>added</ins>, "
+        "<del>dropped</del>); open for members and every variant</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
         if rows
         else f"<p>No campaign: no cluster of near-duplicates was posted by {rule.min_accounts} accounts or more "
         f"with {rule.min_burst} posts within {_width_text(int(rule.window_seconds))} ({clusters_total:,} clusters "
@@ -303,10 +318,14 @@ def render(report: Clusters, top: int, title: str) -> str:
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="{_CSP}">
 <title>{html.escape(title)}</title>
 <style>
-body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1100px; }}
+body {{ font: 14px/1.4 system-ui, "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans Thai",
+  "Noto Sans Arabic", "Noto Sans Devanagari", "Noto Color Emoji", sans-serif; margin: 24px; color: #222;
+  max-width: 1100px; }}
+details summary {{ cursor: pointer; color: #2a5db0; }} mark {{ background: #fff3b0; font-size: 12px; }}
+.members td {{ padding: 2px 6px; }} .tools input {{ width: 260px; }}
 h1 {{ font-size: 22px; }} h2 {{ font-size: 17px; margin-top: 28px; }}
 .cards {{ display: flex; flex-wrap: wrap; gap: 10px; }}
 .card {{ border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 110px; }}
@@ -327,7 +346,10 @@ ins {{ background: #d4f7d4; text-decoration: none; }} del {{ background: #ffd8d8
 {campaigns}
 <h2>Groups of accounts that coordinate</h2>
 {group_table}
+<h2>Accounts in the most campaigns</h2>
+{accounts_view(clusters[:top], top)}
 <h2>Invalid lines, by reason</h2>
 {f"<table><tr><th>reason</th><th>lines</th></tr>{reasons}</table>" if reasons else "<p>None.</p>"}
+<script>{SCRIPT}</script>
 </body></html>
 """
