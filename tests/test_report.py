@@ -316,7 +316,7 @@ _HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scri
 def _drilldown_stream(tmp_path: Path) -> Path:
     """The campaigns of ``_stream``, a burst of 302 posts in 14 s whose
     variants carry look-alike letters, zero-width and full-width characters,
-    and markup planted in a text, a handle and an id."""
+    and markup planted in a text, a handle, an id and the file's name."""
     stream = _stream(tmp_path)
     lines = stream.read_text().splitlines()
     start = datetime(2012, 5, 5, 4, 17, tzinfo=UTC)  # within a TTL of the other campaigns
@@ -345,8 +345,9 @@ def _drilldown_stream(tmp_path: Path) -> Path:
                 }
             )
         )
-    stream.write_text("\n".join(lines) + "\n")
-    return stream
+    named = tmp_path / (_HOSTILE.replace("/", "") + ".jsonl")  # the page's title is the file's name
+    named.write_text("\n".join(lines) + "\n")
+    return named
 
 
 def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path: Path) -> None:
@@ -404,6 +405,7 @@ def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path
             assert any(_HOSTILE.replace('"', '""') in line for line in csv)
             page.fill("#search", "prize")
             assert _HOSTILE in page.locator("tr.campaign:visible").first.inner_text()  # the text
+            assert _HOSTILE.replace("/", "") in page.inner_text("h1")  # the file name
             # the burst of 14 s is drawn in its own minute
             chart = page.locator("#campaigns").evaluate("figure => figure.textContent")  # the SVG's labels
             # text in every script has a font to fall back on (.ci/run installs the Noto fonts)
