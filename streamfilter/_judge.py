@@ -27,10 +27,14 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _rules
+from ._exceptions import StoreError
 from ._rules import CachedPost, Match
 from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch
 
 __all__ = ["Judgement", "judge_batch", "run_batch"]
+
+# How many times a batch may begin again (RetryBatch) before the store is reported broken.
+_MAX_ATTEMPTS = 100
 
 
 @dataclass(slots=True)
@@ -89,7 +93,7 @@ def _stored_sharers(
 
 def _with_batch_sharers(
     stored: tuple[list[int], list[int]] | None, in_batch: dict[int, int], crowded_out: dict[int, int]
-) -> list[int]:
+) -> list[int]:  # the ranking of ``_InBatch.candidates``
     """The candidate serials in rank order: ``stored`` (serials, shared keys)
     and the batch's own recorded posts that share keys (serial: keys).
     ``crowded_out`` says under how many keys a stored serial gave way to the
@@ -105,18 +109,39 @@ def _with_batch_sharers(
     return _rules.rank_candidates(shared)
 
 
-class _Shared:
-    """Which band keys a sketch shares with earlier or later sketches of its batch.
+class _InBatch:
+    """The posts a batch records, as the later posts of the same batch see them.
 
     A sketch looks for posts recorded earlier in its batch only under the keys
     an earlier sketch holds too, and files itself only under the keys a later
-    sketch holds too. Small batches mostly share no key at all.
+    sketch holds too; small batches mostly share no key at all. Under each
+    such key it keeps the serials of the batch's recorded posts, oldest first:
+    like the index, recorded posts only, so a campaign's thousand copies in one
+    batch are checked against its one original. A key offers its newest
+    ``limit`` posts wherever the batch boundaries fall: under a key that holds
+    recorded posts of this batch, the stored ones fill only what is left,
+    oldest dropped first.
     """
 
-    def __init__(self, inverse: npt.NDArray[np.int64], owner: npt.NDArray[np.int64], queries: int, count: int) -> None:
+    def __init__(
+        self,
+        inverse: npt.NDArray[np.int64],
+        owner: npt.NDArray[np.int64],
+        queries: int,
+        count: int,
+        hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+        limit: int,
+    ) -> None:
+        self.limit = limit
         self.lookup_keys: list[int] = []
         self.filed_keys: list[int] = []
         self.lookup_ends = self.filed_ends = [0] * (count + 1)
+        self.recorded_under: list[list[int] | None] = [None] * queries  # key (its index) -> serials
+        # a key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first
+        per_query = np.bincount(hits[0], minlength=queries)
+        self.hit_counts = per_query.tolist()
+        self.hit_starts = (np.cumsum(per_query) - per_query).tolist()
+        self.hit_serials = hits[1].tolist()
         if queries == len(inverse):
             return
         first_holder = np.full(queries, count, dtype=np.int64)
@@ -130,40 +155,56 @@ class _Shared:
         self.filed_keys = inverse[filed].tolist()
         self.filed_ends = [0, *np.cumsum(np.bincount(owner[filed], minlength=count)).tolist()]
 
-    def looked_up(self, index: int) -> list[int]:
-        return self.lookup_keys[self.lookup_ends[index] : self.lookup_ends[index + 1]]
+    def candidates(self, index: int, stored: tuple[list[int], list[int]] | None) -> list[int] | None:
+        """Sketch ``index``'s candidate serials in rank order, with the batch's
+        recorded posts that share its keys; None when it has none."""
+        ends = self.lookup_ends
+        if ends[index] == ends[index + 1]:
+            return None if stored is None else stored[0]
+        in_batch: dict[int, int] = {}
+        crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
+        for query in self.lookup_keys[ends[index] : ends[index + 1]]:
+            under = self.recorded_under[query]
+            if under is None:
+                continue
+            for serial in under:
+                in_batch[serial] = in_batch.get(serial, 0) + 1
+            crowded = len(under) + self.hit_counts[query] - self.limit
+            if crowded > 0:
+                end = self.hit_starts[query] + self.hit_counts[query]
+                for serial in self.hit_serials[end - crowded : end]:
+                    crowded_out[serial] = crowded_out.get(serial, 0) + 1
+        if not in_batch:
+            return None if stored is None else stored[0]
+        return _with_batch_sharers(stored, in_batch, crowded_out)
 
-    def filed(self, index: int) -> list[int]:
-        return self.filed_keys[self.filed_ends[index] : self.filed_ends[index + 1]]
+    def file(self, index: int, serial: int) -> None:
+        """Sketch ``index`` is recorded as ``serial``: later sketches see it."""
+        for query in self.filed_keys[self.filed_ends[index] : self.filed_ends[index + 1]]:
+            under = self.recorded_under[query]
+            if under is None:
+                self.recorded_under[query] = [serial]
+            else:
+                under.append(serial)
+                if len(under) > self.limit:  # like the index's look-ups: the newest ``limit`` a key
+                    del under[0]
 
 
 def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
-    limit = settings.max_candidates_per_band
     if count == 0:
         return Judgement([], txn.clock, first_serial=txn.next_serial)
     lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
     every = txn.index_keys(np.concatenate([sketch.band_keys for sketch in sketches]))
     owner = np.repeat(np.arange(count), lengths)
     queries, inverse = np.unique(every, return_inverse=True)
-    hit_query, hit_serial = txn.members(queries)
+    hits = txn.members(queries)
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
-    stored = _stored_sharers(hit_query, hit_serial, inverse, owner, len(queries))
-    shared_keys = _Shared(inverse, owner, len(queries), count)
-    # A key's stored hits are hit_serials[hit_starts[q]:][:hit_counts[q]], newest first.
-    per_query = np.bincount(hit_query, minlength=len(queries))
-    hit_counts = per_query.tolist()
-    hit_starts = (np.cumsum(per_query) - per_query).tolist()
-    hit_serials = hit_serial.tolist()
-    # repeated key (its index in ``queries``) -> serials of the batch's
-    # recorded posts under it, oldest first; like the index, it holds recorded
-    # posts only, so a campaign's thousand copies in one batch are checked
-    # against its one original
-    recorded_under: list[list[int] | None] = [None] * len(queries)
+    stored = _stored_sharers(*hits, inverse, owner, len(queries))
+    batch = _InBatch(inverse, owner, len(queries), count, hits, settings.max_candidates_per_band)
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
-    next_serial = judgement.first_serial
     clock = judgement.clock
 
     def posts(serials: Iterable[int]) -> Iterator[tuple[int, CachedPost | None]]:
@@ -174,26 +215,9 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     for index, sketch in enumerate(sketches):
         clock = max(clock, sketch.timestamp)
         after = _rules.horizon(clock, settings.ttl_seconds)
-        best: Match | None = None
+        serials = batch.candidates(index, stored.get(index)) if judgement.recorded else _first(stored.get(index))
         own: CachedPost | None = None
-        candidates = stored.get(index)
-        serials = candidates[0] if candidates is not None else None
-        if judgement.recorded and shared_keys.lookup_ends[index] < shared_keys.lookup_ends[index + 1]:
-            in_batch: dict[int, int] = {}
-            crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
-            for query in shared_keys.looked_up(index):
-                under = recorded_under[query]
-                if under is None:
-                    continue
-                for serial in under:
-                    in_batch[serial] = in_batch.get(serial, 0) + 1
-                crowded = len(under) + hit_counts[query] - limit
-                if crowded > 0:
-                    end = hit_starts[query] + hit_counts[query]
-                    for serial in hit_serials[end - crowded : end]:
-                        crowded_out[serial] = crowded_out.get(serial, 0) + 1
-            if in_batch:
-                serials = _with_batch_sharers(candidates, in_batch, crowded_out)
+        found: tuple[Match, int] | None = None
         if sketch.refers_to is not None:
             found = _rules.referenced(posts(sorted(serials or (), reverse=True)), sketch.refers_to, after)
         elif serials is not None:
@@ -202,32 +226,24 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
             if txn.replays_seen:
                 ranked = _without_itself(ranked, sketch)
             found = _rules.best_match(ranked, sketch, own, after, settings.jaccard_threshold, settings.shingle_size)
-        else:
-            found = None
         if found is not None:
-            best, judgement.matched[index] = found
-        elif sketch.refers_to is not None:  # a reference is never recorded
-            judgement.matches.append(None)
+            judgement.matches.append(found[0])
+            judgement.matched[index] = found[1]
             continue
-        if best is None:
-            if own is None:
-                own = CachedPost.of(sketch)
-            serial = next_serial
-            next_serial += 1
-            own_posts[serial] = own
-            for query in shared_keys.filed(index):
-                under = recorded_under[query]
-                if under is None:
-                    recorded_under[query] = [serial]
-                else:
-                    under.append(serial)
-                    if len(under) > limit:  # like the index's look-ups: the newest ``limit`` a key
-                        del under[0]
-            judgement.recorded.append(index)
-            judgement.posts.append(own)
-        judgement.matches.append(best)
+        judgement.matches.append(None)
+        if sketch.refers_to is not None:  # a reference is never recorded
+            continue
+        serial = judgement.first_serial + len(judgement.recorded)
+        own_posts[serial] = own if own is not None else CachedPost.of(sketch)
+        batch.file(index, serial)
+        judgement.recorded.append(index)
+        judgement.posts.append(own_posts[serial])
     judgement.clock = clock
     return judgement
+
+
+def _first(stored: tuple[list[int], list[int]] | None) -> list[int] | None:
+    return None if stored is None else stored[0]
 
 
 def _without_itself(
@@ -272,7 +288,7 @@ def run_batch(
         if deliver is not None:
             deliver([])
         return []
-    while True:
+    for _ in range(_MAX_ATTEMPTS):
         txn = store.begin()
         try:
             judgement = judge_batch(txn, sketches, txn.settings)
@@ -286,3 +302,7 @@ def run_batch(
         except BaseException:
             txn.abort()
             raise
+    raise StoreError(
+        f"{type(store).__name__}: a batch had to begin again {_MAX_ATTEMPTS} times (the index kept changing "
+        "under it, or kept needing a larger map); nothing of it was committed"
+    )
