@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import functools
 import math
+import re
 import time
 from datetime import UTC, datetime
 
@@ -100,32 +101,34 @@ _MONTHS = {
 }
 
 
+# Twitter v1.1's shape: weekday, month, day, hh:mm:ss, UTC offset, year (ASCII digits only)
+_TWITTER = re.compile(r"[^ ]* ([A-Z][a-z]{2}) ([0-9]+) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([+-][0-9]{4}) ([0-9]+)")
+
+
 def _from_twitter(text: str, field: str) -> float | None:
     """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's
     cost; None when ``text`` is not of that shape, InvalidRecordError when it
     is but names no real time (``Feb 31``, ``99:99:99``, a year of 20 digits)."""
-    parts = text.split(" ")
-    if len(parts) != 6 or len(parts[3]) != 8 or len(parts[4]) != 5 or parts[1] not in _MONTHS:
+    found = _TWITTER.fullmatch(text)
+    if found is None or found[1] not in _MONTHS:
         return None
-    clock = parts[3]
-    if clock[2] != ":" or clock[5] != ":" or parts[4][0] not in "+-":
-        return None
-    year, day, offset = parts[5], parts[2], parts[4]
-    hour, minute, second = clock[0:2], clock[3:5], clock[6:8]
-    if not all(part.isascii() and part.isdigit() for part in (year, day, offset[1:], hour, minute, second)):
-        return None
+    month, day, hour, minute, second, offset, year = found.groups()
     if len(year) != 4 or len(day) > 2:
         raise InvalidRecordError(f"{field} {_shown(text)} has no real date (a year of 4 digits, a day of 1 or 2)")
-    if not 1 <= int(day) <= calendar.monthrange(int(year), _MONTHS[parts[1]])[1]:
-        raise InvalidRecordError(f"{field} {_shown(text)} names a day that {parts[1]} {year} does not have")
+    midnight = _twitter_day(year, month, day, offset)
+    if midnight is None:
+        raise InvalidRecordError(f"{field} {_shown(text)} names a day that {month} {year} does not have")
     if int(hour) > 23 or int(minute) > 59 or int(second) > 59 or int(offset[1:3]) > 23 or int(offset[3:5]) > 59:
         raise InvalidRecordError(f"{field} {_shown(text)} names a time of day that does not exist")
-    return float(_twitter_day(year, parts[1], day, offset) + int(hour) * 3600 + int(minute) * 60 + int(second))
+    return float(midnight + int(hour) * 3600 + int(minute) * 60 + int(second))
 
 
 @functools.lru_cache(maxsize=1024)
-def _twitter_day(year: str, month: str, day: str, offset: str) -> int:
-    """Epoch seconds of a day's midnight at a UTC offset (``+0100``); a stream has few distinct days."""
+def _twitter_day(year: str, month: str, day: str, offset: str) -> int | None:
+    """Epoch seconds of a day's midnight at a UTC offset (``+0100``), or None
+    for a day the month does not have; a stream has few distinct days."""
+    if not 1 <= int(day) <= calendar.monthrange(int(year), _MONTHS[month])[1]:
+        return None
     shift = int(offset[1:3]) * 3600 + int(offset[3:5]) * 60
     midnight = calendar.timegm((int(year), _MONTHS[month], int(day), 0, 0, 0, 0, 0, 0))
     return midnight - shift if offset[0] == "+" else midnight + shift
