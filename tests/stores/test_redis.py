@@ -14,7 +14,7 @@ import pytest
 from streamfilter import ConfigMismatchError, FilterConfig, MemoryStore, StoreError
 from streamfilter.stores import BandStore
 from streamfilter.stores.redis import RedisStore
-from streamfilter.stores.redis._cluster import RedisTransaction
+from streamfilter.stores.redis._transaction import RedisTransaction
 
 from ..conftest import distinct_text, unique_prefix
 from ..redis_servers import free_port

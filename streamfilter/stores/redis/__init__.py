@@ -2,7 +2,7 @@
 
 - ``_store``: the store, its URL, connection, retries, slices;
 - ``_layout``: the keys: time slices of band buckets and record hashes;
-- ``_cluster``: a batch's transaction: its reads, and its recording on one node;
+- ``_recording``: a batch's transaction: its reads, and its recording on one node;
 - ``_recording``: recording a batch on a Cluster, in steps, one script per node;
 - ``_scripts`` and the ``.lua`` files: the server-side scripts.
 

@@ -21,13 +21,13 @@ from ..._rules import Match
 from ..._shingle import verification_set
 from .._base import Sketch, key_bytes
 from .._records import encode_record
-from ._cluster import _decode_record, slice_life_ms, text_hash
 from ._layout import MEMBER_BYTES
 from ._scripts import script
+from ._transaction import _decode_record, slice_life_ms, text_hash
 
 if TYPE_CHECKING:
     from ..._judge import Judgement
-    from ._cluster import RedisTransaction
+    from ._transaction import RedisTransaction
 
 __all__ = ["ClusterRecording"]
 

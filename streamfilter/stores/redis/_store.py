@@ -10,10 +10,13 @@ buckets and record hashes (``_layout``).
 **Atomicity.** A batch reads its band keys and their posts' records, and the
 one batch judge (``_judge``) ranks and verifies them, as for every store.
 On a single Redis one Lua script (``commit.lua``) then records the batch's
-novel posts only if no other worker has filed a post under a band key it
-read, and no record a verdict names is gone; otherwise the batch is judged
-again. So no two workers can both pass copies of a text, nor near-duplicates.
-On a Cluster (``_cluster``), keys live in different slots and no script can
+novel posts, unless a record a verdict names is gone (the batch is judged
+again) or other workers filed posts under their band keys since the batch
+read: those are verified, a novel post with a near-duplicate among them
+becomes its duplicate (it came first; the batch is judged again if another
+of its posts named that one), and the others are recorded. So no two
+workers can both pass copies of a text, nor near-duplicates.
+On a Cluster (``_recording``), keys live in different slots and no script can
 span them, so a batch runs in steps, each one script per node over the keys
 that node holds:
 
@@ -76,9 +79,9 @@ from ..._judge import judge_batch
 from ..._redact import redact
 from ..._rules import Match
 from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint
-from ._cluster import _INDEX_GONE, RedisTransaction, _emptied
 from ._layout import Layout
 from ._scripts import script
+from ._transaction import _INDEX_GONE, RedisTransaction, _emptied
 
 __all__ = ["RedisStore"]
 

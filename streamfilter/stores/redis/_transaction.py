@@ -5,9 +5,11 @@ and ``post`` read (keys: ``_layout``). Recording is where one Redis and a
 Cluster differ (see ``_store`` for the protocol and what it guarantees):
 
 - on one Redis, one script reads everything a batch needs (``read_batch.lua``),
-  and one records its novel posts (``commit.lua``) only if no other worker
-  filed a post under a band key the batch read, and no record a verdict names
-  is gone: otherwise the batch is judged anew (``RetryBatch``);
+  and one records its novel posts (``commit.lua``) unless a record a verdict
+  names is gone (the batch is judged anew: ``RetryBatch``) or other workers
+  filed posts under their band keys meanwhile: those are verified here, a
+  novel post with a near-duplicate among them becomes its duplicate, and the
+  rest are recorded;
 - on a Cluster no script can span slots, so the novel posts claim their texts,
   are filed under their band keys, read those again (the recheck), and pin
   and drop, one script per node a step.
