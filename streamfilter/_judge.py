@@ -29,7 +29,7 @@ import numpy.typing as npt
 from . import _rules
 from ._exceptions import StoreError
 from ._rules import CachedPost, Match
-from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch
+from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch, is_same_post
 
 __all__ = ["Judgement", "judge_batch", "run_batch"]
 
@@ -160,7 +160,7 @@ class _InBatch:
         recorded posts that share its keys; None when it has none."""
         ends = self.lookup_ends
         if ends[index] == ends[index + 1]:
-            return None if stored is None else stored[0]
+            return _first(stored)
         in_batch: dict[int, int] = {}
         crowded_out: dict[int, int] = {}  # stored serial: keys it no longer counts under
         for query in self.lookup_keys[ends[index] : ends[index + 1]]:
@@ -175,7 +175,7 @@ class _InBatch:
                 for serial in self.hit_serials[end - crowded : end]:
                     crowded_out[serial] = crowded_out.get(serial, 0) + 1
         if not in_batch:
-            return None if stored is None else stored[0]
+            return _first(stored)
         return _with_batch_sharers(stored, in_batch, crowded_out)
 
     def file(self, index: int, serial: int) -> None:
@@ -250,19 +250,10 @@ def _without_itself(
     candidates: Iterator[tuple[int, CachedPost | None]], sketch: Sketch
 ) -> Iterator[tuple[int, CachedPost | None]]:
     """``candidates`` without the sketch's own post, recorded by an earlier
-    attempt at its batch (a lost reply, or a run killed before its output
-    was written): the post passes again, a repeat, never a loss.
-
-    A post id from the platform says so alone: a post without a timestamp gets
-    the wall clock, which differs on the second attempt. A made-up id
-    ("line:N") repeats across inputs, so the timestamp must match too.
-    """
+    attempt at its batch (``is_same_post``): the post passes again, a repeat,
+    never a loss."""
     for serial, post in candidates:
-        if (
-            post is not None
-            and post.post_id == sketch.post_id
-            and (post.timestamp == sketch.timestamp or not sketch.made_up_id)
-        ):
+        if post is not None and is_same_post(sketch, post.post_id, post.timestamp):
             yield serial, None
         else:
             yield serial, post

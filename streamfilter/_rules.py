@@ -54,6 +54,7 @@ __all__ = [
     "newest_per_key",
     "rank_candidates",
     "referenced",
+    "similarity_to_words",
     "under_threshold",
     "word_edits",
 ]
@@ -201,6 +202,12 @@ def judged_similarity(
     an earlier one (its set ``other``, its word hashes in order): their
     Jaccard, raised by ``under_threshold`` when that is under the threshold."""
     return under_threshold(jaccard(query, other), sketch, query, other_words, shingle_size, threshold)
+
+
+def similarity_to_words(sketch: Sketch, other_words: list[int], shingle_size: int, threshold: float) -> float:
+    """``judged_similarity`` of a post and an earlier one given by its word hashes in order."""
+    theirs = verification_set(other_words, shingle_size)
+    return judged_similarity(sketch, set(sketch.shingles.tolist()), theirs, other_words, shingle_size, threshold)
 
 
 def under_threshold(

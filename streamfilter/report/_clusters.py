@@ -29,6 +29,7 @@ from typing import IO, Any, TypeVar, cast
 from .._post import Post
 from ._graph import CoordinationGraph
 from ._signals import Coordination, Signals
+from ._tricks import tricks
 
 __all__ = ["MAX_TEXTS", "MAX_WAITING", "Clusters"]
 
@@ -100,8 +101,8 @@ class _Cluster:
                 self.examples.append(post.id)
                 if len(self.variants) < _VARIANT_TEXTS:
                     self.variants.append(text)
-                elif _tricky(text):  # the evasion tricks an analyst most wants to see take a plain one's place
-                    plain = next((at for at, kept in enumerate(self.variants) if not _tricky(kept)), None)
+                elif tricks(text):  # the evasion tricks an analyst most wants to see take a plain one's place
+                    plain = next((at for at, kept in enumerate(self.variants) if not tricks(kept)), None)
                     if plain is not None:
                         self.variants[plain] = text
 
@@ -126,16 +127,6 @@ class _Cluster:
             "coordinated": self.signals.coordinated(self.seconds, coordination),
             **self.signals.to_json(self.size, self.seconds, coordination),
         }
-
-
-_TRICKS = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u180e\u3000\uff01-\uff5e]")
-
-
-def _tricky(text: str) -> bool:
-    """Whether a text holds zero-width characters, full-width forms or letters beyond ASCII."""
-    return not text.isascii() and (
-        _TRICKS.search(text) is not None or any(c.isalpha() and not c.isascii() for c in text)
-    )
 
 
 class Clusters:

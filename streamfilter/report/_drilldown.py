@@ -18,10 +18,10 @@ from collections import Counter
 from datetime import UTC, datetime
 from importlib import resources
 
-from .._confusables import ascii_lookalikes
 from ._clusters import _Cluster
+from ._tricks import tricks
 
-__all__ = ["SCRIPT", "SCRIPT_HASH", "accounts_view", "campaign_details", "post_link", "tricks"]
+__all__ = ["SCRIPT", "SCRIPT_HASH", "accounts_view", "campaign_details", "post_link"]
 
 SCRIPT = resources.files(__package__).joinpath("page.js").read_text(encoding="utf-8")
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
@@ -30,25 +30,6 @@ SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).diges
 _TWITTER_HANDLE = re.compile(r"[A-Za-z0-9_]{1,15}")
 _MASTODON_ACCT = re.compile(r"[A-Za-z0-9_]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _BLUESKY_PART = re.compile(r"[A-Za-z0-9:._-]+")
-_ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u180e")
-_LOOKALIKES = frozenset(ascii_lookalikes())
-
-
-def tricks(text: str) -> list[str]:
-    """The evasion tricks in a text: letters that look like Latin ones, zero-width
-    characters, full-width forms."""
-    found = []
-    # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
-    latin = sum(char.isascii() and char.isalpha() for char in text)
-    lookalike = sum(ord(char) in _LOOKALIKES for char in text)
-    others = sum(char.isalpha() and not char.isascii() for char in text) - lookalike
-    if lookalike and latin > others:
-        found.append("homoglyphs")
-    if any(char in _ZERO_WIDTH for char in text):
-        found.append("zero-width characters")
-    if any("\uff01" <= char <= "\uff5e" or char == "\u3000" for char in text):
-        found.append("full-width forms")
-    return found
 
 
 def post_link(platform: str | None, author: str | None, post_id: str | None) -> str | None:

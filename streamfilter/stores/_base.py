@@ -30,6 +30,7 @@ __all__ = [
     "RetryBatch",
     "Sketch",
     "check_fingerprint",
+    "is_same_post",
     "TransactionalStore",
     "key_bytes",
 ]
@@ -187,6 +188,18 @@ class TransactionalStore:
         from .._judge import run_batch
 
         return run_batch(self, sketches, progress=progress, deliver=deliver)  # type: ignore[arg-type]
+
+
+def is_same_post(sketch: Sketch, post_id: str, timestamp: float) -> bool:
+    """Whether a stored record (its post id and time) is the post ``sketch``
+    itself, recorded by an earlier attempt at its batch (a lost reply, or a
+    run killed before its output was written) on a shared index.
+
+    A post id from the platform says so alone: a post without a timestamp gets
+    the wall clock, which differs on the second attempt. A made-up id
+    ("line:N") repeats across inputs, so the timestamp must match too.
+    """
+    return post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
 
 
 # The event time a forgotten post is given (``forget``): before any horizon,

@@ -259,17 +259,13 @@ class LMDBStore(TransactionalStore):
             txn = env.begin(None, None, True, True)
         except BaseException as exc:
             self._lock.release()
-            if isinstance(exc, lmdb.MapResizedError):
-                self._remap(env, 0)  # another process grew the map: adopt its size
-                raise RetryBatch from exc
-            if isinstance(exc, lmdb.Error | OSError):
-                raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
-            raise
+            _raise(self._failed(exc), exc)
         return _Transaction(self, txn, settings)
 
     def _failed(self, exc: BaseException) -> BaseException:
-        """What a failure inside a batch's transaction becomes, once it is aborted:
-        RetryBatch when growing the map lets the batch run again."""
+        """What a failure inside a write transaction becomes, once it is aborted:
+        RetryBatch when the map grew (here, or in another process: its size is
+        adopted), so the transaction can run again; else the error to raise."""
         env = self._require_env()
         if isinstance(exc, lmdb.MapFullError):
             self._grow(env, env.info()["map_size"] * 2)
@@ -277,6 +273,7 @@ class LMDBStore(TransactionalStore):
         if isinstance(exc, lmdb.MapResizedError):
             self._remap(env, 0)
             return RetryBatch()
+        # (a closed stdout, from the caller's deliver, is not the index's failure)
         if isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
             return _map_error(exc, f"LMDB index at {self.path} failed", self.path)
         return exc
@@ -377,15 +374,9 @@ class LMDBStore(TransactionalStore):
                     # Posts cached from an aborted transaction may never have
                     # existed: their serials can be reused by another writer.
                     self._cache.clear()
-                    if isinstance(exc, lmdb.MapFullError):
-                        self._grow(env, env.info()["map_size"] * 2)
-                    elif isinstance(exc, lmdb.MapResizedError):
-                        self._remap(env, 0)  # another process grew the map: adopt its size
-                    elif isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
-                        # (a closed stdout, from the caller's deliver, is not the index's failure)
-                        raise _map_error(exc, f"LMDB index at {self.path} failed", self.path) from exc
-                    else:
-                        raise
+                    failure = self._failed(exc)
+                    if not isinstance(failure, RetryBatch):
+                        _raise(failure, exc)
             if committed is not None:
                 committed(result)
             return result
@@ -457,6 +448,13 @@ class LMDBStore(TransactionalStore):
                 self._env = None
 
 
+def _raise(failure: BaseException, cause: BaseException) -> NoReturn:
+    """Raise what ``_failed`` made of ``cause``: ``cause`` itself as it was, or another error from it."""
+    if failure is cause:
+        raise cause
+    raise failure from cause
+
+
 def _free_bytes(path: Path) -> int | None:
     try:
         stats = os.statvfs(path if path.exists() else path.parent)
@@ -512,7 +510,7 @@ class _Transaction:
 
     def _fail(self, exc: BaseException) -> NoReturn:
         self.abort()
-        raise self._store._failed(exc) from exc
+        _raise(self._store._failed(exc), exc)
 
     def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return short_keys(band_keys)

@@ -80,12 +80,12 @@ class Layout:
 
     # -- members and records -------------------------------------------------------
     @staticmethod
-    def member(counter: int, text: bytes) -> bytes:
-        return (counter << TEXT_BITS | int.from_bytes(text[-2:], "big") & ((1 << TEXT_BITS) - 1)).to_bytes(6, "big")
-
-    @staticmethod
     def text_bits(text: bytes) -> int:
         return int.from_bytes(text[-2:], "big") & ((1 << TEXT_BITS) - 1)
+
+    @classmethod
+    def member(cls, counter: int, text: bytes) -> bytes:
+        return (counter << TEXT_BITS | cls.text_bits(text)).to_bytes(MEMBER_BYTES, "big")
 
     @staticmethod
     def record_bucket(member_or_text: bytes, bits: int) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 from ... import _rules
 from ..._rules import Match
 from ..._shingle import verification_set
-from .._base import Sketch, key_bytes
+from .._base import Sketch, is_same_post, key_bytes
 from .._records import encode_record
 from ._layout import MEMBER_BYTES
 from ._scripts import script
@@ -165,12 +165,7 @@ class ClusterRecording:
             del self.members[index]
             member, record = holder[:MEMBER_BYTES], holder[MEMBER_BYTES:]
             _, post_id, words = _decode_record(record)
-            held_words = words.tolist()
-            held = verification_set(held_words, settings.shingle_size)
-            query = set(sketches[index].shingles.tolist())
-            similarity = _rules.judged_similarity(
-                sketches[index], query, held, held_words, settings.shingle_size, threshold
-            )
+            similarity = _rules.similarity_to_words(sketches[index], words.tolist(), settings.shingle_size, threshold)
             if similarity >= threshold:
                 self.results[index] = Match(post_id, similarity)
                 self.matched[index] = (self.record_keys[index], member)
@@ -265,9 +260,7 @@ class ClusterRecording:
                 if entry is None:
                     continue
                 timestamp, post_id, verified, other_words, record_key = entry
-                if timestamp <= horizon or (
-                    post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id)
-                ):
+                if timestamp <= horizon or is_same_post(sketch, post_id, timestamp):
                     continue
                 similarity = _rules.judged_similarity(
                     sketch, query, verified, other_words, settings.shingle_size, settings.jaccard_threshold

@@ -30,8 +30,7 @@ import numpy.typing as npt
 from ... import _rules
 from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
-from ..._shingle import verification_set
-from .._base import IndexSettings, RetryBatch, Sketch, key_bytes
+from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes
 from .._records import decode_record, encode_record, id_end
 from ._layout import MEMBER_BYTES, Layout, member_order, parse_slices, split_members
 from ._scripts import script
@@ -236,8 +235,7 @@ class RedisTransaction:
     def stored_already(self, sketch: Sketch) -> bool:
         """Whether the batch read this very post's record (an earlier attempt
         at its batch recorded it): it passes again, and is not recorded twice."""
-        times = self._ids.get(sketch.post_id)
-        return times is not None and (not sketch.made_up_id or sketch.timestamp in times)
+        return any(is_same_post(sketch, sketch.post_id, time) for time in self._ids.get(sketch.post_id, ()))
 
     def post(self, serial: int) -> CachedPost | None:
         return self._posts.get(serial)
@@ -330,12 +328,9 @@ class RedisTransaction:
             timestamp, post_id, word_view = _decode_record(bytes(view[start : start + length]))
             at = start + length
             sketch = recording[number]
-            if post_id == sketch.post_id and (timestamp == sketch.timestamp or not sketch.made_up_id):
+            if is_same_post(sketch, post_id, timestamp):
                 continue  # the post itself, recorded by another attempt
-            words = word_view.tolist()
-            theirs = verification_set(words, settings.shingle_size)
-            query = set(sketch.shingles.tolist())
-            found_similarity = _rules.judged_similarity(sketch, query, theirs, words, settings.shingle_size, threshold)
+            found_similarity = _rules.similarity_to_words(sketch, word_view.tolist(), settings.shingle_size, threshold)
             best = matches.get(number)
             if found_similarity >= threshold and (best is None or found_similarity >= best.similarity):
                 matches[number] = Match(post_id, found_similarity)
