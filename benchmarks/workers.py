@@ -9,9 +9,9 @@ id would be) and N ``streamfilter replay`` processes run at once, one per
 partition, against one index. Reported per store and N: wall time of the
 slowest worker, total posts/s, how many labelled clusters passed more than
 once or never (TTL off: partitions reorder event time), and for Redis
-the bytes per indexed post (``INFO`` used_memory growth, and the
-``MEMORY USAGE`` of the keys, both divided by the posts the index holds; for
-LMDB, the pages its index uses),
+the bytes per indexed post (``INFO`` used_memory growth, without the server's
+per-command statistics and slow log, and the ``MEMORY USAGE`` of the keys,
+both divided by the posts the index holds; for LMDB, the pages its index uses),
 the keys per post, and the CPU seconds the Redis server spent (on two
 cores, N workers and their sketch processes share the machine with it).
 The Redis servers are started here on loopback ports, in a temporary
@@ -21,6 +21,7 @@ directory, with the listpack limits the production guide gives.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -140,24 +142,39 @@ def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple
 
 def redis_cpu(url: str, cluster: bool) -> float:
     """CPU seconds the server (or the cluster's primaries) has used so far."""
-    client = redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
-    nodes = [client.get_redis_connection(node) for node in client.get_primaries()] if cluster else [client]
-    seconds = sum(float(n.info("cpu")["used_cpu_user"]) + float(n.info("cpu")["used_cpu_sys"]) for n in nodes)
-    client.close()
-    return seconds
+    with _primaries(url, cluster) as nodes:
+        return sum(float(n.info("cpu")["used_cpu_user"]) + float(n.info("cpu")["used_cpu_sys"]) for n in nodes)
 
 
 def used_memory(url: str, cluster: bool) -> int:
-    """used_memory of the server, or summed over the cluster's primaries."""
+    """used_memory of the server, or summed over the cluster's primaries,
+    without the server's own bookkeeping of the commands it ran: its
+    per-command latency histograms (``latency-tracking``, about 0.8 MB a
+    node once a run has used its commands) and its slow log. Neither grows
+    with the index, so both are cleared before each reading
+    (``CONFIG RESETSTAT``, ``SLOWLOG RESET``)."""
+    with _primaries(url, cluster) as nodes:
+        for node in nodes:
+            node.config_resetstat()
+            node.slowlog_reset()
+        return sum(int(node.info("memory")["used_memory"]) for node in nodes)
+
+
+@contextlib.contextmanager
+def _primaries(url: str, cluster: bool) -> Iterator[list[redis.Redis]]:
+    """A client for the server, or for each of the cluster's primaries."""
     if not cluster:
-        client = redis.Redis.from_url(url)
-        used = int(client.info("memory")["used_memory"])
-        client.close()
-        return used
+        single = redis.Redis.from_url(url)
+        try:
+            yield [single]
+        finally:
+            single.close()
+        return
     client = redis.cluster.RedisCluster.from_url(url)
-    used = sum(int(client.get_redis_connection(node).info("memory")["used_memory"]) for node in client.get_primaries())
-    client.close()
-    return used
+    try:
+        yield [client.get_redis_connection(node) for node in client.get_primaries()]
+    finally:
+        client.close()
 
 
 def main() -> None:

@@ -96,7 +96,31 @@ def test_a_replay_faster_than_the_wall_clock_keeps_only_the_live_window(url: str
         assert store.check_and_insert(batch) == [None] * 40
     # live: the last minute's 40 posts, and at most a slice (15 s) more
     assert 40 <= store.post_count() <= 40 + 15
-    assert len(store._slices()) <= 60 // 15 + 2
+    assert len({store._layout.slice_of_part(part) for part in store._parts()}) <= 60 // 15 + 2
+    store.close()
+
+
+def test_a_surge_after_a_quiet_slice_keeps_every_key_small(url: str) -> None:
+    # A quiet slice sizes the next one for few posts; 500 times as many come.
+    # The slice opens parts of more buckets as it fills, so record hashes stay
+    # listpacks (the production guide's limit: 1024 entries; 1,250 in one part)
+    # and band buckets near 1024 entries (2,650 in one part), and every post
+    # is still found.
+    store = opened(url, ttl=400)  # slices of 100 s
+    assert store.check_and_insert([sketch(f"q{i}", 1000 + i, distinct_text(i)) for i in range(20)]) == [None] * 20
+    assert store.check_and_insert([sketch(f"m{i}", 1100 + i, distinct_text(100 + i)) for i in range(20)])
+    surge = [sketch(f"s{i}", 1200 + i * 0.005, distinct_text(1000 + i)) for i in range(10_000)]
+    for start in range(0, len(surge), 1000):
+        assert store.check_and_insert(surge[start : start + 1000]) == [None] * 1000
+    client = store._client
+    records = [key for key in keys_under(store) if b":r:" in key]
+    bands = [key for key in keys_under(store) if b":b:" in key]
+    assert max(client.hlen(key) for key in records) <= 1024
+    assert max(client.strlen(key) for key in bands) <= 10 * 1280  # 10-byte entries
+    copies = [sketch(f"c{i}", 1299, "@fan " + distinct_text(1000 + i)) for i in range(0, 10_000, 999)]
+    assert [match and match.duplicate_of for match in store.check_and_insert(copies)] == [
+        f"s{i}" for i in range(0, 10_000, 999)
+    ]
     store.close()
 
 

@@ -1,18 +1,27 @@
 """How the Redis store lays an index out in keys: time slices of small hashes.
 
 A post belongs to the time slice of its event time (``slice_seconds``, a
-quarter of the TTL; one slice for ever without a TTL). Each slice has its
-bucket bits (``{prefix}:slices``, set when the slice is first used, from the
-posts of the slice before it: about 256 band entries a bucket), and keeps
+quarter of the TTL; one slice for ever without a TTL). A slice is kept in
+one or more *parts*, numbered ``slice * 8 + generation``; each part has its
+bucket bits and post count in ``{prefix}:slices`` (fields ``b<part>`` and
+``n<part>``), and keeps
 
-- its band entries in ``2**bits`` strings, ``{prefix}:b:<slice>:<bucket>``:
+- its band entries in ``2**bits`` strings, ``{prefix}:b:<part>:<bucket>``:
   the bucket is a band key's top ``bits``, and the string 10-byte entries,
   oldest first: the key's bits 16 to 47, then a member filed under it. A
   look-up finds a key's entries in its bucket and offers the newest ``cap``;
   a batch writes each bucket it files in once, at its exact size;
-- its post records in ``2**(bits - 3)`` hashes, ``{prefix}:r:{<slice>:<n>}``,
+- its post records in ``2**(bits - 3)`` hashes, ``{prefix}:r:{<part>:<n>}``,
   by member; on a Cluster, the claims of the texts it recorded beside them
-  (``{prefix}:c:{<slice>:<n>}``, the same hash slot).
+  (``{prefix}:c:{<part>:<n>}``, the same hash slot).
+
+A slice's first part is sized when the slice is first used, from the posts
+of the slice before it: about 256 band entries a bucket. When the rate of
+posts rises, a part fills: at about 1024 entries a bucket, or 512 records a
+record hash (half the listpack limit the production guide sets), the slice
+opens its next part with four times the buckets (``index.lua``,
+``part_for``). So a surge after a quiet slice keeps every key small: record
+hashes stay listpacks, and a look-up scans short buckets.
 
 A member is 6 bytes: a counter that only grows (``{prefix}:serial``), then 13
 bits of the hash of the post's text, whose low bits choose its record
@@ -22,9 +31,10 @@ numbers, members order posts newest last, as the rules need.
 So a band entry costs its 10 bytes, where a key of its own cost about 100;
 records are small hashes, which Redis stores as listpacks, a few bytes an
 entry (the production guide gives the settings). A slice is dropped
-whole once the newest event time is a TTL past its end, so the index never
-holds much more than the live window, however fast event time runs; each key
-also expires in wall time (``PEXPIRE``) as a backstop for a stream that stops.
+whole, every part of it, once the newest event time is a TTL past its end,
+so the index never holds much more than the live window, however fast
+event time runs; each key also expires in wall time (``PEXPIRE``) as a
+backstop for a stream that stops.
 """
 
 from __future__ import annotations
@@ -35,11 +45,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MEMBER_BYTES", "Layout", "member_order", "parse_slices", "split_members"]
+__all__ = ["MEMBER_BYTES", "Layout", "member_order", "parse_parts", "split_members"]
 
 MEMBER_BYTES = 6
 TEXT_BITS = 13  # of a member: the low bits of its text's hash
 ENTRIES_PER_BUCKET = 256  # what a slice's bucket bits are chosen for
+GENERATION_BITS = 3  # a part is ``slice << GENERATION_BITS | generation``
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,11 @@ class Layout:
     def slice_end(self, slice_: int) -> float:
         return math.inf if self.slice_seconds <= 0 else (slice_ + 1) * self.slice_seconds
 
+    @staticmethod
+    def slice_of_part(part: int) -> int:
+        """The time slice a part belongs to."""
+        return part >> GENERATION_BITS
+
     # -- band entries ------------------------------------------------------------
     @staticmethod
     def queries(band_keys: npt.NDArray[np.uint64]) -> bytes:
@@ -92,24 +108,24 @@ class Layout:
         return int.from_bytes(member_or_text[-2:], "big") % (1 << max(bits - 3, 3))
 
     @staticmethod
-    def band_key(prefix: bytes, slice_: int, bucket: int) -> bytes:
-        return b"%s:b:%d:%d" % (prefix, slice_, bucket)
+    def band_key(prefix: bytes, part: int, bucket: int) -> bytes:
+        return b"%s:b:%d:%d" % (prefix, part, bucket)
 
     @staticmethod
-    def record_key(prefix: bytes, slice_: int, bucket: int) -> bytes:
-        return b"%s:r:{%d:%d}" % (prefix, slice_, bucket)
+    def record_key(prefix: bytes, part: int, bucket: int) -> bytes:
+        return b"%s:r:{%d:%d}" % (prefix, part, bucket)
 
     @staticmethod
-    def claim_key(prefix: bytes, slice_: int, bucket: int) -> bytes:
-        return b"%s:c:{%d:%d}" % (prefix, slice_, bucket)
+    def claim_key(prefix: bytes, part: int, bucket: int) -> bytes:
+        return b"%s:c:{%d:%d}" % (prefix, part, bucket)
 
-    def keys_of_slice(self, prefix: bytes, slice_: int, bits: int) -> list[bytes]:
-        """Every key a slice of ``bits`` bucket bits may have."""
+    def keys_of_part(self, prefix: bytes, part: int, bits: int) -> list[bytes]:
+        """Every key a part of ``bits`` bucket bits may have."""
         records = range(1 << max(bits - 3, 3))
         return (
-            [self.band_key(prefix, slice_, bucket) for bucket in range(1 << bits)]
-            + [self.record_key(prefix, slice_, bucket) for bucket in records]
-            + [self.claim_key(prefix, slice_, bucket) for bucket in records]
+            [self.band_key(prefix, part, bucket) for bucket in range(1 << bits)]
+            + [self.record_key(prefix, part, bucket) for bucket in records]
+            + [self.claim_key(prefix, part, bucket) for bucket in records]
         )
 
 
@@ -122,8 +138,8 @@ def member_order(member: bytes) -> int:
     return int.from_bytes(member, "big")
 
 
-def parse_slices(text: bytes | str) -> dict[int, int]:
-    """Slice -> bucket bits, from read_batch.lua's list or ``{prefix}:slices``' fields."""
+def parse_parts(text: bytes | str) -> dict[int, int]:
+    """Part -> bucket bits, from read_batch.lua's list."""
     if isinstance(text, bytes):
         text = text.decode()
     return {int(name): int(bits) for name, bits in (part.split(":") for part in text.split())}

@@ -9,7 +9,6 @@ that did not pass. A duplicate whose match was dropped first is judged again.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -45,6 +44,7 @@ class ClusterRecording:
         self.results = list(judgement.matches)
         self.texts = [text_hash(sketch.shingles) for sketch in sketches]
         self.slices = [self.layout.slice_of(sketch.timestamp) for sketch in sketches]
+        self.parts: dict[int, int] = {}  # claimed post -> the part of its slice it is recorded in
         self.record_keys: dict[int, bytes] = {}  # recorded post -> its record key
         self.claim_keys: dict[int, bytes] = {}
         self.members: dict[int, bytes] = {}  # recorded post -> its member
@@ -128,18 +128,21 @@ class ClusterRecording:
         ]
         if not claims:
             return lives
-        used = sorted({self.slices[index] for index, _ in claims})
-        bits = store._slice_bits(used, len(sketches[claims[0][0]].band_keys))
-        self.txn.slices.update(bits)
+        posts: dict[int, int] = {}  # slice -> how many posts this batch claims in it
+        for index, _ in claims:
+            posts[self.slices[index]] = posts.get(self.slices[index], 0) + 1
+        parts = store._parts_for(posts, len(sketches[claims[0][0]].band_keys))
+        self.txn.parts.update(parts.values())
         # counters for the batch's recorded posts, in order, after every one recorded before
         last = int(store._retrying("take serials", lambda: store._client.incrby(store._serial_key, len(claims))))
         prefix = store._prefix_bytes
         for n, (index, _) in enumerate(claims):
-            slice_ = self.slices[index]
-            bucket = self.layout.record_bucket(self.texts[index], bits[slice_])
+            part, bits = parts[self.slices[index]]
+            bucket = self.layout.record_bucket(self.texts[index], bits)
+            self.parts[index] = part
             self.members[index] = self.layout.member(last - len(claims) + 1 + n, self.texts[index])
-            self.record_keys[index] = self.layout.record_key(prefix, slice_, bucket)
-            self.claim_keys[index] = self.layout.claim_key(prefix, slice_, bucket)
+            self.record_keys[index] = self.layout.record_key(prefix, part, bucket)
+            self.claim_keys[index] = self.layout.claim_key(prefix, part, bucket)
         holders = store._on_nodes(
             "claim texts",
             script("claim"),
@@ -155,11 +158,9 @@ class ClusterRecording:
             ],
         )
         lost: dict[int, str] = {}  # a post of this batch that lost its claim -> its id
-        counts: dict[int, int] = {}  # slice -> posts this batch recorded in it
         for (index, _), holder in zip(claims, holders, strict=True):
             if holder is None:
                 self.claimed.append(index)
-                counts[self.slices[index]] = counts.get(self.slices[index], 0) + 1
                 continue
             # Another worker recorded the same normalised text first.
             del self.members[index]
@@ -170,9 +171,6 @@ class ClusterRecording:
                 self.results[index] = Match(post_id, similarity)
                 self.matched[index] = (self.record_keys[index], member)
                 lost[index] = sketches[index].post_id
-        for slice_, count in counts.items():
-            field = b"n%d" % slice_
-            store._retrying("count posts", functools.partial(store._client.hincrby, store._slices_key, field, count))
         # A later post of this batch may have matched the loser: its verdict
         # would name a post that never passes (``run`` judges it again).
         for index, target in list(self.matched.items()):
@@ -187,11 +185,11 @@ class ClusterRecording:
         filed: dict[bytes, list[bytes]] = {}  # band bucket -> its new entries
         life_of: dict[bytes, int] = {}
         for index in self.claimed:
-            slice_ = self.slices[index]
+            part = self.parts[index]
             queries = layout.queries(self.sketches[index].band_keys)
             for at in range(0, len(queries), 6):
                 key = layout.band_key(
-                    store._prefix_bytes, slice_, layout.bucket(queries[at : at + 2], self.txn.slices[slice_])
+                    store._prefix_bytes, part, layout.bucket(queries[at : at + 2], self.txn.parts[part])
                 )
                 filed.setdefault(key, []).append(queries[at + 2 : at + 6] + self.members[index])
                 life_of[key] = lives[index]
@@ -208,7 +206,7 @@ class ClusterRecording:
         if not math.isfinite(clock):
             return
         store._retrying("raise the clock", lambda: store._raise_clock(keys=[store._clock_key], args=[repr(clock)]))
-        store._drop_dead(store._slices(), clock)
+        store._drop_dead(store._parts(), clock)
 
     def _recheck(self) -> dict[int, tuple[tuple[bytes, bytes], Match]]:
         """The claimed posts that defer to a near-duplicate recorded meanwhile
@@ -230,12 +228,12 @@ class ClusterRecording:
         horizon = _rules.horizon(self.judgement.clock, ttl)
         band_keys = list(dict.fromkeys(key for i in self.claimed for key in key_bytes(self.sketches[i].band_keys)))
         keys_array = np.frombuffer(b"".join(band_keys), dtype=">u8").astype(np.uint64)
-        txn.slices = store._slices()  # with the slices this batch and others began since it read
-        found, slice_of = txn.read_bands(keys_array)
+        txn.parts = store._parts()  # with the parts this batch and others began since it read
+        found, part_of = txn.read_bands(keys_array)
         members = dict(zip(band_keys, found, strict=True))
         own = {self.members[i] for i in self.claimed}
         wanted = list(dict.fromkeys(m for listed in found for m in listed if m not in own))
-        record_keys = [txn.record_key(slice_of[m], m) for m in wanted]
+        record_keys = [txn.record_key(part_of[m], m) for m in wanted]
         stored: dict[bytes, tuple[float, str, set[int], list[int], bytes]] = {}
         values = store._read_fields("read records", record_keys, [[m] for m in wanted])
         for member, key, value in zip(wanted, record_keys, values, strict=True):

@@ -87,7 +87,7 @@ __all__ = ["RedisStore"]
 
 logger = logging.getLogger("streamfilter")
 
-_FORMAT = b"streamfilter-redis-3"
+_FORMAT = b"streamfilter-redis-4"
 _LENGTH = struct.Struct(">I")
 # The server settings the key layout is made for (docs/guides/production.md):
 # a record hash of up to this many posts, of records up to this many bytes, is a listpack.
@@ -312,32 +312,35 @@ class RedisStore(TransactionalStore):
         txn: RedisTransaction = self._retrying("read the index", lambda: RedisTransaction(self, settings, depth))
         return txn.record(sketches, judge_batch(txn, sketches, settings))
 
-    def _slices(self) -> dict[int, int]:
-        """Every slice of the index and its bucket bits (``_layout``)."""
+    def _parts(self) -> dict[int, int]:
+        """Every part of the index's slices and its bucket bits (``_layout``)."""
         meta = self._retrying("read the slices", lambda: self._client.hgetall(self._slices_key))
         return {int(name[1:]): int(bits) for name, bits in meta.items() if name.startswith(b"b")}
 
-    def _slice_bits(self, slices: Sequence[int], entries: int) -> dict[int, int]:
-        """The bucket bits of ``slices``, set now for those used for the first time."""
-        if not slices:
+    def _parts_for(self, posts: Mapping[int, int], entries: int) -> dict[int, tuple[int, int]]:
+        """Time slice -> (part, bits) its posts go to, for ``posts`` (slice ->
+        how many a batch records in it), which are counted into the parts;
+        a new slice or a full part opens a part (``_layout``)."""
+        if not posts:
             return {}
-        args = [self.prefix, self._layout.first_bits, entries, *(str(s) for s in slices)]
-        bits = self._retrying(
+        args: list[object] = [self.prefix, self._layout.first_bits, entries]
+        for slice_, count in posts.items():
+            args += [slice_, count]
+        replies = self._retrying(
             "size the slices", lambda: self._client.eval(script("slices"), 1, self._slices_key, *args)
         )
-        return {slice_: int(value) for slice_, value in zip(slices, bits, strict=True)}
+        return {slice_: (int(part), int(bits)) for slice_, (part, bits) in zip(posts, replies, strict=True)}
 
-    def _drop_dead(self, slices: Mapping[int, int], clock: float) -> None:
-        """Drop, whole, every slice a TTL behind ``clock`` (see ``_layout``)."""
+    def _drop_dead(self, parts: Mapping[int, int], clock: float) -> None:
+        """Drop, whole, every slice a TTL behind ``clock``: each of its parts (see ``_layout``)."""
         settings = self._settings
         assert settings is not None
-        live_from = self._layout.live_from(clock, settings.ttl_seconds)
-        for slice_, bits in slices.items():
-            if slice_ < live_from:
-                self._on_nodes(
-                    "drop a slice", script("unlink"), self._layout.keys_of_slice(self._prefix_bytes, slice_, bits)
-                )
-                fields = [b"b%d" % slice_, b"n%d" % slice_]
+        layout = self._layout
+        live_from = layout.live_from(clock, settings.ttl_seconds)
+        for part, bits in parts.items():
+            if layout.slice_of_part(part) < live_from:
+                self._on_nodes("drop a slice", script("unlink"), layout.keys_of_part(self._prefix_bytes, part, bits))
+                fields = [b"b%d" % part, b"n%d" % part]
                 self._retrying("drop a slice", functools.partial(self._client.hdel, self._slices_key, *fields))
 
     def _commit_progress(self, progress: Mapping[str, int | str] | None) -> None:

@@ -32,7 +32,7 @@ from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
 from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes
 from .._records import decode_record, encode_record, id_end
-from ._layout import MEMBER_BYTES, Layout, member_order, parse_slices, split_members
+from ._layout import MEMBER_BYTES, Layout, member_order, parse_parts, split_members
 from ._scripts import script
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ __all__ = ["RedisTransaction"]
 _NO_HITS = np.zeros(0, dtype=np.int64)
 _COUNT = struct.Struct(">H")
 _LENGTH = struct.Struct(">I")
-_SLICE = struct.Struct(">d")
+_PART = struct.Struct(">d")
 # How many times a batch on one Redis commits anew when other workers
 # recorded posts under its keys, none of them similar, before it is judged again.
 _CHECKS = 8
@@ -98,11 +98,11 @@ class RedisTransaction:
         self._depth = depth  # how many times a Cluster batch was judged again within this one
         self.clock = float("-inf")
         self._read_serial = b"0"
-        self.slices: dict[int, int] = {}  # every slice of the index -> its bucket bits
+        self.parts: dict[int, int] = {}  # every part of the index's slices -> its bucket bits
         # what the batch read: members under each band key, and per member its record
         self.seen: dict[bytes, list[bytes]] = {}
         self._members: dict[int, bytes] = {}  # serial (a member as a number) -> member
-        self._slices: dict[int, int] = {}  # serial -> its slice
+        self._parts: dict[int, int] = {}  # serial -> its part
         self._posts: dict[int, CachedPost] = {}
         self._raw: dict[int, bytes] = {}  # serial -> the record as stored
         self._ids: dict[str, list[float]] = {}  # post id -> the times of the records read with it
@@ -118,12 +118,13 @@ class RedisTransaction:
         if config is None:
             raise StoreError(_emptied(store.location))
         self.clock = float(clock) if clock is not None else float("-inf")
-        self.slices = store._slices()
+        self.parts = store._parts()
 
     def live(self) -> list[tuple[int, int]]:
-        """(slice, bits) of the slices that may hold live posts, oldest first."""
-        low = self.layout.live_from(self.clock, self.settings.ttl_seconds)
-        return sorted((slice_, bits) for slice_, bits in self.slices.items() if slice_ >= low)
+        """(part, bits) of the parts that may hold live posts, oldest first."""
+        layout = self.layout
+        low = layout.live_from(self.clock, self.settings.ttl_seconds)
+        return sorted((part, bits) for part, bits in self.parts.items() if layout.slice_of_part(part) >= low)
 
     # -- what the judge reads --------------------------------------------------
     def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -155,7 +156,7 @@ class RedisTransaction:
         if not config:
             raise StoreError(_emptied(store.location))
         self.clock = float(clock) if clock is not None else float("-inf")
-        self.slices = parse_slices(names)
+        self.parts = parse_parts(names)
         found: list[list[bytes]] = []
         view, at = memoryview(blob), 0
         for _ in range(len(queries)):
@@ -165,50 +166,50 @@ class RedisTransaction:
         view, at = memoryview(records), 0
         while at < len(view):
             member = bytes(view[at : at + MEMBER_BYTES])
-            (slice_,) = _SLICE.unpack_from(view, at + MEMBER_BYTES)
+            (part,) = _PART.unpack_from(view, at + MEMBER_BYTES)
             (length,) = _LENGTH.unpack_from(view, at + MEMBER_BYTES + 8)
             start = at + MEMBER_BYTES + 12
-            self._remember(member, int(slice_), bytes(view[start : start + length]))
+            self._remember(member, int(part), bytes(view[start : start + length]))
             at = start + length
         return found
 
     def _read_on_cluster(self, queries: npt.NDArray[np.uint64]) -> list[list[bytes]]:
-        """Per query, its members in every live slice, then their records, one script a node each."""
+        """Per query, its members in every live part, then their records, one script a node each."""
         store = self._store
-        found, slice_of = self.read_bands(queries)
+        found, part_of = self.read_bands(queries)
         for members, key in zip(found, key_bytes(queries), strict=True):
             self.seen[key] = members
-        wanted = list(slice_of)
-        keys = [self.record_key(slice_of[m], m) for m in wanted]
+        wanted = list(part_of)
+        keys = [self.record_key(part_of[m], m) for m in wanted]
         values = store._read_fields("read records", keys, [[m] for m in wanted])
         for member, value in zip(wanted, values, strict=True):
             if value[0] is not None:
-                self._remember(member, slice_of[member], value[0])
+                self._remember(member, part_of[member], value[0])
         return found
 
     def read_bands(self, band_keys: npt.NDArray[np.uint64]) -> tuple[list[list[bytes]], dict[bytes, int]]:
-        """Per band key, its members in every live slice, oldest slice first; and each member's slice."""
+        """Per band key, its members in every live part, oldest part first; and each member's part."""
         store, layout = self._store, self.layout
         queries = layout.queries(band_keys)
         parts = [queries[at : at + 6] for at in range(0, len(queries), 6)]
         found: list[list[bytes]] = [[] for _ in parts]
-        slice_of: dict[bytes, int] = {}
+        part_of: dict[bytes, int] = {}
         keys: list[bytes] = []
         wanted: list[list[bytes]] = []
         owners: list[tuple[int, list[int]]] = []
-        for slice_, bits in self.live():
+        for part, bits in self.live():
             by_bucket: dict[int, list[int]] = {}
             for index, query in enumerate(parts):
                 by_bucket.setdefault(layout.bucket(query, bits), []).append(index)
             for bucket, indexes in by_bucket.items():
-                keys.append(layout.band_key(store._prefix_bytes, slice_, bucket))
+                keys.append(layout.band_key(store._prefix_bytes, part, bucket))
                 wanted.append([parts[index][2:] for index in indexes])
-                owners.append((slice_, indexes))
+                owners.append((part, indexes))
         cap = max(1, self.settings.max_candidates_per_band)
         replies = store._on_nodes(
             "read band keys", script("read_bands"), keys, lambda n: [len(wanted[n]), *wanted[n]], leading=[cap]
         )
-        for (slice_, indexes), reply in zip(owners, replies, strict=True):
+        for (part, indexes), reply in zip(owners, replies, strict=True):
             view, at = memoryview(reply), 0
             for index in indexes:
                 (length,) = _LENGTH.unpack_from(view, at)
@@ -216,18 +217,18 @@ class RedisTransaction:
                 at += 4 + length
                 found[index] += members
                 for member in members:
-                    slice_of[member] = slice_
-        return found, slice_of
+                    part_of[member] = part
+        return found, part_of
 
-    def record_key(self, slice_: int, member: bytes) -> bytes:
-        bits = self.slices[slice_]
-        return self.layout.record_key(self._store._prefix_bytes, slice_, self.layout.record_bucket(member, bits))
+    def record_key(self, part: int, member: bytes) -> bytes:
+        bits = self.parts[part]
+        return self.layout.record_key(self._store._prefix_bytes, part, self.layout.record_bucket(member, bits))
 
-    def _remember(self, member: bytes, slice_: int, value: bytes) -> None:
+    def _remember(self, member: bytes, part: int, value: bytes) -> None:
         serial = member_order(member)
         timestamp, post_id, words = _decode_record(value)
         self._members[serial] = member
-        self._slices[serial] = slice_
+        self._parts[serial] = part
         self._posts[serial] = CachedPost(timestamp, post_id, bytes(words))
         self._raw[serial] = value
         self._ids.setdefault(post_id, []).append(timestamp)
@@ -243,7 +244,7 @@ class RedisTransaction:
     def record_key_of(self, serial: int) -> tuple[bytes, bytes, bytes]:
         """(record key, member, record as stored) of a post read."""
         member = self._members[serial]
-        return self.record_key(self._slices[serial], member), member, self._raw[serial]
+        return self.record_key(self._parts[serial], member), member, self._raw[serial]
 
     # -- recording ---------------------------------------------------------------
     def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
@@ -298,7 +299,7 @@ class RedisTransaction:
             every = args + [value for _, values in posts for value in values]
             reply = store._retrying("record a batch", functools.partial(store._commit, keys=[], args=every))
             if reply[0] == b"recorded":
-                store._drop_dead(self.slices, clock)
+                store._drop_dead(self.parts, clock)
                 return
             if reply[0] == b"changed":
                 raise RetryBatch

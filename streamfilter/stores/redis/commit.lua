@@ -7,7 +7,7 @@
 -- slice when the batch read ('' for all), (unused), the records the
 -- verdicts name (per record: a
 -- u16 key length, the key, the 6-byte member), then per novel post: its
--- slice, the low 13 bits of its text's hash, its record, its band queries
+-- time slice, the low 13 bits of its text's hash, its record, its band queries
 -- and the life in ms of its slice's keys (0: none).
 local prefix, read_serial, clock, cap = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])  -- cap: as read_batch.lua's
 local first, entries = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -27,7 +27,7 @@ if serial_now ~= read_serial then
   local newer, found, seen = (tonumber(read_serial) + 1) * 2 ^ 13, {}, {}
   local low = -math.huge
   if ARGV[7] ~= '' then low = tonumber(ARGV[7]) end
-  each_entry(prefix, live_slices(prefix, low), table.concat(queries), cap, function(q, s, bits, v)
+  each_entry(prefix, live_parts(prefix, low), table.concat(queries), cap, function(q, s, bits, v)
     for m = #v - 5, 1, -6 do -- newest last
       local member = string.sub(v, m, m + 5)
       local number = 0
@@ -52,10 +52,13 @@ while at <= #named do
   if redis.call('HEXISTS', key, member) == 0 then return {'changed'} end
 end
 local filed, lives, keys = {}, {}, {}  -- band key -> its new entries, its life; the keys in order
+local parts = {}  -- slice -> the part its posts go to (part_for)
 for base = 10, #ARGV, 5 do
-  local s, low13, record = ARGV[base], tonumber(ARGV[base + 1]), ARGV[base + 2]
+  local low13, record = tonumber(ARGV[base + 1]), ARGV[base + 2]
   local queries, life = ARGV[base + 3], tonumber(ARGV[base + 4])
-  local bits = slice_bits(prefix, s, entries, first)
+  local part = part_for(prefix, parts, ARGV[base], entries, first, 1)
+  local s, bits = part[1], part[2]
+  part[3] = part[3] + 1
   local number = redis.call('INCR', serial_key) * 2 ^ 13 + low13
   local bytes = {}
   for i = 6, 1, -1 do

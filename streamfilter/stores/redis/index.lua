@@ -1,24 +1,37 @@
--- The index's keys (``_layout``): time slices, each with its bucket bits,
--- in one hash ``{prefix}:slices`` (field b<slice>: bits; n<slice>: posts).
+-- The index's keys (``_layout``): time slices, each kept in one or more
+-- parts (``slice * 8 + generation``), each part with its bucket bits, in one
+-- hash ``{prefix}:slices`` (field b<part>: bits; n<part>: posts).
 
--- The slices, oldest first, as {name, bits} pairs, and the whole hash.
-local function all_slices(prefix)
+-- The parts, oldest first, as {name, bits, posts} triples.
+local function all_parts(prefix)
   local meta = redis.call('HGETALL', prefix .. ':slices')
-  local slices = {}
+  local by_name, parts = {}, {}
   for i = 1, #meta, 2 do
-    if string.sub(meta[i], 1, 1) == 'b' then
-      slices[#slices + 1] = {string.sub(meta[i], 2), tonumber(meta[i + 1])}
+    local name = string.sub(meta[i], 2)
+    local part = by_name[name]
+    if not part then
+      part = {name, nil, 0}
+      by_name[name] = part
     end
+    if string.sub(meta[i], 1, 1) == 'b' then part[2] = tonumber(meta[i + 1]) else part[3] = tonumber(meta[i + 1]) end
   end
-  table.sort(slices, function(a, b) return tonumber(a[1]) < tonumber(b[1]) end)
-  return slices
+  for _, part in pairs(by_name) do
+    if part[2] then parts[#parts + 1] = part end
+  end
+  table.sort(parts, function(a, b) return tonumber(a[1]) < tonumber(b[1]) end)
+  return parts
 end
 
--- The slices at or after ``low`` (a number).
-local function live_slices(prefix, low)
+-- The time slice a part belongs to.
+local function slice_of_part(name)
+  return math.floor(tonumber(name) / 8)
+end
+
+-- The parts of the time slices at or after ``low`` (a number).
+local function live_parts(prefix, low)
   local live = {}
-  for _, slice in ipairs(all_slices(prefix)) do
-    if tonumber(slice[1]) >= low then live[#live + 1] = slice end
+  for _, part in ipairs(all_parts(prefix)) do
+    if slice_of_part(part[1]) >= low then live[#live + 1] = part end
   end
   return live
 end
@@ -43,12 +56,12 @@ local function members_in(blob, field, cap)
 end
 
 -- For each band query (6 bytes: two for the bucket, four for the field) and
--- each live slice, ``visit(query number, slice, bits, members)`` with the
+-- each of ``parts``, ``visit(query number, part, bits, members)`` with the
 -- members filed there, when there are any.
-local function each_entry(prefix, slices, queries, cap, visit)
+local function each_entry(prefix, parts, queries, cap, visit)
   local count = #queries / 6
-  for _, slice in ipairs(slices) do
-    local s, bits = slice[1], slice[2]
+  for _, part in ipairs(parts) do
+    local s, bits = part[1], part[2]
     local divisor = 2 ^ (16 - bits)
     local groups, order = {}, {}
     for q = 1, count do
@@ -97,23 +110,58 @@ local function file_entries(key, entries, life)
   end
 end
 
--- The bucket bits of slice ``s``, set when the slice is first used: from
--- the posts of the newest slice before it, about 256 band entries a bucket
--- (each post files ``entries``), else ``first``; 6 to 16 bits.
-local function slice_bits(prefix, s, entries, first)
+-- How many posts a part of ``bits`` bucket bits takes before its slice
+-- opens the next: about 1024 band entries a bucket (``entries`` a post), and
+-- 512 records a record hash, half the production guide's listpack limit.
+local function part_capacity(bits, entries)
+  return math.min(2 ^ bits * 1024 / entries, 2 ^ math.max(bits - 3, 3) * 512)
+end
+
+-- Whether ``adding`` more posts fit in ``part`` ({name, bits, posts}): an
+-- empty part takes any number, and a slice's eighth part all that come.
+local function fits(part, adding, entries)
+  return part[3] == 0 or part[3] + adding <= part_capacity(part[2], entries) or tonumber(part[1]) % 8 == 7
+end
+
+-- Where ``adding`` posts of time slice ``s`` are recorded: {part name,
+-- bits, posts} of the slice's newest part (``parts``: a table this script
+-- keeps, slice -> that triple, which the caller counts its posts into). A
+-- slice's first part is sized from the posts of the newest slice before it,
+-- for about 256 band entries a bucket (else ``first`` bits; 6 to 16); when
+-- they would overfill the newest part, the slice opens the next, with 4
+-- times the buckets, up to 8 parts a slice.
+local function part_for(prefix, parts, s, entries, first, adding)
+  s = tonumber(s)
+  local part = parts[s]
+  if part and fits(part, adding, entries) then return part end
   local key = prefix .. ':slices'
-  local bits = redis.call('HGET', key, 'b' .. s)
-  if bits then return tonumber(bits) end
-  local before
-  for _, slice in ipairs(all_slices(prefix)) do
-    if tonumber(slice[1]) < tonumber(s) then before = slice[1] end
+  local newest, before, before_posts = nil, nil, 0
+  for _, p in ipairs(all_parts(prefix)) do
+    local of = slice_of_part(p[1])
+    if of == s then
+      newest = p
+    elseif of < s then
+      if before ~= of then before, before_posts = of, 0 end
+      before_posts = before_posts + p[3]
+    end
   end
-  bits = first
-  if before then
-    local posts = tonumber(redis.call('HGET', key, 'n' .. before) or '0')
-    bits = math.ceil(math.log(math.max(posts * entries / 256, 1)) / math.log(2))
-    bits = math.max(6, math.min(16, bits))
+  local name, bits
+  if newest and fits(newest, adding, entries) then
+    parts[s] = newest
+    return newest
+  elseif newest then
+    name, bits = tonumber(newest[1]) + 1, math.min(16, newest[2] + 2)
+  else
+    name, bits = s * 8, first
+    if before then
+      bits = math.ceil(math.log(math.max(before_posts * entries / 256, 1)) / math.log(2))
+      bits = math.max(6, math.min(16, bits))
+    end
   end
-  redis.call('HSETNX', key, 'b' .. s, bits)
-  return tonumber(redis.call('HGET', key, 'b' .. s))
+  name = string.format('%d', name)
+  -- another worker may have opened it first: its bits stand
+  redis.call('HSETNX', key, 'b' .. name, bits)
+  part = {name, tonumber(redis.call('HGET', key, 'b' .. name)), tonumber(redis.call('HGET', key, 'n' .. name) or '0')}
+  parts[s] = part
+  return part
 end

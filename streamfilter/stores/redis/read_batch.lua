@@ -2,18 +2,19 @@
 -- ARGV: prefix, the TTL and the slice length in seconds, cap (newest
 -- members a band key offers), then the band queries, 6 bytes each (a band
 -- key's first six). Returns {1 if the pinned
--- settings are there, the clock or false, the serial, the oldest live slice,
--- members, records, every slice}: members holds, per query in order, a u16
--- count and the 6-byte members filed under it in every live slice; records,
--- per member found, its 6 bytes, its slice (a big-endian double), a u32
--- length and its record (none for a member whose record is gone).
+-- settings are there, the clock or false, the serial, members, records,
+-- every part}: members holds, per query in order, a u16 count and the
+-- 6-byte members filed under it in every live part; records, per member
+-- found, its 6 bytes, its part (a big-endian double), a u32 length and its
+-- record (none for a member whose record is gone); every part as
+-- "name:bits", space-separated.
 local prefix, ttl, length = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, queries = tonumber(ARGV[4]), ARGV[5]
 local clock = redis.call('GET', prefix .. ':clock')
 local low = -math.huge
 if clock and ttl > 0 and length > 0 then low = math.floor((tonumber(clock) - ttl) / length) end
 local values, record_key, slice_of, order = {}, {}, {}, {}
-each_entry(prefix, live_slices(prefix, low), queries, cap, function(q, s, bits, v)
+each_entry(prefix, live_parts(prefix, low), queries, cap, function(q, s, bits, v)
   values[q] = (values[q] or '') .. v
   for m = 1, #v, 6 do
     local member = string.sub(v, m, m + 5)
@@ -44,6 +45,6 @@ for _, key in ipairs(keys) do
   end
 end
 local names = {}
-for _, slice in ipairs(all_slices(prefix)) do names[#names + 1] = slice[1] .. ':' .. slice[2] end
+for _, part in ipairs(all_parts(prefix)) do names[#names + 1] = part[1] .. ':' .. part[2] end
 return {redis.call('EXISTS', prefix .. ':config'), clock or false, redis.call('GET', prefix .. ':serial') or '0',
         table.concat(out), table.concat(records), table.concat(names, ' ')}
