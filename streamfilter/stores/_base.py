@@ -33,6 +33,7 @@ __all__ = [
     "is_same_post",
     "TransactionalStore",
     "key_bytes",
+    "rank_in_group",
 ]
 
 
@@ -266,3 +267,10 @@ class PostCache:
                 post = CachedPost(timestamp, post_id, words.tobytes())
             self.put(serial, post)
         return post
+
+
+def rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Each element's position within its run of equal values (``groups`` sorted)."""
+    count = len(groups)
+    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
+    return np.arange(count) - np.repeat(starts, np.diff(np.append(starts, count)))

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._rules import CachedPost
-from .._base import IndexSettings, PostCache, Sketch
+from .._base import IndexSettings, PostCache, Sketch, rank_in_group
 from .._records import encode_record
 from ._caches import KeyFilter, NewRun, RunCache
 from ._merging import merge_entries, mergeable, merged_inline, one_run_spans, pending_run
@@ -40,13 +40,6 @@ class StoreParts:
     run_cache: RunCache
     key_filter: KeyFilter
     tuning: LMDBTuning
-
-
-def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Each element's position within its run of equal values (``groups`` sorted)."""
-    count = len(groups)
-    starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
-    return np.arange(count) - np.repeat(starts, np.diff(np.append(starts, count)))
 
 
 class Batch:
@@ -127,7 +120,7 @@ class Batch:
         query_of, serial_of = query_of[order], serial_of[order]
         if len(hit_queries) == 1:  # hits of one run: at most ``limit`` a query already
             return query_of, serial_of
-        keep = _rank_in_group(query_of) < limit
+        keep = rank_in_group(query_of) < limit
         return query_of[keep], serial_of[keep]
 
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once

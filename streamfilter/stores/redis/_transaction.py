@@ -30,7 +30,7 @@ import numpy.typing as npt
 from ... import _rules
 from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
-from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes
+from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes, rank_in_group
 from .._records import decode_record, encode_record, id_end
 from ._layout import MEMBER_BYTES, Layout, member_order, parse_parts, split_members
 from ._scripts import script
@@ -70,6 +70,14 @@ def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
 def text_hash(shingles: np.ndarray) -> bytes:
     """A hash of a post's verification set: copies of one normalised text share it."""
     return hashlib.blake2b(shingles.astype("<u8").tobytes(), digest_size=8).digest()
+
+
+def _serials(members: bytes) -> npt.NDArray[np.int64]:
+    """6-byte members, one after another, as the numbers that order them (``member_order``)."""
+    raw = np.frombuffer(members, dtype=np.uint8).reshape(-1, MEMBER_BYTES)
+    padded = np.zeros((len(raw), 8), dtype=np.uint8)
+    padded[:, 8 - MEMBER_BYTES :] = raw
+    return padded.view(">u8").ravel().astype(np.int64)
 
 
 def slice_life_ms(layout: Layout, slice_: int, clock: float, ttl: float) -> int:
@@ -131,38 +139,42 @@ class RedisTransaction:
         return band_keys
 
     def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        found = self._read_on_cluster(queries) if self._store.cluster else self._read_on_one(queries)
-        hit_query: list[int] = []
-        hit_serial: list[int] = []
-        limit = self.settings.max_candidates_per_band
-        for index, members in enumerate(found):
-            # (a member filed twice under a key, by a retried step on a Cluster, counts once)
-            serials = sorted({s for s in map(member_order, members) if s in self._posts}, reverse=True)[:limit]
-            hit_query += [index] * len(serials)
-            hit_serial += serials
-        if not hit_serial:
+        if self._store.cluster:
+            found = self._read_on_cluster(queries)
+            query_of = np.repeat(np.arange(len(found)), [len(members) for members in found])
+            serials = _serials(b"".join(member for members in found for member in members))
+        else:
+            query_of, serials = self._read_on_one(queries)
+        # members whose record the batch read, by query, newest first; a member
+        # filed twice under a key (by a retried step on a Cluster) counts once
+        known = np.fromiter(self._posts, dtype=np.int64, count=len(self._posts))
+        read = np.isin(serials, known)
+        query_of, serials = query_of[read], serials[read]
+        if len(serials) == 0:
             return _NO_HITS, _NO_HITS
-        return np.array(hit_query, dtype=np.int64), np.array(hit_serial, dtype=np.int64)
+        order = np.lexsort((-serials, query_of))
+        query_of, serials = query_of[order], serials[order]
+        once = np.concatenate(([True], (query_of[1:] != query_of[:-1]) | (serials[1:] != serials[:-1])))
+        query_of, serials = query_of[once], serials[once]
+        newest = rank_in_group(query_of) < self.settings.max_candidates_per_band
+        return query_of[newest], serials[newest]
 
-    def _read_on_one(self, queries: npt.NDArray[np.uint64]) -> list[list[bytes]]:
-        """Everything the batch reads, in one script: the clock, the serial, and per query its members."""
+    def _read_on_one(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Everything the batch reads, in one script: the clock, the serial,
+        and the members filed under each query, as (query, member as a number) pairs."""
         store, layout, settings = self._store, self.layout, self.settings
         band_queries = layout.queries(queries)
         cap = max(1, settings.max_candidates_per_band)
         args = [store.prefix, repr(float(settings.ttl_seconds)), repr(layout.slice_seconds), cap, band_queries]
-        config, clock, self._read_serial, blob, records, names = store._retrying(
+        config, clock, self._read_serial, counts, members, records, names = store._retrying(
             "read the index", lambda: store._read_batch(keys=[], args=args)
         )
         if not config:
             raise StoreError(_emptied(store.location))
         self.clock = float(clock) if clock is not None else float("-inf")
         self.parts = parse_parts(names)
-        found: list[list[bytes]] = []
-        view, at = memoryview(blob), 0
-        for _ in range(len(queries)):
-            (count,) = _COUNT.unpack_from(view, at)
-            found.append(split_members(view[at + 2 : at + 2 + count * MEMBER_BYTES]))
-            at += 2 + count * MEMBER_BYTES
+        per_query = np.frombuffer(counts, dtype=">u2").astype(np.int64)
+        query_of = np.repeat(np.arange(len(per_query)), per_query)
         view, at = memoryview(records), 0
         while at < len(view):
             member = bytes(view[at : at + MEMBER_BYTES])
@@ -171,7 +183,7 @@ class RedisTransaction:
             start = at + MEMBER_BYTES + 12
             self._remember(member, int(part), bytes(view[start : start + length]))
             at = start + length
-        return found
+        return query_of, _serials(members)
 
     def _read_on_cluster(self, queries: npt.NDArray[np.uint64]) -> list[list[bytes]]:
         """Per query, its members in every live part, then their records, one script a node each."""

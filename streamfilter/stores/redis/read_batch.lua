@@ -2,9 +2,10 @@
 -- ARGV: prefix, the TTL and the slice length in seconds, cap (newest
 -- members a band key offers), then the band queries, 6 bytes each (a band
 -- key's first six). Returns {1 if the pinned
--- settings are there, the clock or false, the serial, members, records,
--- every part}: members holds, per query in order, a u16 count and the
--- 6-byte members filed under it in every live part; records, per member
+-- settings are there, the clock or false, the serial, counts, members,
+-- records, every part}: counts holds a u16 per query, in order, how many
+-- members are filed under it in every live part; members those 6-byte
+-- members, query after query; records, per member
 -- found, its 6 bytes, its part (a big-endian double), a u32 length and its
 -- record (none for a member whose record is gone); every part as
 -- "name:bits", space-separated.
@@ -25,10 +26,11 @@ each_entry(prefix, live_parts(prefix, low), queries, cap, function(q, s, bits, v
     end
   end
 end)
-local out = {}
+local counts, members = {}, {}
 for q = 1, #queries / 6 do
   local v = values[q] or ''
-  out[q] = struct.pack('>H', #v / 6) .. v
+  counts[q] = struct.pack('>H', #v / 6)
+  if v ~= '' then members[#members + 1] = v end
 end
 local by_key, keys = {}, {}
 for _, member in ipairs(order) do
@@ -47,4 +49,4 @@ end
 local names = {}
 for _, part in ipairs(all_parts(prefix)) do names[#names + 1] = part[1] .. ':' .. part[2] end
 return {redis.call('EXISTS', prefix .. ':config'), clock or false, redis.call('GET', prefix .. ':serial') or '0',
-        table.concat(out), table.concat(records), table.concat(names, ' ')}
+        table.concat(counts), table.concat(members), table.concat(records), table.concat(names, ' ')}
