@@ -12,8 +12,11 @@ once or never (TTL off: partitions reorder event time), and for Redis
 the bytes per indexed post (``INFO`` used_memory growth, without the server's
 per-command statistics and slow log, and the ``MEMORY USAGE`` of the keys,
 both divided by the posts the index holds; for LMDB, the pages its index uses),
-the keys per post, and the CPU seconds the Redis server spent (on two
-cores, N workers and their sketch processes share the machine with it).
+the keys per post, the CPU seconds the Redis server spent (on two
+cores, N workers and their sketch processes share the machine with it),
+and the Redis ceiling: the posts over the CPU seconds of the busiest Redis
+process, the posts/s at which that process would fill a core of its own,
+however many workers fed it.
 The Redis servers are started here on loopback ports, in a temporary
 directory, with the listpack limits the production guide gives.
 """
@@ -140,10 +143,10 @@ def redis_bytes(url: str, prefix: str, used_before: int, cluster: bool) -> tuple
     return records, grown, usage / max(records, 1), len(keys) / max(records, 1)
 
 
-def redis_cpu(url: str, cluster: bool) -> float:
-    """CPU seconds the server (or the cluster's primaries) has used so far."""
+def redis_cpu(url: str, cluster: bool) -> list[float]:
+    """CPU seconds the server (or each of the cluster's primaries) has used so far."""
     with _primaries(url, cluster) as nodes:
-        return sum(float(n.info("cpu")["used_cpu_user"]) + float(n.info("cpu")["used_cpu_sys"]) for n in nodes)
+        return [float(n.info("cpu")["used_cpu_user"]) + float(n.info("cpu")["used_cpu_sys"]) for n in nodes]
 
 
 def used_memory(url: str, cluster: bool) -> int:
@@ -220,7 +223,10 @@ def main() -> None:
                 if store != "lmdb":
                     records, grown, usage, keys = redis_bytes(url, prefix, before, store == "redis-cluster")
                     row.update(records=records, used_memory_per_post=grown, memory_usage_per_post=usage)
-                    row.update(keys_per_post=keys, redis_cpu_s=redis_cpu(url, store == "redis-cluster") - cpu_before)
+                    cpu_after = redis_cpu(url, store == "redis-cluster")
+                    cpu = [now - then for now, then in zip(cpu_after, cpu_before, strict=True)]
+                    # posts/s once the busiest Redis process had a core to itself and nothing else to wait for
+                    row.update(keys_per_post=keys, redis_cpu_s=sum(cpu), server_ceiling=posts / max(max(cpu), 1e-9))
                 else:
                     _, used_mb, records = index_facts(db)
                     row.update(records=records, used_memory_per_post=used_mb * 2**20 / max(records, 1))
@@ -235,9 +241,9 @@ def main() -> None:
     print(
         "| store | workers | wall s | posts/s | clusters passed twice | clusters with no post passed "
         "| duplicates of a post never passed | bytes/post (used_memory) | bytes/post (MEMORY USAGE) "
-        "| keys/post | Redis CPU s |"
+        "| keys/post | Redis CPU s | Redis ceiling posts/s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         if "keys_per_post" in row:
             memory = (
@@ -245,9 +251,10 @@ def main() -> None:
                 f"{row['memory_usage_per_post']:.0f}",
                 f"{row['keys_per_post']:.2f}",
                 f"{row['redis_cpu_s']:.2f}",
+                f"{row['server_ceiling']:,.0f}",
             )
         else:  # LMDB: the pages its index uses, a post
-            memory = (f"{row['used_memory_per_post']:.0f} (pages)", "-", "-", "-")
+            memory = (f"{row['used_memory_per_post']:.0f} (pages)", "-", "-", "-", "-")
         print(
             f"| {row['store']} | {row['workers']} | {row['seconds']:.2f} | {row['posts_per_s']:,.0f} | "
             f"{row['extra']} of {row['clusters']} | {row['lost']} | {row['dangling']} | " + " | ".join(memory) + " |"
