@@ -413,6 +413,33 @@ def test_a_near_duplicate_recorded_by_another_worker_meanwhile_is_what_a_post_du
     worker_b.close()
 
 
+def test_a_near_duplicate_filed_meanwhile_is_found_behind_thousands_filed_after_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above, but B files 2,000 other posts after its near-copy: about 30
+    # entries land after it in each band bucket, and what A finds when it
+    # records must still reach back to it.
+    worker_a, worker_b = opened(url), opened(url)
+    original_members = RedisTransaction.members
+    reads = {"count": 0}
+    others = [sketch(f"o{i}", 1, distinct_text(5000 + i)) for i in range(2000)]
+
+    def read_then_let_b_record(txn, queries):  # type: ignore[no-untyped-def]
+        result = original_members(txn, queries)
+        if txn._store is worker_a:
+            reads["count"] += 1
+            if reads["count"] == 1:
+                near_copy = sketch("b", 1, TEXT.replace("lazy", "sleepy"))
+                assert worker_b.check_and_insert([near_copy, *others]) == [None] * 2001
+        return result
+
+    monkeypatch.setattr(RedisTransaction, "members", read_then_let_b_record)
+    (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
+    assert match is not None and match.duplicate_of == "b"
+    worker_a.close()
+    worker_b.close()
+
+
 def test_an_index_emptied_mid_run_stops_the_run_saying_so(url: str) -> None:
     # Redis restarted without persistence (here: the index's keys deleted)
     # would otherwise let every copy of what it held through
