@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -361,6 +361,23 @@ def test_two_workers_racing_near_duplicates_pass_exactly_one_of_each(url: str) -
         store.close()
 
 
+def after_first_read(monkeypatch: pytest.MonkeyPatch, worker: RedisStore, meanwhile: Callable[[], None]) -> None:
+    """Run ``meanwhile`` once, right after ``worker``'s first batch has read the
+    index and before it records: another worker getting in between."""
+    original_members = RedisTransaction.members
+    reads = {"count": 0}
+
+    def read_then_wait(txn, queries):  # type: ignore[no-untyped-def]
+        result = original_members(txn, queries)
+        if txn._store is worker:
+            reads["count"] += 1
+            if reads["count"] == 1:
+                meanwhile()
+        return result
+
+    monkeypatch.setattr(RedisTransaction, "members", read_then_wait)
+
+
 def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Worker A reads, finds nothing, and judges its two posts: a text, then a
     # near-copy of it, a duplicate of the first. Before A claims the first
@@ -369,20 +386,13 @@ def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatc
     near_copy = TEXT.replace("lazy", "sleepy")
     first, second = sketch("a-first", 1, TEXT), sketch("a-second", 2, near_copy)
     worker_a, worker_b = opened(url), opened(url)
-    reads = {"count": 0}
-    original_members = RedisTransaction.members
 
-    def read_then_let_b_record(txn, queries):  # type: ignore[no-untyped-def]
-        result = original_members(txn, queries)
-        if txn._store is worker_a:
-            reads["count"] += 1
-            if reads["count"] == 1:
-                assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
-        return result
+    def b_records() -> None:
+        assert worker_b.check_and_insert([sketch("b-copy", 1, "@x " + TEXT)]) == [None]
 
     # On one Redis, A's commit script finds a band key it read changed, and A
     # judges its batch again; on a Cluster, A's first post loses its claim.
-    monkeypatch.setattr(RedisTransaction, "members", read_then_let_b_record)
+    after_first_read(monkeypatch, worker_a, b_records)
     results = worker_a.check_and_insert([first, second])
     assert [result.duplicate_of if result else None for result in results] == ["b-copy", "b-copy"]
     worker_a.close()
@@ -395,18 +405,11 @@ def test_a_near_duplicate_recorded_by_another_worker_meanwhile_is_what_a_post_du
     # A reads and finds nothing for its post; before A records it, B records a
     # near-copy. Only one of the two may pass: A's post names B's.
     worker_a, worker_b = opened(url), opened(url)
-    original_members = RedisTransaction.members
-    reads = {"count": 0}
 
-    def read_then_let_b_record(txn, queries):  # type: ignore[no-untyped-def]
-        result = original_members(txn, queries)
-        if txn._store is worker_a:
-            reads["count"] += 1
-            if reads["count"] == 1:
-                assert worker_b.check_and_insert([sketch("b", 1, TEXT.replace("lazy", "sleepy"))]) == [None]
-        return result
+    def b_records() -> None:
+        assert worker_b.check_and_insert([sketch("b", 1, TEXT.replace("lazy", "sleepy"))]) == [None]
 
-    monkeypatch.setattr(RedisTransaction, "members", read_then_let_b_record)
+    after_first_read(monkeypatch, worker_a, b_records)
     (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
     assert match is not None and match.duplicate_of == "b" and match.similarity >= CONFIG.jaccard_threshold
     worker_a.close()
@@ -420,20 +423,13 @@ def test_a_near_duplicate_filed_meanwhile_is_found_behind_thousands_filed_after_
     # entries land after it in each band bucket, and what A finds when it
     # records must still reach back to it.
     worker_a, worker_b = opened(url), opened(url)
-    original_members = RedisTransaction.members
-    reads = {"count": 0}
     others = [sketch(f"o{i}", 1, distinct_text(5000 + i)) for i in range(2000)]
 
-    def read_then_let_b_record(txn, queries):  # type: ignore[no-untyped-def]
-        result = original_members(txn, queries)
-        if txn._store is worker_a:
-            reads["count"] += 1
-            if reads["count"] == 1:
-                near_copy = sketch("b", 1, TEXT.replace("lazy", "sleepy"))
-                assert worker_b.check_and_insert([near_copy, *others]) == [None] * 2001
-        return result
+    def b_records() -> None:
+        near_copy = sketch("b", 1, TEXT.replace("lazy", "sleepy"))
+        assert worker_b.check_and_insert([near_copy, *others]) == [None] * 2001
 
-    monkeypatch.setattr(RedisTransaction, "members", read_then_let_b_record)
+    after_first_read(monkeypatch, worker_a, b_records)
     (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
     assert match is not None and match.duplicate_of == "b"
     worker_a.close()
