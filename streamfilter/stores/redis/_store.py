@@ -11,10 +11,11 @@ buckets and record hashes (``_layout``).
 one batch judge (``_judge``) ranks and verifies them, as for every store.
 On a single Redis one Lua script (``commit.lua``) then records the batch's
 novel posts, unless a record a verdict names is gone (the batch is judged
-again) or other workers filed posts under their band keys since the batch
-read: those are verified, a novel post with a near-duplicate among them
+again). A novel post under whose band keys other workers filed posts since
+the batch read is held back, and the others are recorded; the posts filed
+meanwhile are verified, a held post with a near-duplicate among them
 becomes its duplicate (it came first; the batch is judged again if another
-of its posts named that one), and the others are recorded. So no two
+of its posts named that one), and the others are sent again. So no two
 workers can both pass copies of a text, nor near-duplicates.
 On a Cluster (``_recording``), keys live in different slots and no script can
 span them, so a batch runs in steps, each one script per node over the keys

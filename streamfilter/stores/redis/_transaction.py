@@ -6,10 +6,11 @@ Cluster differ (see ``_store`` for the protocol and what it guarantees):
 
 - on one Redis, one script reads everything a batch needs (``read_batch.lua``),
   and one records its novel posts (``commit.lua``) unless a record a verdict
-  names is gone (the batch is judged anew: ``RetryBatch``) or other workers
-  filed posts under their band keys meanwhile: those are verified here, a
-  novel post with a near-duplicate among them becomes its duplicate, and the
-  rest are recorded;
+  names is gone (the batch is judged anew: ``RetryBatch``). A post under
+  whose band keys other workers filed posts meanwhile is held back, the
+  others recorded: those posts are verified here, a held post with a
+  near-duplicate among them becomes its duplicate, and the rest are sent
+  again;
 - on a Cluster no script can span slots, so the novel posts claim their texts,
   are filed under their band keys, read those again (the recheck), and pin
   and drop, one script per node a step.
@@ -315,27 +316,35 @@ class RedisTransaction:
                 return
             if reply[0] == b"changed":
                 raise RetryBatch
-            # Another worker recorded posts under their keys meanwhile: a post
-            # with a near-duplicate among them is a duplicate of it, which came
-            # first, unless a post of this batch was judged a duplicate of it.
-            later = self._concurrent([sketches[index] for index, _ in posts], reply[2])
+            # Another worker recorded posts under the keys of some of them
+            # meanwhile, and those were held back (the others are recorded):
+            # a post with a near-duplicate among them is a duplicate of it,
+            # which came first, unless a post of this batch was judged a
+            # duplicate of it; the rest are sent again.
+            held, later = self._concurrent([sketches[index] for index, _ in posts], reply[2])
             if any(posts[number][0] in named_here for number in later):
-                raise RetryBatch
+                raise RetryBatch  # what was recorded passes again, as a replayed batch's posts do
             for number, match in later.items():
                 judgement.matches[posts[number][0]] = match
-            posts = [entry for number, entry in enumerate(posts) if number not in later]
-            args[1] = reply[1]  # record the others, counting from what is there now
+            posts = [entry for number, entry in enumerate(posts) if number in held and number not in later]
+            if not posts:
+                store._drop_dead(self.parts, clock)
+                return
+            args[1] = reply[1]  # counting from what is there now
         raise RetryBatch
 
-    def _concurrent(self, recording: Sequence[Sketch], found: bytes) -> dict[int, Match]:
-        """The posts (by number in ``recording``) that a post another worker
-        recorded meanwhile duplicates (``found``: commit.lua's post number,
-        member, record), each with the most similar such post."""
+    def _concurrent(self, recording: Sequence[Sketch], found: bytes) -> tuple[set[int], dict[int, Match]]:
+        """The posts (by number in ``recording``) that commit.lua held back,
+        and those of them that a post another worker recorded meanwhile
+        duplicates (``found``: commit.lua's post number, member, record),
+        each with the most similar such post."""
         settings, view, at = self.settings, memoryview(found), 0
         threshold = settings.jaccard_threshold
+        held: set[int] = set()
         matches: dict[int, Match] = {}
         while at < len(view):
             (number,) = _LENGTH.unpack_from(view, at)
+            held.add(number)
             (length,) = _LENGTH.unpack_from(view, at + 4 + MEMBER_BYTES)
             start = at + 8 + MEMBER_BYTES
             timestamp, post_id, word_view = _decode_record(bytes(view[start : start + length]))
@@ -347,7 +356,7 @@ class RedisTransaction:
             best = matches.get(number)
             if found_similarity >= threshold and (best is None or found_similarity >= best.similarity):
                 matches[number] = Match(post_id, found_similarity)
-        return matches
+        return held, matches
 
     def commit(self, progress: Mapping[str, int | str] | None) -> None:
         self._store._commit_progress(progress)
