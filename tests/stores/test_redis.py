@@ -399,39 +399,24 @@ def test_a_post_that_loses_its_claim_is_named_by_no_verdict(url: str, monkeypatc
     worker_b.close()
 
 
+@pytest.mark.parametrize("filed_after", [0, 2000])
 def test_a_near_duplicate_recorded_by_another_worker_meanwhile_is_what_a_post_duplicates(
-    url: str, monkeypatch: pytest.MonkeyPatch
+    url: str, monkeypatch: pytest.MonkeyPatch, filed_after: int
 ) -> None:
     # A reads and finds nothing for its post; before A records it, B records a
-    # near-copy. Only one of the two may pass: A's post names B's.
+    # near-copy. Only one of the two may pass: A's post names B's. With 2,000
+    # other posts filed after the near-copy, about 30 entries land after it in
+    # each band bucket, and what A finds when it records must still reach back to it.
     worker_a, worker_b = opened(url), opened(url)
+    others = [sketch(f"o{i}", 1, distinct_text(5000 + i)) for i in range(filed_after)]
 
     def b_records() -> None:
-        assert worker_b.check_and_insert([sketch("b", 1, TEXT.replace("lazy", "sleepy"))]) == [None]
+        near_copy = sketch("b", 1, TEXT.replace("lazy", "sleepy"))
+        assert worker_b.check_and_insert([near_copy, *others]) == [None] * (1 + filed_after)
 
     after_first_read(monkeypatch, worker_a, b_records)
     (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
     assert match is not None and match.duplicate_of == "b" and match.similarity >= CONFIG.jaccard_threshold
-    worker_a.close()
-    worker_b.close()
-
-
-def test_a_near_duplicate_filed_meanwhile_is_found_behind_thousands_filed_after_it(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # As above, but B files 2,000 other posts after its near-copy: about 30
-    # entries land after it in each band bucket, and what A finds when it
-    # records must still reach back to it.
-    worker_a, worker_b = opened(url), opened(url)
-    others = [sketch(f"o{i}", 1, distinct_text(5000 + i)) for i in range(2000)]
-
-    def b_records() -> None:
-        near_copy = sketch("b", 1, TEXT.replace("lazy", "sleepy"))
-        assert worker_b.check_and_insert([near_copy, *others]) == [None] * 2001
-
-    after_first_read(monkeypatch, worker_a, b_records)
-    (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
-    assert match is not None and match.duplicate_of == "b"
     worker_a.close()
     worker_b.close()
 
