@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MEMBER_BYTES", "Layout", "member_order", "parse_parts", "split_members"]
+__all__ = ["MEMBER_BYTES", "Layout", "member_order", "member_orders", "parse_parts", "split_members"]
 
 MEMBER_BYTES = 6
 TEXT_BITS = 13  # of a member: the low bits of its text's hash
@@ -135,6 +135,14 @@ def split_members(value: bytes | memoryview) -> list[bytes]:
 def member_order(member: bytes) -> int:
     """A member as the number that orders posts (newest largest)."""
     return int.from_bytes(member, "big")
+
+
+def member_orders(members: bytes) -> npt.NDArray[np.int64]:
+    """6-byte members, one after another, as ``member_order``'s numbers."""
+    raw = np.frombuffer(members, dtype=np.uint8).reshape(-1, MEMBER_BYTES)
+    padded = np.zeros((len(raw), 8), dtype=np.uint8)
+    padded[:, 8 - MEMBER_BYTES :] = raw
+    return padded.view(">u8").ravel().astype(np.int64)
 
 
 def parse_parts(text: bytes | str) -> dict[int, int]:

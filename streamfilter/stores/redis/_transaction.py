@@ -33,7 +33,7 @@ from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
 from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes, rank_in_group
 from .._records import decode_record, encode_record, id_end
-from ._layout import MEMBER_BYTES, Layout, member_order, parse_parts, split_members
+from ._layout import MEMBER_BYTES, Layout, member_order, member_orders, parse_parts, split_members
 from ._scripts import script
 
 if TYPE_CHECKING:
@@ -71,14 +71,6 @@ def _decode_record(value: bytes) -> tuple[float, str, memoryview]:
 def text_hash(shingles: np.ndarray) -> bytes:
     """A hash of a post's verification set: copies of one normalised text share it."""
     return hashlib.blake2b(shingles.astype("<u8").tobytes(), digest_size=8).digest()
-
-
-def _serials(members: bytes) -> npt.NDArray[np.int64]:
-    """6-byte members, one after another, as the numbers that order them (``member_order``)."""
-    raw = np.frombuffer(members, dtype=np.uint8).reshape(-1, MEMBER_BYTES)
-    padded = np.zeros((len(raw), 8), dtype=np.uint8)
-    padded[:, 8 - MEMBER_BYTES :] = raw
-    return padded.view(">u8").ravel().astype(np.int64)
 
 
 def slice_life_ms(layout: Layout, slice_: int, clock: float, ttl: float) -> int:
@@ -143,7 +135,7 @@ class RedisTransaction:
         if self._store.cluster:
             found = self._read_on_cluster(queries)
             query_of = np.repeat(np.arange(len(found)), [len(members) for members in found])
-            serials = _serials(b"".join(member for members in found for member in members))
+            serials = member_orders(b"".join(member for members in found for member in members))
         else:
             query_of, serials = self._read_on_one(queries)
         # members whose record the batch read, by query, newest first; a member
@@ -184,7 +176,7 @@ class RedisTransaction:
             start = at + MEMBER_BYTES + 12
             self._remember(member, int(part), bytes(view[start : start + length]))
             at = start + length
-        return query_of, _serials(members)
+        return query_of, member_orders(members)
 
     def _read_on_cluster(self, queries: npt.NDArray[np.uint64]) -> list[list[bytes]]:
         """Per query, its members in every live part, then their records, one script a node each."""

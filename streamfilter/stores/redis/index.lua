@@ -22,9 +22,12 @@ local function all_parts(prefix)
   return parts
 end
 
+-- A part is named slice * PARTS + generation (``_layout.GENERATION_BITS``).
+local PARTS = 8
+
 -- The time slice a part belongs to.
 local function slice_of_part(name)
-  return math.floor(tonumber(name) / 8)
+  return math.floor(tonumber(name) / PARTS)
 end
 
 -- The parts of the time slices at or after ``low`` (a number).
@@ -120,7 +123,7 @@ end
 -- Whether ``adding`` more posts fit in ``part`` ({name, bits, posts}): an
 -- empty part takes any number, and a slice's eighth part all that come.
 local function fits(part, adding, entries)
-  return part[3] == 0 or part[3] + adding <= part_capacity(part[2], entries) or tonumber(part[1]) % 8 == 7
+  return part[3] == 0 or part[3] + adding <= part_capacity(part[2], entries) or tonumber(part[1]) % PARTS == PARTS - 1
 end
 
 -- Where ``adding`` posts of time slice ``s`` are recorded: {part name,
@@ -152,7 +155,7 @@ local function part_for(prefix, parts, s, entries, first, adding)
   elseif newest then
     name, bits = tonumber(newest[1]) + 1, math.min(16, newest[2] + 2)
   else
-    name, bits = s * 8, first
+    name, bits = s * PARTS, first
     if before then
       bits = math.ceil(math.log(math.max(before_posts * entries / 256, 1)) / math.log(2))
       bits = math.max(6, math.min(16, bits))
