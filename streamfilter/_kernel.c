@@ -1,9 +1,11 @@
 /* The per-post loops of sketching, compiled: word hashes, k-shingles,
- * MinHash signatures, band keys and verification sets.
+ * MinHash signatures, band keys and verification sets; and the search of
+ * one LMDB run for a batch's band keys.
  *
  * Each function computes exactly what its numpy reference in Python does
  * (_shingle.py, _minhash.py, _lsh.py), value for value; tests/test_kernel.py
- * holds them to it on generated text in every script. Word hashes are
+ * holds them to it on generated text in every script, and find_in_run to
+ * stores/lmdb/_runs.py's Run.find on generated runs. Word hashes are
  * MurmurHash3 x86 32-bit of the word's UTF-8, as mmh3.hash(word, seed,
  * signed=False) computes them. Arrays cross as bytearrays of native-endian
  * integers, which _kernel_py.py wraps as numpy arrays without a copy.
@@ -315,11 +317,76 @@ static PyObject *jaccard(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble((double)shared / (double)(nx + ny - shared));
 }
 
+/* The first position in [low, high) of stored whose value is > (above) or
+ * >= (not above) rest: a binary search of one fence bucket. */
+static inline int64_t bucket_search(const uint32_t *stored, int64_t low, int64_t high, uint32_t rest, int above) {
+    while (low < high) {
+        int64_t middle = (low + high) >> 1;
+        if (above ? stored[middle] <= rest : stored[middle] < rest)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+/* find_in_run(stored, fence, bits, queries, found, first, end) -> count
+ * A run's entries: stored, each key's low 32 bits (uint32), sorted within
+ * each of the 2**bits fence buckets, fence[b] the first entry of bucket b.
+ * queries: 40-bit keys (uint64). Writes, for the ``count`` queries found,
+ * their indexes, the position of each one's first entry and of the entry
+ * after its last, into the int64 buffers found, first and end (each as long
+ * as queries): Run.find, exactly. */
+static PyObject *find_in_run(PyObject *self, PyObject *args) {
+    Py_buffer stored_view, fence_view, queries_view, found_view, first_view, end_view;
+    int bits;
+    if (!PyArg_ParseTuple(args, "y*y*iy*w*w*w*", &stored_view, &fence_view, &bits, &queries_view, &found_view,
+                          &first_view, &end_view))
+        return NULL;
+    Py_ssize_t count = queries_view.len / 8, entries = stored_view.len / 4, found = 0, q;
+    int ok = bits >= 8 && bits <= 32 && fence_view.len == (((Py_ssize_t)1 << bits) + 1) * 4 &&
+             found_view.len >= count * 8 && first_view.len >= count * 8 && end_view.len >= count * 8;
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "bad find_in_run buffers");
+    } else {
+        const uint32_t *stored = (const uint32_t *)stored_view.buf, *fence = (const uint32_t *)fence_view.buf;
+        const uint64_t *queries = (const uint64_t *)queries_view.buf;
+        int64_t *found_at = (int64_t *)found_view.buf, *first_at = (int64_t *)first_view.buf,
+                *end_at = (int64_t *)end_view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (q = 0; q < count; q++) {
+            uint64_t bucket = queries[q] >> (40 - bits);
+            if (bucket >> bits)
+                continue;  /* not a 40-bit key: in no run */
+            uint32_t rest = (uint32_t)queries[q];
+            int64_t low = fence[bucket], high = fence[bucket + 1];
+            if (high > entries)
+                high = entries;  /* a damaged fence reads no further than the run */
+            int64_t at = bucket_search(stored, low, high, rest, 0);
+            if (at < high && stored[at] == rest) {
+                found_at[found] = q;
+                first_at[found] = at;
+                end_at[found] = bucket_search(stored, at + 1, high, rest, 1);
+                found++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&stored_view);
+    PyBuffer_Release(&fence_view);
+    PyBuffer_Release(&queries_view);
+    PyBuffer_Release(&found_view);
+    PyBuffer_Release(&first_view);
+    PyBuffer_Release(&end_view);
+    return ok ? PyLong_FromSsize_t(found) : NULL;
+}
+
 static PyMethodDef methods[] = {
     {"verification", verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
     {"jaccard", jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
     {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
+    {"find_in_run", find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
     {NULL, NULL, 0, NULL},
 };
 

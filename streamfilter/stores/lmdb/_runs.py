@@ -26,6 +26,8 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
+from ..._sketching import compiled_kernel
+
 __all__ = [
     "KEY_BITS",
     "NO_KEYS",
@@ -62,6 +64,7 @@ SEARCHED_WHOLE = 1 << 20
 
 
 _ALL = slice(None)
+_KERNEL = compiled_kernel()
 _Offset = TypeVar("_Offset", np.int64, np.uint32)
 
 
@@ -142,11 +145,24 @@ class Run:
         """(indexes of the queries found, the position of each one's first
         entry, and of the entry after its last).
 
-        A small run is searched whole. In a large one, a binary search per
-        query, run for all queries at once, inside the query's fence bucket:
-        a few cache lines of the map per query, where a search of the whole
-        run would touch a page per step.
+        With the compiled kernel, a binary search per query inside its fence
+        bucket, in C. Else, in numpy: a small run is searched whole; in a
+        large one, a binary search per query, run for all queries at once,
+        inside the query's fence bucket: a few cache lines of the map per
+        query, where a search of the whole run would touch a page per step.
         """
+        if _KERNEL is not None and len(self.stored) == self.count:
+            found = np.empty(len(queries), dtype=np.int64)
+            first = np.empty_like(found)
+            end = np.empty_like(found)
+            count = _KERNEL.find_in_run(self.stored, self.fence, self.bits, queries, found, first, end)
+            return found[:count], first[:count], end[:count]
+        return self.find_in_numpy(queries)
+
+    def find_in_numpy(
+        self, queries: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``find`` without the kernel: the reference it is tested against."""
         if self.count < SEARCHED_WHOLE:
             if self.whole is None:
                 self.whole = self.keys()
