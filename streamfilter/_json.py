@@ -14,7 +14,14 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 from ._exceptions import InvalidRecordError
+
+try:
+    from . import _kernel
+except ImportError:  # not built: json reads everything
+    _kernel = None  # type: ignore[assignment]
 
 __all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object"]
 
@@ -61,7 +68,21 @@ def loads(text: str | bytes, where: str = "") -> Any:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidRecordError(f"{where}invalid UTF-8 at byte {exc.start}") from None
-    if not depth_ok(text):
+    # orjson first: 2-3x the speed of json on a platform's payloads, and
+    # what it reads, json reads the same (tests/test_json.py). Not a text
+    # that may hold an integer past 64 bits, which orjson reads as a float:
+    # json reads it exactly. What orjson refuses (NaN, lone surrogates,
+    # broken JSON) json decides too, so values and reasons are json's.
+    if _kernel is not None:
+        depth, long_number = _kernel.json_scan(text)  # depth_ok's depth, in C
+        if depth > MAX_DEPTH:
+            raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
+        if not long_number:
+            try:
+                return orjson.loads(text)
+            except orjson.JSONDecodeError:
+                pass
+    elif not depth_ok(text):
         raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
     try:
         return json.loads(text)

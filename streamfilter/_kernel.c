@@ -1,6 +1,7 @@
 /* The per-post loops of sketching, compiled: word hashes, k-shingles,
  * MinHash signatures, band keys and verification sets; and the search of
- * one LMDB run for a batch's band keys.
+ * one LMDB run for a batch's band keys; and which JSON texts orjson reads
+ * as json does.
  *
  * Each function computes exactly what its numpy reference in Python does
  * (_shingle.py, _minhash.py, _lsh.py), value for value; tests/test_kernel.py
@@ -381,11 +382,56 @@ static PyObject *find_in_run(PyObject *self, PyObject *args) {
     return ok ? PyLong_FromSsize_t(found) : NULL;
 }
 
+/* json_scan(text) -> (depth, long_number), for _json.loads, in one pass
+ * over a str's characters (no UTF-8 needed, lone surrogates and all):
+ * depth, how deep the brackets outside strings go at most (_json.depth_ok's
+ * running depth, exactly: an unterminated string runs to the end); and
+ * long_number, whether a run of 20 or more ASCII digits, or a '-' and 19 or
+ * more, stands outside strings: an integer that may lie past 64 bits, which
+ * orjson reads as a float where json reads it exactly. */
+static PyObject *json_scan(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "json_scan takes a str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(arg), i, depth = 0, deepest = 0, run = 0;
+    int in_string = 0, negative = 0, long_number = 0;
+    for (i = 0; i < size; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped character, whatever it is */
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        if (c >= '0' && c <= '9') {
+            run++;
+            if (run >= 20 || (negative && run >= 19))
+                long_number = 1;
+            continue;
+        }
+        negative = c == '-';
+        run = 0;
+        if (c == '"')
+            in_string = 1;
+        else if (c == '[' || c == '{') {
+            if (++depth > deepest)
+                deepest = depth;
+        } else if (c == ']' || c == '}')
+            depth--;
+    }
+    return Py_BuildValue("(nO)", deepest, long_number ? Py_True : Py_False);
+}
+
 static PyMethodDef methods[] = {
     {"verification", verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
     {"jaccard", jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
     {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
+    {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
     {"find_in_run", find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
     {NULL, NULL, 0, NULL},
 };

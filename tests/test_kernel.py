@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import mmh3
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._rules import jaccard
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher, compiled_kernel
@@ -177,3 +179,43 @@ def test_a_bad_run_search_is_refused(kernel) -> None:  # type: ignore[no-untyped
         kernel.find_in_run(stored, np.zeros(3, dtype=np.uint32), 8, np.zeros(1, dtype=np.uint64), out, out, out)
     with pytest.raises(ValueError):  # outputs shorter than the queries
         kernel.find_in_run(stored, np.zeros(257, dtype=np.uint32), 8, np.zeros(2, dtype=np.uint64), out, out, out)
+
+
+@settings(max_examples=500, deadline=None)
+@example(text="1" * 20)
+@example(text="-" + "1" * 19)
+@example(text="1" * 19)
+@example(text='"' + "1" * 25 + '" ' + "-" + "2" * 18)  # in a string: no number
+@example(text='"\\"' + "[" * 70)  # an escaped quote: the string runs on
+@example(text='"\\\\"' + "[" * 70)  # an escaped backslash: the string ends
+@example(text="]" * 5 + "[" * 66)
+@example(text='{"a": "\ud800", "b": [[' + "9" * 21 + "]]}")
+@given(text=st.text(alphabet=st.sampled_from('0123456789-."\\[]{}: a\u00e9\u65e5\ud800'), max_size=120))
+def test_a_json_scan_measures_as_the_python_reference(kernel, text: str) -> None:  # type: ignore[no-untyped-def]
+    # _json.loads trusts it for the depth limit and for leaving long integers to json
+    depth, long_number = kernel.json_scan(text)
+    assert (depth <= MAX_DEPTH) is depth_ok(text)
+    assert depth == _deepest(text)
+    outside = _JSON_STRING.sub("", text)
+    if '"' in outside:  # an unterminated string runs to the end
+        outside = outside[: outside.index('"')]
+    assert long_number is (re.search(r"[0-9]{20}|-[0-9]{19}", outside) is not None)
+
+
+def _deepest(text: str) -> int:
+    outside = _JSON_STRING.sub("", text)
+    if '"' in outside:
+        outside = outside[: outside.index('"')]
+    depth = deepest = 0
+    for char in outside:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def test_a_json_scan_takes_only_text(kernel) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError):
+        kernel.json_scan(b"bytes")
