@@ -21,7 +21,7 @@ from ._exceptions import InvalidRecordError
 try:
     from . import _kernel
 except ImportError:  # not built: json reads everything
-    _kernel = None  # type: ignore[assignment]
+    _kernel = None
 
 __all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object"]
 
