@@ -94,36 +94,61 @@ _RAW_TEXT_TAGS = {"script", "style"}
 
 def _simple_html(html: str, visible: _VisibleText) -> bool:
     """Feed ``visible`` the tags and text of ``html`` as ``HTMLParser`` would,
-    when all of it is what ``_TAG`` reads; False (``visible`` half fed) when not."""
+    when all of it is what ``_TAG`` reads; False (``visible`` half fed) when not.
+
+    ``_VisibleText``'s rules, inlined: a status has dozens of tags, and a
+    method call per tag was most of the cost."""
+    parts = visible.parts
+    hidden = visible._hidden_depth
     position = 0
     for match in _TAG.finditer(html):
-        text = html[position : match.start()]
-        if text:
+        start = match.start()
+        if start > position:
+            text = html[position:start]
             if "<" in text:
                 return False
-            visible.data(unescape(text) if "&" in text else text)
+            if not hidden:
+                parts.append(unescape(text) if "&" in text else text)
         position = match.end()
-        closed, opened, attributes, self_closing = match.group(1, 2, 3, 4)
+        closed, opened, attributes, self_closing = match.groups()
         if closed is not None:
-            visible.end(closed.lower())
+            tag = closed.lower()
+            if hidden and tag == "span":
+                hidden -= 1
+            elif tag in _BLOCKS:
+                parts.append("\n")
             continue
         tag = opened.lower()
         if tag in _RAW_TEXT_TAGS:
             return False
-        classes = None
-        if tag == "span" and attributes:
-            for name, value in _ATTRIBUTES.findall(attributes):
-                if name.lower() == "class":  # the last one, as HTMLParser's attrs make a dict
-                    classes = unescape(value[1:-1] if value[:1] in ("'", '"') else value)
-        visible.start(tag, classes)
-        if self_closing:
-            visible.end(tag)
+        if hidden:
+            if tag == "span":
+                hidden += 1
+        elif tag == "span" and attributes and _hides(attributes):
+            hidden = 1
+        elif tag in _BLOCKS:
+            parts.append("\n")
+        if self_closing:  # its end tag, at once
+            if hidden and tag == "span":
+                hidden -= 1
+            elif tag in _BLOCKS:
+                parts.append("\n")
     text = html[position:]
     if "<" in text:
         return False
-    if text:
-        visible.data(unescape(text) if "&" in text else text)
+    if text and not hidden:
+        parts.append(unescape(text) if "&" in text else text)
+    visible._hidden_depth = hidden
     return True
+
+
+def _hides(attributes: str) -> bool:
+    """Whether a span's attributes give it the class ``invisible``."""
+    classes = None
+    for name, value in _ATTRIBUTES.findall(attributes):
+        if name.lower() == "class":  # the last one, as HTMLParser's attrs make a dict
+            classes = unescape(value[1:-1] if value[:1] in ("'", '"') else value)
+    return classes is not None and "invisible" in classes.split()
 
 
 def html_to_text(html: str) -> str:
