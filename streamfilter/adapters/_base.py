@@ -149,7 +149,7 @@ class RecordAdapter:
             # dict decoded from it (set in place: the posts are new, not shared).
             for post in posts:
                 object.__setattr__(post, "raw", record)
-        elif isinstance(record, Mapping):
+        elif type(record) is dict or isinstance(record, Mapping):  # a dict, without the ABC's check
             posts = self._from_mapping(record)
         elif isinstance(record, Post):
             posts = [record]

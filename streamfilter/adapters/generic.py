@@ -19,7 +19,7 @@ _MISSING = object()
 def lookup(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = record
     for part in path:
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):  # a dict, without the ABC's check
             value = value.get(part, _MISSING)
         elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
@@ -116,6 +116,8 @@ def _author(record: Mapping[str, Any]) -> str | None:
     holds a name (or an object with one)."""
     for name in _AUTHOR_FIELDS:
         value = record.get(name)
+        if value is None:
+            continue
         if isinstance(value, Mapping):
             value = next((value[key] for key in ("screen_name", "username", "name", "id") if key in value), None)
         if isinstance(value, str | int) and not isinstance(value, bool):
