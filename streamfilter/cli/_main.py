@@ -20,12 +20,10 @@ from .._lsh import choose_for_rates
 from .._pipeline import Chunks, CommitHooks
 from .._redact import redact
 from ..stores import BandStore, LMDBStore
-from ..stores.redis import RedisStore
 from ._console import set_quiet
 from ._inputs import Inputs, Live, Progress, watch_signals
 from ._outputs import Writer, summary
 from ._parser import SIMILARITIES, UsageError, build_parser, config_of
-from ._report import run_report
 from ._service import headers_of, reporting, say, with_redis_password
 
 __all__ = ["main"]
@@ -37,6 +35,8 @@ def _index(args: argparse.Namespace) -> tuple[BandStore | None, FilterConfig]:
     if args.store:
         if not args.store.startswith(("redis://", "rediss://", "unix://")):
             raise UsageError(f"--store takes a redis://, rediss:// or unix:// URL, got {redact(args.store)!r}")
+        from ..stores.redis import RedisStore  # here: a replay into LMDB never loads redis-py
+
         store = RedisStore(with_redis_password(args.store))
         stored = store.pinned_settings()
     else:
@@ -265,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "consume":
                 return int(anyio.run(_consume, args))
             if args.command == "report":
+                from ._report import run_report  # here: the report's modules cost a replay 25 ms to load
+
                 return run_report(args)
             return int(anyio.run(_replay, args))
         except BaseExceptionGroup as group:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from importlib import metadata
 from typing import Any
 
 from .._config import FilterConfig, parse_duration
@@ -75,10 +74,23 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
+    from importlib import metadata  # here: 10 ms to load, for --version only
+
     try:
         return metadata.version("streamfilter")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
+
+
+class _Version(argparse.Action):
+    """``--version``, its version read only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(f"streamfilter {_version()}")  # to stdout, as argparse's own version action
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="streamfilter",
         description="Filter near-duplicate posts out of social-media streams.",
     )
-    parser.add_argument("-V", "--version", action="version", version=f"streamfilter {_version()}")
+    parser.add_argument("-V", "--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
 
     replay = commands.add_parser(
