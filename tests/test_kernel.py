@@ -17,6 +17,8 @@ from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher, compiled_kernel
 from streamfilter.stores.lmdb._runs import SEARCHED_WHOLE, Run, decode_run, encode_run
 
+from .adapters.test_generic_text import deepest_by_characters
+
 # letters of many scripts, and the characters a normaliser leaves in words
 _ALPHABETS = [
     "abcdefghijklmnopqrstuvwxyz0123456789",
@@ -195,25 +197,11 @@ def test_a_json_scan_measures_as_the_python_reference(kernel, text: str) -> None
     # _json.loads trusts it for the depth limit and for leaving long integers to json
     depth, long_number = kernel.json_scan(text)
     assert (depth <= MAX_DEPTH) is depth_ok(text)
-    assert depth == _deepest(text)
+    assert depth == deepest_by_characters(text)
     outside = _JSON_STRING.sub("", text)
     if '"' in outside:  # an unterminated string runs to the end
         outside = outside[: outside.index('"')]
     assert long_number is (re.search(r"[0-9]{20}|-[0-9]{19}", outside) is not None)
-
-
-def _deepest(text: str) -> int:
-    outside = _JSON_STRING.sub("", text)
-    if '"' in outside:
-        outside = outside[: outside.index('"')]
-    depth = deepest = 0
-    for char in outside:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def test_a_json_scan_takes_only_text(kernel) -> None:  # type: ignore[no-untyped-def]
