@@ -318,6 +318,13 @@ static PyObject *jaccard(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble((double)shared / (double)(nx + ny - shared));
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
+#define PREFETCH_AHEAD 16
+
 /* The first position in [low, high) of stored whose value is > (above) or
  * >= (not above) rest: a binary search of one fence bucket. */
 static inline int64_t bucket_search(const uint32_t *stored, int64_t low, int64_t high, uint32_t rest, int above) {
@@ -356,6 +363,22 @@ static PyObject *find_in_run(PyObject *self, PyObject *args) {
                 *end_at = (int64_t *)end_view.buf;
         Py_BEGIN_ALLOW_THREADS
         for (q = 0; q < count; q++) {
+            /* The large runs of a large index span gigabytes of the map, and
+             * a key's search misses the cache twice: in the fence, then in
+             * its bucket. The
+             * fence of the key PREFETCH_AHEAD on is fetched ahead, and the
+             * bucket of the key half as far on (in a large run, a cache line
+             * or two), so the misses overlap. */
+            if (q + PREFETCH_AHEAD < count) {
+                uint64_t ahead = queries[q + PREFETCH_AHEAD] >> (40 - bits);
+                if (!(ahead >> bits))
+                    PREFETCH(&fence[ahead]);
+            }
+            if (q + PREFETCH_AHEAD / 2 < count) {
+                uint64_t ahead = queries[q + PREFETCH_AHEAD / 2] >> (40 - bits);
+                if (!(ahead >> bits) && fence[ahead] < (uint64_t)entries)
+                    PREFETCH(&stored[fence[ahead]]);
+            }
             uint64_t bucket = queries[q] >> (40 - bits);
             if (bucket >> bits)
                 continue;  /* not a 40-bit key: in no run */
