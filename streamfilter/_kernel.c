@@ -449,12 +449,73 @@ static PyObject *json_scan(PyObject *self, PyObject *arg) {
     return Py_BuildValue("(nO)", deepest, long_number ? Py_True : Py_False);
 }
 
+/* word_edits(first, second, limit) -> int: the word-level edit distance of
+ * two posts' word hashes (uint32 buffers), or limit + 1 once it is known to
+ * be over limit, computing only the cells within limit of the diagonal:
+ * _rules.word_edits, exactly (a cell outside the band counts as over). */
+static PyObject *word_edits(PyObject *self, PyObject *args) {
+    Py_buffer first_view, second_view;
+    int limit;
+    if (!PyArg_ParseTuple(args, "y*y*i", &first_view, &second_view, &limit))
+        return NULL;
+    const uint32_t *x = (const uint32_t *)first_view.buf, *y = (const uint32_t *)second_view.buf;
+    Py_ssize_t n = first_view.len / 4, m = second_view.len / 4, i, j;
+    long over = (long)limit + 1, result = over;
+    long *rows = NULL;
+    if (limit < 0 || first_view.len % 4 || second_view.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "bad word_edits arguments");
+        goto done;
+    }
+    if (n - m > limit || m - n > limit)
+        goto done;
+    rows = PyMem_Malloc(2 * (m + 1) * sizeof(long));
+    if (rows == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    long *previous = rows, *current = rows + m + 1;
+    for (j = 0; j <= m; j++)
+        previous[j] = current[j] = j <= limit ? j : over;
+    for (i = 1; i <= n; i++) {
+        Py_ssize_t low = i - limit > 1 ? i - limit : 1, high = i + limit < m ? i + limit : m;
+        long least = i <= limit ? i : over;
+        current[0] = least;
+        if (low - 1 >= 1)
+            current[low - 1] = over; /* left of the band */
+        if (high + 1 <= m)
+            current[high + 1] = over; /* right of it, read by the next row */
+        for (j = low; j <= high; j++) {
+            long cell = previous[j] + 1;
+            if (current[j - 1] + 1 < cell)
+                cell = current[j - 1] + 1;
+            long diagonal = previous[j - 1] + (x[i - 1] != y[j - 1]);
+            if (diagonal < cell)
+                cell = diagonal;
+            current[j] = cell;
+            if (cell < least)
+                least = cell;
+        }
+        if (least > limit)
+            goto done;
+        long *swap = previous;
+        previous = current;
+        current = swap;
+    }
+    result = previous[m] < over ? previous[m] : over;
+done:
+    PyMem_Free(rows);
+    PyBuffer_Release(&first_view);
+    PyBuffer_Release(&second_view);
+    return PyErr_Occurred() ? NULL : PyLong_FromLong(result);
+}
+
 static PyMethodDef methods[] = {
     {"verification", verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
     {"jaccard", jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
     {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
     {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
+    {"word_edits", word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
     {"find_in_run", find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
     {NULL, NULL, 0, NULL},
 };

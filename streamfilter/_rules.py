@@ -175,14 +175,24 @@ def word_edits(first: Sequence[object], second: Sequence[object], limit: int) ->
     return min(previous.get(len(second), over), over)
 
 
-def edit_similarity(first: Sequence[object], second: Sequence[object]) -> float:
-    """1 - edits / the longer post's words, for two posts of at least
-    ``EDIT_MIN_WORDS`` words at most ``EDIT_MAX_EDITS`` word edits apart;
-    0.0 for any others."""
+def edit_similarity(
+    first: Sequence[int] | npt.NDArray[np.uint32], second: Sequence[int] | npt.NDArray[np.uint32]
+) -> float:
+    """1 - edits / the longer post's words (word hashes, in order), for two
+    posts of at least ``EDIT_MIN_WORDS`` words at most ``EDIT_MAX_EDITS``
+    word edits apart; 0.0 for any others. The compiled kernel counts the
+    edits where it is built (``word_edits`` is its reference)."""
     if min(len(first), len(second)) < EDIT_MIN_WORDS:
         return 0.0
-    edits = word_edits(first, second, EDIT_MAX_EDITS)
+    if _KERNEL is not None:
+        edits = _KERNEL.word_edits(_uint32(first), _uint32(second), EDIT_MAX_EDITS)
+    else:
+        edits = word_edits(_ints(first), _ints(second), EDIT_MAX_EDITS)
     return 1 - edits / max(len(first), len(second)) if edits <= EDIT_MAX_EDITS else 0.0
+
+
+def _uint32(words: Sequence[int] | npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    return np.ascontiguousarray(words, dtype=np.uint32)
 
 
 def _ints(words: Sequence[int] | npt.NDArray[np.uint32]) -> list[int]:
@@ -239,7 +249,7 @@ def under_threshold(
         if start >= max(threshold, CUT_OFF_MIN_SIMILARITY):
             best = max(best, start)
     if whole >= EDIT_MIN_JACCARD:
-        best = max(best, edit_similarity(_ints(sketch.words), _ints(other_words)))
+        best = max(best, edit_similarity(sketch.words, other_words))
     return best
 
 

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
-from streamfilter._rules import jaccard
+from streamfilter._rules import jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher, compiled_kernel
 from streamfilter.stores.lmdb._runs import SEARCHED_WHOLE, Run, decode_run, encode_run
@@ -207,3 +207,29 @@ def test_a_json_scan_measures_as_the_python_reference(kernel, text: str) -> None
 def test_a_json_scan_takes_only_text(kernel) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TypeError):
         kernel.json_scan(b"bytes")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    first=st.lists(st.integers(0, 5), max_size=14),
+    second=st.lists(st.integers(0, 5), max_size=14),
+    limit=st.integers(0, 6),
+    big=st.booleans(),
+)
+def test_word_edits_count_as_the_rules_count_them(  # type: ignore[no-untyped-def]
+    kernel, first: list[int], second: list[int], limit: int, big: bool
+) -> None:
+    # a few distinct words, so that posts share many and differ by a few;
+    # shifted high, so that words differing past 31 bits stay apart
+    if big:
+        first, second = [2**32 - 1 - word for word in first], [2**32 - 1 - word for word in second]
+    packed = [np.array(words, dtype=np.uint32) for words in (first, second)]
+    assert kernel.word_edits(*packed, limit) == word_edits(first, second, limit)
+
+
+def test_bad_word_edits_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
+    words = np.arange(3, dtype=np.uint32)
+    with pytest.raises(ValueError):
+        kernel.word_edits(words, words, -1)
+    with pytest.raises(ValueError):
+        kernel.word_edits(words, b"\x00\x01\x02", 2)  # not whole uint32s
