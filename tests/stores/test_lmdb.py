@@ -512,6 +512,40 @@ def test_lmdb_packs_bluesky_post_uris_and_refuses_other_formats(tmp_path: Path) 
         LMDBStore(old).open(settings())
 
 
+def test_an_index_another_process_is_creating_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # LMDB makes lock.mdb, then data.mdb, and only then writes data.mdb's
+    # header under its lock: a replay that looks in between must not take
+    # the file for a user's empty one (several replays started at once on
+    # one new index failed so). Here the "other process" finishes the file
+    # while this one waits, at its first pause.
+    from streamfilter.stores.lmdb import _header
+
+    made = tmp_path / "made"
+    store = LMDBStore(made)
+    store.open(settings())
+    store.close()
+    creating = tmp_path / "creating"
+    creating.mkdir()
+    (creating / "lock.mdb").write_bytes((made / "lock.mdb").read_bytes())
+    (creating / "data.mdb").write_bytes(b"")
+    pauses = []
+
+    def finish_the_file(seconds: float) -> None:
+        pauses.append(seconds)
+        (creating / "data.mdb").write_bytes((made / "data.mdb").read_bytes())
+
+    monkeypatch.setattr(_header.time, "sleep", finish_the_file)
+    store = LMDBStore(creating)
+    store.open(settings())  # waited for the header, then opened
+    store.close()
+    assert len(pauses) == 1
+    # a creation that never finishes is refused once the wait is over
+    (creating / "data.mdb").write_bytes(b"")
+    monkeypatch.setattr(_header, "_CREATION_WAIT", 0.0)
+    with pytest.raises(StoreError, match="data.mdb is empty \\(0 bytes\\)"):
+        LMDBStore(creating).open(settings())
+
+
 def test_an_empty_or_damaged_index_file_is_a_clear_error(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

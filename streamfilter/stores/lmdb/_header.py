@@ -14,12 +14,14 @@ size), the last page number (u64) and the transaction id (u64).
 
 from __future__ import annotations
 
+import mmap
 import struct
+import time
 from pathlib import Path
 
 from ..._exceptions import StoreError
 
-__all__ = ["check_header"]
+__all__ = ["check_header", "check_index_file"]
 
 _MAGIC = 0xBEEFC0DE
 _PAGE_HEADER = 16
@@ -28,6 +30,37 @@ _REMEDY = (
     "restore data.mdb from a backup, or move the directory away and start a new index "
     "(its posts are then judged novel once more)"
 )
+
+
+# LMDB makes lock.mdb, then data.mdb, and writes data.mdb's two meta pages
+# under its lock; a process that looks at the file in between, before it
+# opens LMDB, finds it empty or short. Such a file is looked at again, for
+# at most this many seconds, before it is refused.
+_CREATION_WAIT = 2.0
+
+
+def check_index_file(directory: Path) -> None:
+    """``check_header`` of ``directory``'s data.mdb, waiting while another
+    process may be creating it: LMDB's lock file is there, and the data file
+    is shorter than the two pages a new index starts with. Several replays
+    started at once on one new index otherwise refused it as empty."""
+    data = directory / "data.mdb"
+    deadline = time.monotonic() + _CREATION_WAIT
+    while True:
+        try:
+            check_header(data)
+            return
+        except StoreError:
+            if not _being_created(directory, data) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)
+
+
+def _being_created(directory: Path, data: Path) -> bool:
+    try:
+        return (directory / "lock.mdb").exists() and data.stat().st_size < 2 * mmap.PAGESIZE
+    except OSError:
+        return False
 
 
 def check_header(data: Path) -> None:

@@ -47,7 +47,7 @@ from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, Tra
 from .._records import decode_record, encode_record
 from ._batch import Batch, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
-from ._header import check_header
+from ._header import check_index_file
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
 from ._runs import RUN_HEADER, decode_run, encode_run, put_run, short_keys
 from ._tuning import LMDBTuning
@@ -229,7 +229,7 @@ class LMDBStore(TransactionalStore):
         """Refuse a data.mdb that is empty, not LMDB's, or cut short, before LMDB maps it (see _header)."""
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"{self.path} is a file, not an index directory: choose a directory for --db")
-        check_header(self.path / "data.mdb")
+        check_index_file(self.path)
 
     @contextmanager
     def _corruption_reported(self) -> Iterator[None]:
