@@ -50,9 +50,15 @@ def test_processes_never_both_pass_copies_of_a_text(tmp_path: Path, workers: int
         )
         for n, path in enumerate(inputs)
     ]
-    for process in processes:
-        _, stderr = process.communicate(timeout=300)
-        assert process.returncode == 0, stderr.decode()
+    try:
+        for process in processes:
+            _, stderr = process.communicate(timeout=300)
+            assert process.returncode == 0, stderr.decode()
+    finally:  # one that failed leaves the others to finish, not to outlive the test
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
     passed = []
     for n in range(workers):
         passed += [
