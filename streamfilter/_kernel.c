@@ -1,15 +1,17 @@
-/* The per-post loops of sketching, compiled: word hashes, k-shingles,
- * MinHash signatures, band keys and verification sets; and the search of
- * one LMDB run for a batch's band keys; and which JSON texts orjson reads
- * as json does.
+/* The per-post loops, compiled: word hashes, k-shingles, MinHash signatures,
+ * band keys and verification sets (sketching); word edits and the Jaccard
+ * of verification sets (_rules); the search of one LMDB run for a batch's
+ * band keys (stores/lmdb/_runs.py); and the scan that tells which JSON texts
+ * orjson reads as json does (_json.py).
  *
- * Each function computes exactly what its numpy reference in Python does
- * (_shingle.py, _minhash.py, _lsh.py), value for value; tests/test_kernel.py
- * holds them to it on generated text in every script, and find_in_run to
- * stores/lmdb/_runs.py's Run.find on generated runs. Word hashes are
+ * Each function computes exactly what its Python reference does, value for
+ * value: _shingle.py, _minhash.py and _lsh.py for sketching, _rules.py's
+ * word_edits and jaccard, Run.find_in_numpy, and _json.depth_ok's depth.
+ * tests/test_kernel.py holds each to it, on generated text in every script,
+ * generated word lists, runs and JSON-like texts. Word hashes are
  * MurmurHash3 x86 32-bit of the word's UTF-8, as mmh3.hash(word, seed,
  * signed=False) computes them. Arrays cross as bytearrays of native-endian
- * integers, which _kernel_py.py wraps as numpy arrays without a copy.
+ * integers, which _sketching.py wraps as numpy arrays without a copy.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
