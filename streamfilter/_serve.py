@@ -40,13 +40,17 @@ def _write_frame(stream: IO[bytes], value: object) -> None:
 
 
 def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    # What the first batch would build, built while the parent is still
+    # importing and opening its index (a worker starts first): the emoji
+    # tables, and numpy's generators, which a Sketcher's MinHasher uses.
+    load_tables()
+    import numpy.random  # noqa: F401
     try:
         frame = _read_frame(requests)
         if frame is None:
             return
         sketcher: Sketcher = pickle.loads(frame)
         _write_frame(answers, ("ready", None))
-        load_tables()  # while the parent sends the first batch
         while (frame := _read_frame(requests)) is not None:
             records = pickle.loads(frame)
             try:
