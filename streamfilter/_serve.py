@@ -45,6 +45,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     # tables, and numpy's generators, which a Sketcher's MinHasher uses.
     load_tables()
     import numpy.random  # noqa: F401
+
     try:
         frame = _read_frame(requests)
         if frame is None:
