@@ -120,13 +120,14 @@ _malloc_trim: list[Callable[[int], int]] = []  # loaded by the first large merge
 
 
 def _yield_cpu_to_batches() -> None:
-    """Lower the calling thread's priority (its nice value, 10), so that on
-    busy cores the batches' threads run before its merges, which no verdict
-    waits for. Linux only: there a thread's nice value is its own, elsewhere
-    it is the process's."""
+    """Lower the calling thread's priority (its nice value, by 10), so that
+    on busy cores the batches' threads run before its merges, which no
+    verdict waits for. Linux only: there a thread's nice value is its own,
+    elsewhere it is the process's."""
     if sys.platform.startswith("linux"):
+        thread = threading.get_native_id()
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _MERGE_NICENESS)
+            os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + _MERGE_NICENESS))
         except OSError:
             pass
 
