@@ -17,15 +17,12 @@ from typing import Any
 import orjson
 
 from ._exceptions import InvalidRecordError
-
-try:
-    from . import _kernel
-except ImportError:  # not built: json reads everything
-    _kernel = None
+from ._sketching import compiled_kernel
 
 __all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object"]
 
 MAX_DEPTH = 64
+_KERNEL = compiled_kernel()  # None where it was not built: json reads everything
 
 # A JSON string, escapes and all: what the depth of a text is counted outside.
 _JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)  # possessive: nothing to backtrack
@@ -73,8 +70,8 @@ def loads(text: str | bytes, where: str = "") -> Any:
     # that may hold an integer past 64 bits, which orjson reads as a float:
     # json reads it exactly. What orjson refuses (NaN, lone surrogates,
     # broken JSON) json decides too, so values and reasons are json's.
-    if _kernel is not None:
-        depth, long_number = _kernel.json_scan(text)  # depth_ok's depth, in C
+    if _KERNEL is not None:
+        depth, long_number = _KERNEL.json_scan(text)  # depth_ok's depth, in C
         if depth > MAX_DEPTH:
             raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
         if not long_number:
