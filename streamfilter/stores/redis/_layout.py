@@ -10,7 +10,8 @@ bucket bits and post count in ``{prefix}:slices`` (fields ``b<part>`` and
   the bucket is a band key's top ``bits``, and the string 10-byte entries,
   oldest first: the key's bits 16 to 47, then a member filed under it. A
   look-up finds a key's entries in its bucket and offers the newest ``cap``;
-  a batch writes each bucket it files in once, at its exact size;
+  a batch writes each bucket it files in once, at its exact size (on one
+  Redis it appends, then copies the value through ``{prefix}:scratch``);
 - its post records in ``2**(bits - 3)`` hashes, ``{prefix}:r:{<part>:<n>}``,
   by member; on a Cluster, the claims of the texts it recorded beside them
   (``{prefix}:c:{<part>:<n>}``, the same hash slot).

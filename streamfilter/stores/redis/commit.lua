@@ -27,7 +27,8 @@ while at <= #named do
 end
 local serial_key = prefix .. ':serial'
 local found, held = {}, {}  -- posts filed meanwhile (the answer); the posts they hold back, by number
-if (redis.call('GET', serial_key) or '0') ~= read_serial then
+local current_serial = redis.call('GET', serial_key) or '0'
+if current_serial ~= read_serial then
   -- (A duplicate stays one whatever was recorded since: it matched a post
   -- that is still there.)
   local queries = {}
@@ -36,11 +37,8 @@ if (redis.call('GET', serial_key) or '0') ~= read_serial then
   local low = -math.huge
   if ARGV[7] ~= '' then low = tonumber(ARGV[7]) end
   each_entry(prefix, live_parts(prefix, low), table.concat(queries), cap, function(q, s, bits, v)
-    for m = #v - 5, 1, -6 do -- newest last
+    for m = #v - 5, 1, -6 do -- newest first
       local member = string.sub(v, m, m + 5)
-      local number = 0
-      for c = 1, 6 do number = number * 256 + string.byte(member, c) end
-      if number < newer then break end
       local post = math.floor((q - 1) / entries)
       if not seen[post .. member] then
         seen[post .. member] = true
@@ -51,18 +49,32 @@ if (redis.call('GET', serial_key) or '0') ~= read_serial then
         end
       end
     end
-  end)
+  end, newer)
 end
-local filed, lives, keys = {}, {}, {}  -- band key -> its new entries, its life; the keys in order
+local filed, keys = {}, {}  -- part -> bucket -> its new entries; per bucket filed in, {key, life, entries}
 local parts = {}  -- slice -> the part its posts go to (part_for)
+-- Records, counts and the serial are written once a script, not once a post:
+local records, record_keys = {}, {}  -- record key -> {life, member, record, member, record, ...}; in order
+local counted = {}  -- part -> posts recorded in it here, not yet in {prefix}:slices
+local function count_posts()
+  for name, n in pairs(counted) do redis.call('HINCRBY', prefix .. ':slices', 'n' .. name, n) end
+  counted = {}
+end
+local serial = tonumber(current_serial)
 for base = 10, #ARGV, 5 do
   if not held[(base - 10) / 5] then
     local low13, record = tonumber(ARGV[base + 1]), ARGV[base + 2]
     local queries, life = ARGV[base + 3], tonumber(ARGV[base + 4])
-    local part = part_for(prefix, parts, ARGV[base], entries, first, 1)
+    local part = parts[tonumber(ARGV[base])]
+    if not (part and fits(part, 1, entries)) then
+      count_posts()  -- part_for reads the counts
+      part = part_for(prefix, parts, ARGV[base], entries, first, 1)
+    end
     local s, bits = part[1], part[2]
     part[3] = part[3] + 1
-    local number = redis.call('INCR', serial_key) * 2 ^ 13 + low13
+    counted[s] = (counted[s] or 0) + 1
+    serial = serial + 1
+    local number = serial * 2 ^ 13 + low13
     local bytes = {}
     for i = 6, 1, -1 do
       bytes[i] = string.char(number % 256)
@@ -70,24 +82,56 @@ for base = 10, #ARGV, 5 do
     end
     local member = table.concat(bytes)
     local key = prefix .. ':r:{' .. s .. ':' .. record_bucket(member, bits) .. '}'
-    local fresh = redis.call('EXISTS', key) == 0
-    redis.call('HSET', key, member, record)
-    if fresh then created(key, life) end
-    redis.call('HINCRBY', prefix .. ':slices', 'n' .. s, 1)
-    local divisor = 2 ^ (16 - bits)
+    local fields = records[key]
+    if not fields then
+      fields = {life}
+      records[key] = fields
+      record_keys[#record_keys + 1] = key
+    end
+    fields[#fields + 1] = member
+    fields[#fields + 1] = record
+    local divisor, buckets = 2 ^ (16 - bits), filed[s]
+    if not buckets then
+      buckets = {}
+      filed[s] = buckets
+    end
     for q = 1, #queries, 6 do
-      local bucket = math.floor((string.byte(queries, q) * 256 + string.byte(queries, q + 1)) / divisor)
-      local band_key = prefix .. ':b:' .. s .. ':' .. bucket
-      if not filed[band_key] then
-        filed[band_key] = {}
-        lives[band_key] = life
-        keys[#keys + 1] = band_key
+      local high, low = string.byte(queries, q, q + 1)
+      local bucket = math.floor((high * 256 + low) / divisor)
+      local into = buckets[bucket]
+      if not into then
+        into = {}
+        buckets[bucket] = into
+        keys[#keys + 1] = {prefix .. ':b:' .. s .. ':' .. bucket, life, into}
       end
-      table.insert(filed[band_key], string.sub(queries, q + 2, q + 5) .. member)
+      into[#into + 1] = string.sub(queries, q + 2, q + 5)
+      into[#into + 1] = member
     end
   end
 end
-for _, band_key in ipairs(keys) do file_entries(band_key, table.concat(filed[band_key]), lives[band_key]) end
+count_posts()
+if serial ~= tonumber(current_serial) then redis.call('SET', serial_key, string.format('%d', serial)) end
+for _, key in ipairs(record_keys) do
+  local fields = records[key]
+  local fresh = redis.call('EXISTS', key) == 0
+  for at = 2, #fields, 1000 do  -- in parts: unpack's stack has a limit
+    redis.call('HSET', key, unpack(fields, at, math.min(at + 999, #fields)))
+  end
+  if fresh then created(key, fields[1]) end
+end
+-- Entries are appended, then the value copied to one of its exact size (an
+-- APPEND leaves room to grow, up to as much again); the copy keeps the TTL.
+-- Neither brings the value into the script, as a GET and a SET would.
+local scratch = prefix .. ':scratch'
+for _, filing in ipairs(keys) do
+  local band_key, added = filing[1], table.concat(filing[3])
+  if redis.call('APPEND', band_key, added) == #added then
+    created(band_key, filing[2])
+  else
+    redis.call('COPY', band_key, scratch, 'REPLACE')
+    redis.call('RENAME', scratch, band_key)
+  end
+end
 if clock ~= '' then
   local clock_key = prefix .. ':clock'
   local current = tonumber(redis.call('GET', clock_key) or '')

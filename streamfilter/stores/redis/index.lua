@@ -40,12 +40,15 @@ local function live_parts(prefix, low)
 end
 
 -- The members filed under ``field`` in a band bucket's value (``blob``:
--- 10-byte entries, a 4-byte field then a 6-byte member, oldest first): the
--- newest ``cap`` of them, oldest first, as one string.
-local function members_in(blob, field, cap)
-  local found, at = {}, 1
+-- 10-byte entries, a 4-byte field then a 6-byte member, oldest first), from
+-- byte ``from`` on (1: all of it): the newest ``cap`` of them, oldest first,
+-- as one string.
+local function members_in(blob, field, cap, from)
+  local hit = string.find(blob, field, from or 1, true)
+  if not hit then return '' end  -- most keys of novel posts: no table made
+  local found, at = {}, hit
   while true do
-    local hit = string.find(blob, field, at, true)
+    hit = string.find(blob, field, at, true)
     if not hit then break end
     if (hit - 1) % 10 == 0 then
       found[#found + 1] = string.sub(blob, hit + 4, hit + 9)
@@ -58,10 +61,28 @@ local function members_in(blob, field, cap)
   return table.concat(found)
 end
 
+-- The first byte of the entries in a band bucket's value whose member (as
+-- a number) is ``newer`` or more; past its end when there are none. A bucket
+-- is written in the order members are given (a batch files its posts in
+-- order, one batch at a time), so they rise through the value.
+local function newer_from(blob, newer)
+  local low, high = 0, #blob / 10  -- entries before low are older; from high on, newer
+  while low < high do
+    local mid = math.floor((low + high) / 2)
+    local b1, b2, b3, b4, b5, b6 = string.byte(blob, mid * 10 + 5, mid * 10 + 10)
+    if ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6 < newer then low = mid + 1 else high = mid end
+  end
+  return low * 10 + 1
+end
+
+-- How much of a band bucket's end a check for new entries reads first: 64 entries.
+local TAIL_BYTES = 640
+
 -- For each band query (6 bytes: two for the bucket, four for the field) and
 -- each of ``parts``, ``visit(query number, part, bits, members)`` with the
--- members filed there, when there are any.
-local function each_entry(prefix, parts, queries, cap, visit)
+-- members filed there, when there are any; only members ``newer`` or more
+-- (as numbers), when it is given.
+local function each_entry(prefix, parts, queries, cap, visit, newer)
   local count = #queries / 6
   for _, part in ipairs(parts) do
     local s, bits = part[1], part[2]
@@ -79,11 +100,24 @@ local function each_entry(prefix, parts, queries, cap, visit)
       group[#group + 1] = q
     end
     for _, bucket in ipairs(order) do
-      local blob = redis.call('GET', prefix .. ':b:' .. s .. ':' .. bucket)
+      local key, blob, from = prefix .. ':b:' .. s .. ':' .. bucket, nil, 1
+      if newer then
+        -- the newest entries, at the value's end; all of it when they may not be enough
+        blob = redis.call('GETRANGE', key, -TAIL_BYTES, -1)
+        from = newer_from(blob, newer)
+        if from == 1 and #blob == TAIL_BYTES then
+          blob = redis.call('GET', key)
+          from = newer_from(blob, newer)
+        end
+      else
+        blob = redis.call('GET', key)
+      end
       if blob then
-        for _, q in ipairs(groups[bucket]) do
-          local members = members_in(blob, string.sub(queries, q * 6 - 3, q * 6), cap)
-          if members ~= '' then visit(q, s, bits, members) end
+        if from <= #blob then
+          for _, q in ipairs(groups[bucket]) do
+            local members = members_in(blob, string.sub(queries, q * 6 - 3, q * 6), cap, from)
+            if members ~= '' then visit(q, s, bits, members) end
+          end
         end
       end
     end
@@ -101,8 +135,9 @@ local function created(key, life)
   if life > 0 then redis.call('PEXPIRE', key, life) end
 end
 
--- File entries (10 bytes each) in a band bucket, in one write: the value
--- is set anew at its exact size (an APPEND would leave the string room to grow).
+-- File entries (10 bytes each) in a band bucket, in one write (Cluster: a
+-- scratch key would need the bucket's hash slot): the value is set anew at
+-- its exact size (an APPEND would leave the string room to grow).
 local function file_entries(key, entries, life)
   local old = redis.call('GET', key)
   if old then
