@@ -81,44 +81,37 @@ local TAIL_BYTES = 640
 -- For each band query (6 bytes: two for the bucket, four for the field) and
 -- each of ``parts``, ``visit(query number, part, bits, members)`` with the
 -- members filed there, when there are any; only members ``newer`` or more
--- (as numbers), when it is given.
+-- (as numbers), when it is given. Queries are taken in order, each bucket
+-- read once.
 local function each_entry(prefix, parts, queries, cap, visit, newer)
-  local count = #queries / 6
+  local byte, sub, floor = string.byte, string.sub, math.floor  -- locals: read once, not per query
   for _, part in ipairs(parts) do
     local s, bits = part[1], part[2]
-    local divisor = 2 ^ (16 - bits)
-    local groups, order = {}, {}
-    for q = 1, count do
-      local at = q * 6 - 5
-      local bucket = math.floor((string.byte(queries, at) * 256 + string.byte(queries, at + 1)) / divisor)
-      local group = groups[bucket]
-      if not group then
-        group = {}
-        groups[bucket] = group
-        order[#order + 1] = bucket
-      end
-      group[#group + 1] = q
-    end
-    for _, bucket in ipairs(order) do
-      local key, blob, from = prefix .. ':b:' .. s .. ':' .. bucket, nil, 1
-      if newer then
-        -- the newest entries, at the value's end; all of it when they may not be enough
-        blob = redis.call('GETRANGE', key, -TAIL_BYTES, -1)
-        from = newer_from(blob, newer)
-        if from == 1 and #blob == TAIL_BYTES then
-          blob = redis.call('GET', key)
+    local divisor, name = 2 ^ (16 - bits), prefix .. ':b:' .. s .. ':'
+    local blobs, froms = {}, {}  -- bucket -> its value (false: nothing to search), where to search from
+    for at = 1, #queries, 6 do
+      local high, low = byte(queries, at, at + 1)
+      local bucket = floor((high * 256 + low) / divisor)
+      local blob = blobs[bucket]
+      if blob == nil then
+        local from = 1
+        if newer then
+          -- the newest entries, at the value's end; all of it when they may not be enough
+          blob = redis.call('GETRANGE', name .. bucket, -TAIL_BYTES, -1)
           from = newer_from(blob, newer)
+          if from == 1 and #blob == TAIL_BYTES then
+            blob = redis.call('GET', name .. bucket)
+            from = newer_from(blob, newer)
+          end
+        else
+          blob = redis.call('GET', name .. bucket)
         end
-      else
-        blob = redis.call('GET', key)
+        if not blob or from > #blob then blob = false end
+        blobs[bucket], froms[bucket] = blob, from
       end
       if blob then
-        if from <= #blob then
-          for _, q in ipairs(groups[bucket]) do
-            local members = members_in(blob, string.sub(queries, q * 6 - 3, q * 6), cap, from)
-            if members ~= '' then visit(q, s, bits, members) end
-          end
-        end
+        local members = members_in(blob, sub(queries, at + 2, at + 5), cap, froms[bucket])
+        if members ~= '' then visit((at + 5) / 6, s, bits, members) end
       end
     end
   end

@@ -26,11 +26,15 @@ each_entry(prefix, live_parts(prefix, low), queries, cap, function(q, s, bits, v
     end
   end
 end)
-local counts, members = {}, {}
+local counts, members, none = {}, {}, struct.pack('>H', 0)
 for q = 1, #queries / 6 do
-  local v = values[q] or ''
-  counts[q] = struct.pack('>H', #v / 6)
-  if v ~= '' then members[#members + 1] = v end
+  local v = values[q]
+  if v then
+    counts[q] = struct.pack('>H', #v / 6)
+    members[#members + 1] = v
+  else
+    counts[q] = none
+  end
 end
 local by_key, keys = {}, {}
 for _, member in ipairs(order) do
