@@ -61,6 +61,7 @@ local function count_posts()
   counted = {}
 end
 local serial = tonumber(current_serial)
+local byte, sub, floor = string.byte, string.sub, math.floor
 for base = 10, #ARGV, 5 do
   if not held[(base - 10) / 5] then
     local low13, record = tonumber(ARGV[base + 1]), ARGV[base + 2]
@@ -75,12 +76,7 @@ for base = 10, #ARGV, 5 do
     counted[s] = (counted[s] or 0) + 1
     serial = serial + 1
     local number = serial * 2 ^ 13 + low13
-    local bytes = {}
-    for i = 6, 1, -1 do
-      bytes[i] = string.char(number % 256)
-      number = math.floor(number / 256)
-    end
-    local member = table.concat(bytes)
+    local member = struct.pack('>I2I4', math.floor(number / 2 ^ 32), number % 2 ^ 32)
     local key = prefix .. ':r:{' .. s .. ':' .. record_bucket(member, bits) .. '}'
     local fields = records[key]
     if not fields then
@@ -96,15 +92,15 @@ for base = 10, #ARGV, 5 do
       filed[s] = buckets
     end
     for q = 1, #queries, 6 do
-      local high, low = string.byte(queries, q, q + 1)
-      local bucket = math.floor((high * 256 + low) / divisor)
+      local high, low = byte(queries, q, q + 1)
+      local bucket = floor((high * 256 + low) / divisor)
       local into = buckets[bucket]
       if not into then
         into = {}
         buckets[bucket] = into
         keys[#keys + 1] = {prefix .. ':b:' .. s .. ':' .. bucket, life, into}
       end
-      into[#into + 1] = string.sub(queries, q + 2, q + 5)
+      into[#into + 1] = sub(queries, q + 2, q + 5)
       into[#into + 1] = member
     end
   end
