@@ -195,32 +195,32 @@ class RedisTransaction:
     def read_bands(self, band_keys: npt.NDArray[np.uint64]) -> tuple[list[list[bytes]], dict[bytes, int]]:
         """Per band key, its members in every live part, oldest part first; and each member's part."""
         store, layout = self._store, self.layout
-        queries = layout.queries(band_keys)
-        parts = [queries[at : at + 6] for at in range(0, len(queries), 6)]
-        found: list[list[bytes]] = [[] for _ in parts]
+        band_keys = np.asarray(band_keys, dtype=np.uint64)
+        top = band_keys >> np.uint64(48)  # a key's first 16 bits, whose top bits are its bucket
+        fields = (band_keys >> np.uint64(16)).astype(">u4")  # its next 32, what a bucket's entries hold
+        found: list[list[bytes]] = [[] for _ in range(len(band_keys))]
         part_of: dict[bytes, int] = {}
         keys: list[bytes] = []
-        wanted: list[list[bytes]] = []
-        owners: list[tuple[int, list[int]]] = []
+        wanted: list[bytes] = []
+        owners: list[tuple[int, npt.NDArray[np.intp]]] = []
         for part, bits in self.live():
-            by_bucket: dict[int, list[int]] = {}
-            for index, query in enumerate(parts):
-                by_bucket.setdefault(layout.bucket(query, bits), []).append(index)
-            for bucket, indexes in by_bucket.items():
-                keys.append(layout.band_key(store._prefix_bytes, part, bucket))
-                wanted.append([parts[index][2:] for index in indexes])
+            buckets = top >> np.uint64(16 - bits)
+            order = np.argsort(buckets, kind="stable")
+            ordered = buckets[order]
+            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+            for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)], strict=True):
+                indexes = order[start:end]
+                keys.append(layout.band_key(store._prefix_bytes, part, int(ordered[start])))
+                wanted.append(fields[indexes].tobytes())
                 owners.append((part, indexes))
         cap = max(1, self.settings.max_candidates_per_band)
-        replies = store._on_nodes(
-            "read band keys", script("read_bands"), keys, lambda n: [len(wanted[n]), *wanted[n]], leading=[cap]
-        )
+        replies = store._on_nodes("read band keys", script("read_bands"), keys, lambda n: [wanted[n]], leading=[cap])
         for (part, indexes), reply in zip(owners, replies, strict=True):
-            view, at = memoryview(reply), 0
-            for index in indexes:
-                (length,) = _LENGTH.unpack_from(view, at)
-                members = split_members(view[at + 4 : at + 4 + length])
-                at += 4 + length
-                found[index] += members
+            counts = np.frombuffer(reply, dtype=">u2", count=len(indexes)).astype(np.int64)
+            ends = 2 * len(indexes) + np.cumsum(counts) * MEMBER_BYTES
+            for hit in np.flatnonzero(counts).tolist():
+                members = split_members(reply[ends[hit] - counts[hit] * MEMBER_BYTES : ends[hit]])
+                found[indexes[hit]] += members
                 for member in members:
                     part_of[member] = part
         return found, part_of
