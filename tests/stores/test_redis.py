@@ -296,6 +296,27 @@ def test_made_up_ids_are_the_same_post_only_with_the_same_timestamp(url: str) ->
     store.close()
 
 
+def test_a_cluster_step_that_fails_on_one_node_leaves_no_answer_for_the_next(redis_cluster) -> None:  # type: ignore[no-untyped-def]
+    # A step sends its script to every node, then reads their answers. When
+    # the first answer read is an error, the others are still unread on their
+    # connections, and must not be taken for the answers of the next step.
+    store = opened(unique_prefix(redis_cluster.url))
+    client = store._client
+    by_node: dict[str, bytes] = {}
+    for n in range(1000):
+        key = f"{store.prefix}:probe{n}".encode()
+        by_node.setdefault(client.get_node_from_key(key).name, key)
+    assert len(by_node) == 3
+    failing, *fine = by_node.values()
+    client.set(failing, b"a string, not a hash")
+    for key in fine:
+        client.hset(key, mapping={b"first": b"1st", b"second": b"2nd"})
+    with pytest.raises(StoreError, match="WRONGTYPE"):
+        store._read_fields("read records", [failing, *fine], [[b"first"]] * 3)
+    assert store._read_fields("read records", fine, [[b"second"]] * 2) == [[b"2nd"], [b"2nd"]]
+    store.close()
+
+
 def test_cluster_resharding_mid_stream_changes_no_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # slots move between nodes while a worker runs: its per-node scripts meet keys
     # that are served elsewhere now, relearn the layout and run the batch again

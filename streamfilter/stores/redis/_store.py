@@ -401,16 +401,31 @@ class RedisStore(TransactionalStore):
             node = client.get_node_from_key(key)
             groups.setdefault(node.name, (node, []))[1].append(index)
         replies: list[Any] = [None] * len(keys)
-        for node, indices in groups.values():
-            connection = client.get_redis_connection(node)
-            args = list(leading)
-            for index in indices:
-                args.append(keys[index])
-                args += args_of(index)
-            reply = connection.eval(script, 0, *args)
-            if isinstance(reply, list):
-                for index, value in zip(indices, reply, strict=True):
-                    replies[index] = value
+        # Every node's script at once: sent to all, then each answer read, so
+        # the nodes work side by side instead of one after another.
+        sent: list[tuple[Any, Any, list[int]]] = []  # (pool, connection, indices)
+        try:
+            for node, indices in groups.values():
+                pool = client.get_redis_connection(node).connection_pool
+                connection = pool.get_connection()
+                sent.append((pool, connection, indices))
+                args = list(leading)
+                for index in indices:
+                    args.append(keys[index])
+                    args += args_of(index)
+                connection.send_command("EVAL", script, 0, *args)
+            for _, connection, indices in sent:
+                reply = connection.read_response()
+                if isinstance(reply, list):
+                    for index, value in zip(indices, reply, strict=True):
+                        replies[index] = value
+        except BaseException:
+            for _, connection, _ in sent:
+                connection.disconnect()  # an answer may be left unread on it
+            raise
+        finally:
+            for pool, connection, _ in sent:
+                pool.release(connection)
         return replies
 
     # -- retries ---------------------------------------------------------------
