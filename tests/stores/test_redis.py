@@ -59,7 +59,7 @@ def test_redis_expiry_leaves_nothing_behind(url: str) -> None:
     while time.monotonic() < deadline and any(b":r:" in key or b":b:" in key for key in keys_under(store)):
         time.sleep(0.05)  # until Redis has expired them
     names = {key.split(b":")[1] for key in keys_under(store)}
-    assert names <= {b"config", b"format", b"layout", b"clock", b"serial", b"slices"}  # no record, no band
+    assert names <= {b"config", b"format", b"layout", b"clock", b"serial", b"slices", b"filing"}  # no record, no band
     store.close()
 
 
@@ -468,6 +468,46 @@ def test_a_near_duplicate_recorded_by_another_worker_meanwhile_is_what_a_post_du
     after_first_read(monkeypatch, worker_a, b_records)
     (match,) = worker_a.check_and_insert([sketch("a", 2, TEXT)])
     assert match is not None and match.duplicate_of == "b" and match.similarity >= CONFIG.jaccard_threshold
+    worker_a.close()
+    worker_b.close()
+
+
+def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(
+    redis_cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # A batch that files alone skips the recheck. Here B begins filing a
+    # near-copy after A has read, and files it before A does, but has not
+    # ended when A ends. A must still recheck, and defer: B's post is first
+    # under their keys, and B's own recheck keeps it.
+    url = unique_prefix(redis_cluster.url)
+    worker_a, worker_b = opened(url), opened(url)
+    b_filed, a_done = threading.Event(), threading.Event()
+    results: dict[str, list] = {}  # type: ignore[type-arg]
+    original_on_nodes = RedisStore._on_nodes
+
+    def pause_b_after_filing(store, what, *args, **kwargs):  # type: ignore[no-untyped-def]
+        reply = original_on_nodes(store, what, *args, **kwargs)
+        if store is worker_b and what == "file band entries":
+            b_filed.set()
+            assert a_done.wait(60)
+        return reply
+
+    monkeypatch.setattr(RedisStore, "_on_nodes", pause_b_after_filing)
+
+    def b_records() -> None:
+        near_copy = sketch("b", 1, TEXT.replace("lazy", "sleepy"))
+        thread = threading.Thread(target=lambda: results.setdefault("b", worker_b.check_and_insert([near_copy])))
+        thread.start()
+        results["thread"] = [thread]
+        assert b_filed.wait(60)
+
+    after_first_read(monkeypatch, worker_a, b_records)
+    results["a"] = worker_a.check_and_insert([sketch("a", 2, TEXT)])
+    a_done.set()
+    results["thread"][0].join(60)
+    assert results["b"] == [None]
+    (match,) = results["a"]
+    assert match is not None and match.duplicate_of == "b"
     worker_a.close()
     worker_b.close()
 

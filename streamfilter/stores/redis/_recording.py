@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -68,8 +68,8 @@ class ClusterRecording:
         lives = self._claim()
         # Bands go in before the output is written, to keep the window in
         # which a near-duplicate on another worker misses them short.
-        self._file(lives)
-        wants_drop = self._recheck()
+        alone = self._file(lives)
+        wants_drop = self._recheck() if self.claimed and not alone else {}
         named: dict[int, tuple[bytes, bytes]] = {}
         for index, target in self.matched.items():
             if isinstance(target, int):  # a post of this batch: named only if it was recorded
@@ -179,9 +179,24 @@ class ClusterRecording:
                 self.stale.append(index)
         return lives
 
-    def _file(self, lives: dict[int, int]) -> None:
-        """File the claimed posts' band entries, one write a band bucket."""
+    def _file(self, lives: dict[int, int]) -> bool:
+        """File the claimed posts' band entries, one write a band bucket;
+        whether no other batch filed while this one read, judged and filed.
+
+        Every batch counts in ``{prefix}:filing`` that it began filing, then
+        that it ended. Alone, a batch need not recheck: a batch that ended
+        before this one read is in what it read, and one that begins after
+        this one ended files after it, so its own recheck finds this one's
+        posts first under every key they share, and defers. A count lost to
+        a retry or a crash only makes batches recheck.
+        """
+        if not self.claimed:
+            return False
         store, layout = self.store, self.layout
+        filing = store._filing_key
+        began, ended = self.txn.filing
+        began_now = store._retrying("count a filing", lambda: store._client.hincrby(filing, "began", 1))
+        alone = began == ended and began_now == began + 1  # none filing when this one read, nor since
         filed: dict[bytes, list[bytes]] = {}  # band bucket -> its new entries
         life_of: dict[bytes, int] = {}
         for index in self.claimed:
@@ -198,6 +213,15 @@ class ClusterRecording:
             store._on_nodes(
                 "file band entries", script("append"), keys, lambda n: [life_of[keys[n]], b"".join(filed[keys[n]])]
             )
+
+        def end() -> Any:
+            pipe = store._client.pipeline(transaction=False)
+            pipe.hincrby(filing, "ended", 1)
+            pipe.hget(filing, "began")
+            return pipe.execute()
+
+        _, began_now = store._retrying("count a filing", end)
+        return alone and int(began_now or 0) == began + 1
 
     def _advance_clock(self) -> None:
         """Raise the clock, and drop the slices it leaves behind."""

@@ -182,6 +182,7 @@ class RedisStore(TransactionalStore):
         self._format_key = key + b":format"
         self._clock_key = key + b":clock"
         self._serial_key = key + b":serial"
+        self._filing_key = key + b":filing"  # Cluster: batches that began filing, and that ended (_recording)
         # Input paths are only unique on one machine: each host keeps its own
         # progress, so workers elsewhere reading a file of the same name never
         # skip each other's lines on --resume.

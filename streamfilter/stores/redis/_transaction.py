@@ -107,12 +107,16 @@ class RedisTransaction:
         self._posts: dict[int, CachedPost] = {}
         self._raw: dict[int, bytes] = {}  # serial -> the record as stored
         self._ids: dict[str, list[float]] = {}  # post id -> the times of the records read with it
+        self.filing = (0, 0)  # Cluster: batches that had begun and ended filing when this one began
         if store.cluster:
             self._begin_on_cluster()
 
     def _begin_on_cluster(self) -> None:
         store = self._store
         client = store._client
+        # the filing counts first: a batch that ended filing before them is in what this one reads
+        began, ended = store._retrying("read the index", lambda: client.hmget(store._filing_key, "began", "ended"))
+        self.filing = (int(began or 0), int(ended or 0))
         config, clock = store._retrying(
             "read the index", lambda: [client.get(store._config_key), client.get(store._clock_key)]
         )
