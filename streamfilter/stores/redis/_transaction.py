@@ -23,7 +23,7 @@ import hashlib
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -114,12 +114,17 @@ class RedisTransaction:
     def _begin_on_cluster(self) -> None:
         store = self._store
         client = store._client
-        # the filing counts first: a batch that ended filing before them is in what this one reads
-        began, ended = store._retrying("read the index", lambda: client.hmget(store._filing_key, "began", "ended"))
+
+        def read() -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            # the filing counts first: a batch that ended filing before them is in what this one reads
+            pipe.hmget(store._filing_key, "began", "ended")
+            pipe.get(store._config_key)
+            pipe.get(store._clock_key)
+            return list(pipe.execute())
+
+        (began, ended), config, clock = store._retrying("read the index", read)
         self.filing = (int(began or 0), int(ended or 0))
-        config, clock = store._retrying(
-            "read the index", lambda: [client.get(store._config_key), client.get(store._clock_key)]
-        )
         if config is None:
             raise StoreError(_emptied(store.location))
         self.clock = float(clock) if clock is not None else float("-inf")
