@@ -69,7 +69,7 @@ class ClusterRecording:
         # Bands go in before the output is written, to keep the window in
         # which a near-duplicate on another worker misses them short.
         alone = self._file(lives)
-        wants_drop = self._recheck() if self.claimed and not alone else {}
+        wants_drop = {} if alone else self._recheck()
         named: dict[int, tuple[bytes, bytes]] = {}
         for index, target in self.matched.items():
             if isinstance(target, int):  # a post of this batch: named only if it was recorded
