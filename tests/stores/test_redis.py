@@ -14,6 +14,7 @@ import pytest
 from streamfilter import ConfigMismatchError, FilterConfig, MemoryStore, StoreError
 from streamfilter.stores import BandStore
 from streamfilter.stores.redis import RedisStore
+from streamfilter.stores.redis._recording import ClusterRecording
 from streamfilter.stores.redis._transaction import RedisTransaction
 
 from ..conftest import distinct_text, unique_prefix
@@ -510,6 +511,29 @@ def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(
     assert match is not None and match.duplicate_of == "b"
     worker_a.close()
     worker_b.close()
+
+
+def test_a_cluster_filing_whose_worker_died_holds_up_no_batch_past_its_lease(
+    redis_cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # A batch that files alone skips its recheck. A filing under way makes
+    # other batches recheck; one whose worker died (it never ends) stops
+    # counting once its lease is over, and its entry goes.
+    store = opened(unique_prefix(redis_cluster.url))
+    rechecks: list[int] = []
+    recheck = ClusterRecording._recheck
+    monkeypatch.setattr(ClusterRecording, "_recheck", lambda self: rechecks.append(1) or recheck(self))
+    filing, client = store._filing_key, store._client
+    assert store.check_and_insert([sketch("a", 1, distinct_text(1))]) == [None]
+    assert rechecks == []  # alone
+    store._filing(keys=[filing], args=["begin", "died", 600_000])  # a worker began filing, then died
+    assert store.check_and_insert([sketch("b", 2, distinct_text(2))]) == [None]
+    assert rechecks == [1]  # that filing may be under way
+    client.hset(filing, b"fdied", 0)  # its lease is over
+    assert store.check_and_insert([sketch("c", 3, distinct_text(3))]) == [None]
+    assert rechecks == [1]  # alone again
+    assert not client.hexists(filing, b"fdied")
+    store.close()
 
 
 def test_an_index_emptied_mid_run_stops_the_run_saying_so(url: str) -> None:

@@ -10,8 +10,9 @@ that did not pass. A duplicate whose match was dropped first is judged again.
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
     from ..._judge import Judgement
     from ._transaction import RedisTransaction
 
-__all__ = ["ClusterRecording"]
+__all__ = ["FILING_LEASE", "ClusterRecording"]
+
+# Seconds a batch's filing counts as under way, at least (``_file``): past
+# it, the worker is taken for dead. Four times the store's retry_for when
+# that is longer, since a filing may wait that long for a node.
+FILING_LEASE = 600.0
 
 
 class ClusterRecording:
@@ -183,20 +189,24 @@ class ClusterRecording:
         """File the claimed posts' band entries, one write a band bucket;
         whether no other batch filed while this one read, judged and filed.
 
-        Every batch counts in ``{prefix}:filing`` that it began filing, then
-        that it ended. Alone, a batch need not recheck: a batch that ended
-        before this one read is in what it read, and one that begins after
-        this one ended files after it, so its own recheck finds this one's
-        posts first under every key they share, and defers. A count lost to
-        a retry or a crash only makes batches recheck.
+        Every batch counts in ``{prefix}:filing`` (``filing.lua``) that it
+        began filing, and holds a lease there until it ends. Alone, a batch
+        need not recheck: a batch that ended before this one read is in what
+        it read, and one that begins after this one ended files after it, so
+        its own recheck finds this one's posts first under every key they
+        share, and defers. A count lost to a retry only makes batches
+        recheck; the lease of a worker that died runs out (``FILING_LEASE``).
         """
         if not self.claimed:
             return False
         store, layout = self.store, self.layout
-        filing = store._filing_key
-        began, ended = self.txn.filing
-        began_now = store._retrying("count a filing", lambda: store._client.hincrby(filing, "began", 1))
-        alone = began == ended and began_now == began + 1  # none filing when this one read, nor since
+        filing, token = [store._filing_key], secrets.token_hex(8)
+        lease = round(1000 * max(FILING_LEASE, 4 * store.retry_for))
+        began, under_way = self.txn.filing
+        began_now, _ = store._retrying(
+            "count a filing", lambda: store._filing(keys=filing, args=["begin", token, lease])
+        )
+        alone = under_way == 0 and began_now == began + 1  # none filing when this one read, nor since
         filed: dict[bytes, list[bytes]] = {}  # band bucket -> its new entries
         life_of: dict[bytes, int] = {}
         for index in self.claimed:
@@ -214,14 +224,8 @@ class ClusterRecording:
                 "file band entries", script("append"), keys, lambda n: [life_of[keys[n]], b"".join(filed[keys[n]])]
             )
 
-        def end() -> Any:
-            pipe = store._client.pipeline(transaction=False)
-            pipe.hincrby(filing, "ended", 1)
-            pipe.hget(filing, "began")
-            return pipe.execute()
-
-        _, began_now = store._retrying("count a filing", end)
-        return alone and int(began_now or 0) == began + 1
+        began_now, _ = store._retrying("count a filing", lambda: store._filing(keys=filing, args=["end", token]))
+        return alone and began_now == began + 1
 
     def _advance_clock(self) -> None:
         """Raise the clock, and drop the slices it leaves behind."""

@@ -25,6 +25,7 @@ _SCRIPTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "drop": ("allow-cross-slot-keys", ("record", "drop")),
     "unlink": ("allow-cross-slot-keys", ("unlink",)),
     "raise_clock": ("", ("raise_clock",)),
+    "filing": ("", ("filing",)),
 }
 
 

@@ -182,7 +182,7 @@ class RedisStore(TransactionalStore):
         self._format_key = key + b":format"
         self._clock_key = key + b":clock"
         self._serial_key = key + b":serial"
-        self._filing_key = key + b":filing"  # Cluster: batches that began filing, and that ended (_recording)
+        self._filing_key = key + b":filing"  # Cluster: batches that began filing, those under way (_recording)
         # Input paths are only unique on one machine: each host keeps its own
         # progress, so workers elsewhere reading a file of the same name never
         # skip each other's lines on --resume.
@@ -231,6 +231,7 @@ class RedisStore(TransactionalStore):
             client.close()
             client = redis.cluster.RedisCluster.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
             self._raise_clock = client.register_script(script("raise_clock"))
+            self._filing = client.register_script(script("filing"))
         else:
             self._read_batch = client.register_script(script("read_batch"))
             self._commit = client.register_script(script("commit"))

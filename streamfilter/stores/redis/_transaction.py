@@ -23,7 +23,7 @@ import hashlib
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -107,7 +107,7 @@ class RedisTransaction:
         self._posts: dict[int, CachedPost] = {}
         self._raw: dict[int, bytes] = {}  # serial -> the record as stored
         self._ids: dict[str, list[float]] = {}  # post id -> the times of the records read with it
-        self.filing = (0, 0)  # Cluster: batches that had begun and ended filing when this one began
+        self.filing = (0, 0)  # Cluster: batches that had begun filing when this one began, those under way
         if store.cluster:
             self._begin_on_cluster()
 
@@ -115,16 +115,15 @@ class RedisTransaction:
         store = self._store
         client = store._client
 
-        def read() -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            # the filing counts first: a batch that ended filing before them is in what this one reads
-            pipe.hmget(store._filing_key, "began", "ended")
-            pipe.get(store._config_key)
-            pipe.get(store._clock_key)
-            return list(pipe.execute())
+        # the filings first: one that ended before this read is in what the batch reads
+        filing = store._filing_key
+        began, under_way = store._retrying("read the index", lambda: store._filing(keys=[filing], args=["read"]))
+        self.filing = (int(began), int(under_way))
 
-        (began, ended), config, clock = store._retrying("read the index", read)
-        self.filing = (int(began or 0), int(ended or 0))
+        def read() -> list[bytes | None]:
+            return list(client.pipeline(transaction=False).get(store._config_key).get(store._clock_key).execute())
+
+        config, clock = store._retrying("read the index", read)
         if config is None:
             raise StoreError(_emptied(store.location))
         self.clock = float(clock) if clock is not None else float("-inf")
