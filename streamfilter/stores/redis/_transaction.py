@@ -209,28 +209,45 @@ class RedisTransaction:
         found: list[list[bytes]] = [[] for _ in range(len(band_keys))]
         part_of: dict[bytes, int] = {}
         keys: list[bytes] = []
-        wanted: list[bytes] = []
-        owners: list[tuple[int, npt.NDArray[np.intp]]] = []
-        for part, bits in self.live():
+        wanted: list[bytes] = []  # per bucket, the fields of its keys
+        owners: list[int] = []  # per bucket, its part
+        queried: list[npt.NDArray[np.intp]] = []  # per part, its keys in the order their fields are sent
+        for part, bits in self.live() if len(band_keys) else ():
             buckets = top >> np.uint64(16 - bits)
             order = np.argsort(buckets, kind="stable")
-            ordered = buckets[order]
-            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-            for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(order)], strict=True):
-                indexes = order[start:end]
+            ordered, packed = buckets[order], fields[order].tobytes()
+            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))).tolist()
+            for start, end in zip(starts, [*starts[1:], len(order)], strict=True):
                 keys.append(layout.band_key(store._prefix_bytes, part, int(ordered[start])))
-                wanted.append(fields[indexes].tobytes())
-                owners.append((part, indexes))
+                wanted.append(packed[start * 4 : end * 4])
+            queried.append(order)
+            owners += [part] * len(starts)
         cap = max(1, self.settings.max_candidates_per_band)
         replies = store._on_nodes("read band keys", script("read_bands"), keys, lambda n: [wanted[n]], leading=[cap])
-        for (part, indexes), reply in zip(owners, replies, strict=True):
-            counts = np.frombuffer(reply, dtype=">u2", count=len(indexes)).astype(np.int64)
-            ends = 2 * len(indexes) + np.cumsum(counts) * MEMBER_BYTES
-            for hit in np.flatnonzero(counts).tolist():
-                members = split_members(reply[ends[hit] - counts[hit] * MEMBER_BYTES : ends[hit]])
-                found[indexes[hit]] += members
-                for member in members:
-                    part_of[member] = part
+        if not replies:
+            return found, part_of
+        # Each reply: a u16 count per field it was sent, then the members,
+        # field after field. Where every count and every field's members are:
+        joined = b"".join(replies)
+        data = np.frombuffer(joined, dtype=np.uint8)
+        sizes = np.fromiter(map(len, replies), dtype=np.int64, count=len(replies))
+        per_reply = np.fromiter((len(sent) // 4 for sent in wanted), dtype=np.int64, count=len(wanted))
+        first = np.cumsum(per_reply) - per_reply  # each reply's first field, over all
+        reply_at = np.repeat(np.cumsum(sizes) - sizes, per_reply)
+        count_at = reply_at + 2 * (np.arange(len(reply_at)) - np.repeat(first, per_reply))
+        counts = data[count_at].astype(np.int64) << 8 | data[count_at + 1]
+        before = np.cumsum(counts) - counts  # members of the fields before, in every reply
+        before -= np.repeat(before[first], per_reply)  # ... in the field's own reply
+        member_at = (reply_at + 2 * np.repeat(per_reply, per_reply) + MEMBER_BYTES * before).tolist()
+        query_of = np.concatenate(queried).tolist()
+        part_of_field = np.repeat(owners, per_reply).tolist()
+        counted = counts.tolist()
+        for hit in np.flatnonzero(counts).tolist():
+            start = member_at[hit]
+            members = split_members(joined[start : start + counted[hit] * MEMBER_BYTES])
+            found[query_of[hit]] += members
+            for member in members:
+                part_of[member] = part_of_field[hit]
         return found, part_of
 
     def record_key(self, part: int, member: bytes) -> bytes:
