@@ -503,8 +503,10 @@ def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(
         assert b_filed.wait(60)
 
     after_first_read(monkeypatch, worker_a, b_records)
-    results["a"] = worker_a.check_and_insert([sketch("a", 2, TEXT)])
-    a_done.set()
+    try:
+        results["a"] = worker_a.check_and_insert([sketch("a", 2, TEXT)])
+    finally:
+        a_done.set()  # B goes on, whatever became of A
     results["thread"][0].join(60)
     assert results["b"] == [None]
     (match,) = results["a"]
