@@ -115,19 +115,9 @@ for _, key in ipairs(record_keys) do
   end
   if fresh then created(key, fields[1]) end
 end
--- Entries are appended, then the value copied to one of its exact size (an
--- APPEND leaves room to grow, up to as much again); the copy keeps the TTL.
--- Neither brings the value into the script, as a GET and a SET would.
+-- each bucket filed in, once, at its exact size (one Redis has a scratch key)
 local scratch = prefix .. ':scratch'
-for _, filing in ipairs(keys) do
-  local band_key, added = filing[1], table.concat(filing[3])
-  if redis.call('APPEND', band_key, added) == #added then
-    created(band_key, filing[2])
-  else
-    redis.call('COPY', band_key, scratch, 'REPLACE')
-    redis.call('RENAME', scratch, band_key)
-  end
-end
+for _, filing in ipairs(keys) do file_entries(filing[1], table.concat(filing[3]), filing[2], scratch) end
 if clock ~= '' then
   local clock_key = prefix .. ':clock'
   local current = tonumber(redis.call('GET', clock_key) or '')

@@ -128,10 +128,22 @@ local function created(key, life)
   if life > 0 then redis.call('PEXPIRE', key, life) end
 end
 
--- File entries (10 bytes each) in a band bucket, in one write (Cluster: a
--- scratch key would need the bucket's hash slot): the value is set anew at
--- its exact size (an APPEND would leave the string room to grow).
-local function file_entries(key, entries, life)
+-- File entries (10 bytes each) in a band bucket, in one write, leaving the
+-- value at its exact size (an APPEND alone leaves room to grow, up to as
+-- much again). Given a ``scratch`` key, the entries are appended and the
+-- value copied there and back (COPY makes it exact, TTL and all), which
+-- never brings it into the script; without one (a Cluster: a scratch key
+-- would need each bucket's hash slot), it is read and set anew.
+local function file_entries(key, entries, life, scratch)
+  if scratch then
+    if redis.call('APPEND', key, entries) == #entries then
+      created(key, life)
+    else
+      redis.call('COPY', key, scratch, 'REPLACE')
+      redis.call('RENAME', scratch, key)
+    end
+    return
+  end
   local old = redis.call('GET', key)
   if old then
     redis.call('SET', key, old .. entries, 'KEEPTTL')
