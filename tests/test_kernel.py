@@ -233,3 +233,23 @@ def test_bad_word_edits_are_refused(kernel) -> None:  # type: ignore[no-untyped-
         kernel.word_edits(words, words, -1)
     with pytest.raises(ValueError):
         kernel.word_edits(words, b"\x00\x01\x02", 2)  # not whole uint32s
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        np.arange(5000),  # in order
+        np.arange(5000)[::-1],  # reversed
+        np.concatenate([np.arange(2500), np.arange(2500)[::-1]]),  # up, then down
+        np.full(5000, 7),  # one word over and over
+        np.random.default_rng(5).integers(0, 40, 5000),  # a few words, repeated
+    ],
+    ids=["ascending", "descending", "organ-pipe", "one-word", "few-words"],
+)
+def test_verification_sorts_long_posts_of_every_shape(kernel, shape: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    # a single-word set is the word hashes themselves, so these orders reach
+    # the sort as they are: the shapes that slow or break a quicksort
+    words = shape.astype(np.uint32)
+    for shingle_size in (1, 2, 3):
+        packed = kernel.verification(words.astype("<u4").tobytes(), shingle_size)
+        assert np.frombuffer(packed, dtype=np.uint64).tolist() == sorted(verification_set(words.tolist(), shingle_size))
