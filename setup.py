@@ -1,4 +1,4 @@
-"""The compiled sketching loops (streamfilter/_kernel.c); everything else is in pyproject.toml.
+"""The compiled loops (streamfilter/_kernel.c and _kernel_rules.c); everything else is in pyproject.toml.
 
 The extension is optional: where it cannot be built, streamfilter sketches
 with mmh3 and numpy (the reference it is tested against), only slower.
@@ -8,6 +8,12 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("streamfilter._kernel", ["streamfilter/_kernel.c"], extra_compile_args=["-O3"], optional=True)
+        Extension(
+            "streamfilter._kernel",
+            ["streamfilter/_kernel.c", "streamfilter/_kernel_rules.c"],
+            depends=["streamfilter/_kernel.h"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        )
     ]
 )

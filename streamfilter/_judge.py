@@ -20,7 +20,7 @@ and every store gives the same verdicts; a differential test holds them to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,10 +207,13 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
     clock = judgement.clock
 
-    def posts(serials: Iterable[int]) -> Iterator[tuple[int, CachedPost | None]]:
-        for serial in serials:
-            post = own_posts.get(serial)
-            yield serial, post if post is not None else txn.post(serial)
+    def post(serial: int) -> CachedPost | None:
+        found = own_posts.get(serial)
+        return found if found is not None else txn.post(serial)
+
+    def posts(serials: list[int]) -> list[CachedPost | None]:
+        fetch = txn.post
+        return [found if (found := own_posts.get(serial)) is not None else fetch(serial) for serial in serials]
 
     for index, sketch in enumerate(sketches):
         clock = max(clock, sketch.timestamp)
@@ -219,13 +222,17 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
         own: CachedPost | None = None
         found: tuple[Match, int] | None = None
         if sketch.refers_to is not None:
-            found = _rules.referenced(posts(sorted(serials or (), reverse=True)), sketch.refers_to, after)
+            newest = sorted(serials or (), reverse=True)
+            found = _rules.referenced(((serial, post(serial)) for serial in newest), sketch.refers_to, after)
         elif serials is not None:
             own = CachedPost.of(sketch)
-            ranked = posts(serials[: _rules.MAX_VERIFIED])
+            ranked = serials[: _rules.MAX_VERIFIED]
+            candidates = posts(ranked)
             if txn.replays_seen:
-                ranked = _without_itself(ranked, sketch)
-            found = _rules.best_match(ranked, sketch, own, after, settings.jaccard_threshold, settings.shingle_size)
+                candidates = _without_itself(candidates, sketch)
+            found = _rules.best_match(
+                ranked, candidates, sketch, own, after, settings.jaccard_threshold, settings.shingle_size
+            )
         if found is not None:
             judgement.matches.append(found[0])
             judgement.matched[index] = found[1]
@@ -246,17 +253,13 @@ def _first(stored: tuple[list[int], list[int]] | None) -> list[int] | None:
     return None if stored is None else stored[0]
 
 
-def _without_itself(
-    candidates: Iterator[tuple[int, CachedPost | None]], sketch: Sketch
-) -> Iterator[tuple[int, CachedPost | None]]:
+def _without_itself(candidates: list[CachedPost | None], sketch: Sketch) -> list[CachedPost | None]:
     """``candidates`` without the sketch's own post, recorded by an earlier
     attempt at its batch (``is_same_post``): the post passes again, a repeat,
     never a loss."""
-    for serial, post in candidates:
-        if post is not None and is_same_post(sketch, post.post_id, post.timestamp):
-            yield serial, None
-        else:
-            yield serial, post
+    return [
+        None if post is not None and is_same_post(sketch, post.post_id, post.timestamp) else post for post in candidates
+    ]
 
 
 def run_batch(

@@ -1,25 +1,22 @@
 /* The per-post loops, compiled: word hashes, k-shingles, MinHash signatures,
- * band keys and verification sets (sketching); word edits and the Jaccard
- * of verification sets (_rules); the search of one LMDB run for a batch's
- * band keys (stores/lmdb/_runs.py); and the scan that tells which JSON texts
- * orjson reads as json does (_json.py).
+ * band keys and verification sets (sketching); the search of one LMDB run
+ * for a batch's band keys (stores/lmdb/_runs.py); and the scan that tells
+ * which JSON texts orjson reads as json does (_json.py). The verification
+ * of candidates by _rules.py's rules is in _kernel_rules.c.
  *
  * Each function computes exactly what its Python reference does, value for
- * value: _shingle.py, _minhash.py and _lsh.py for sketching, _rules.py's
- * word_edits and jaccard, Run.find_in_numpy, and _json.depth_ok's depth.
+ * value: _shingle.py, _minhash.py and _lsh.py for sketching,
+ * Run.find_in_numpy, and _json.depth_ok's depth.
  * tests/test_kernel.py holds each to it, on generated text in every script,
  * generated word lists, runs and JSON-like texts. Word hashes are
  * MurmurHash3 x86 32-bit of the word's UTF-8, as mmh3.hash(word, seed,
  * signed=False) computes them. Arrays cross as bytearrays of native-endian
  * integers, which _sketching.py wraps as numpy arrays without a copy.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SHINGLE 8
+#include "_kernel.h"
 
 static const uint64_t POSITION_MULTIPLIERS[MAX_SHINGLE] = {
     0x9E3779B97F4A7C15ULL, 0xC2B2AE3D27D4EB4FULL, 0x165667B19E3779F9ULL, 0xD6E8FEB86659FD93ULL,
@@ -132,9 +129,7 @@ static void sort_u64(uint64_t *values, Py_ssize_t count, int depth) {
     }
 }
 
-/* Every run of 1 to k words of one post (little-endian uint32 word hashes),
- * sorted, without repeats, into out (room for count * k values); how many. */
-static Py_ssize_t runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, uint64_t *out) {
+Py_ssize_t sf_runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, uint64_t *out) {
     Py_ssize_t at = 0, s, q, kept, i;
     int size;
     for (size = 1; size <= shingle_size; size++) {
@@ -302,7 +297,7 @@ static PyObject *sketch(PyObject *self, PyObject *args) {
             key_out[p * bands + band] = key;
         }
         /* verification set: every run of 1 to k words, sorted, without repeats */
-        at += runs_of(post, count, shingle_size, ver + at);
+        at += sf_runs_of(post, count, shingle_size, ver + at);
         ver_ends[p + 1] = at;
     }
     if (PyByteArray_Resize(verified, at * 8) < 0)
@@ -319,58 +314,6 @@ done:
     PyBuffer_Release(&mult_view);
     PyBuffer_Release(&inc_view);
     return result;
-}
-
-/* verification(words, shingle_size) -> bytes: one post's verification set as
- * sorted native uint64 values (_shingle.verification_set, sorted) */
-static PyObject *verification(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    int shingle_size;
-    if (!PyArg_ParseTuple(args, "y*i", &view, &shingle_size))
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t count = view.len / 4;
-    if (shingle_size < 1 || shingle_size > MAX_SHINGLE || view.len % 4) {
-        PyErr_SetString(PyExc_ValueError, "bad verification parameters");
-    } else {
-        result = PyBytes_FromStringAndSize(NULL, count * shingle_size * 8);
-        if (result != NULL) {
-            Py_ssize_t kept = runs_of((const uint32_t *)view.buf, count, shingle_size,
-                                      (uint64_t *)PyBytes_AS_STRING(result));
-            if (_PyBytes_Resize(&result, kept * 8) < 0)
-                result = NULL;
-        }
-    }
-    PyBuffer_Release(&view);
-    return result;
-}
-
-/* jaccard(a, b) -> float: the Jaccard similarity of two sets given as sorted
- * native uint64 values without repeats (_rules.jaccard, exactly) */
-static PyObject *jaccard(PyObject *self, PyObject *args) {
-    Py_buffer a, b;
-    if (!PyArg_ParseTuple(args, "y*y*", &a, &b))
-        return NULL;
-    const uint64_t *x = (const uint64_t *)a.buf, *y = (const uint64_t *)b.buf;
-    Py_ssize_t nx = a.len / 8, ny = b.len / 8, i = 0, j = 0, shared = 0;
-    while (i < nx && j < ny) {
-        if (x[i] < y[j])
-            i++;
-        else if (x[i] > y[j])
-            j++;
-        else {
-            shared++;
-            i++;
-            j++;
-        }
-    }
-    PyBuffer_Release(&a);
-    PyBuffer_Release(&b);
-    if (nx + ny == 0) {
-        PyErr_SetString(PyExc_ZeroDivisionError, "the Jaccard of two empty sets");
-        return NULL;
-    }
-    return PyFloat_FromDouble((double)shared / (double)(nx + ny - shared));
 }
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -504,73 +447,14 @@ static PyObject *json_scan(PyObject *self, PyObject *arg) {
     return Py_BuildValue("(nO)", deepest, long_number ? Py_True : Py_False);
 }
 
-/* word_edits(first, second, limit) -> int: the word-level edit distance of
- * two posts' word hashes (uint32 buffers), or limit + 1 once it is known to
- * be over limit, computing only the cells within limit of the diagonal:
- * _rules.word_edits, exactly (a cell outside the band counts as over). */
-static PyObject *word_edits(PyObject *self, PyObject *args) {
-    Py_buffer first_view, second_view;
-    int limit;
-    if (!PyArg_ParseTuple(args, "y*y*i", &first_view, &second_view, &limit))
-        return NULL;
-    const uint32_t *x = (const uint32_t *)first_view.buf, *y = (const uint32_t *)second_view.buf;
-    Py_ssize_t n = first_view.len / 4, m = second_view.len / 4, i, j;
-    long over = (long)limit + 1, result = over;
-    long *rows = NULL;
-    if (limit < 0 || first_view.len % 4 || second_view.len % 4) {
-        PyErr_SetString(PyExc_ValueError, "bad word_edits arguments");
-        goto done;
-    }
-    if (n - m > limit || m - n > limit)
-        goto done;
-    rows = PyMem_Malloc(2 * (m + 1) * sizeof(long));
-    if (rows == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    long *previous = rows, *current = rows + m + 1;
-    for (j = 0; j <= m; j++)
-        previous[j] = current[j] = j <= limit ? j : over;
-    for (i = 1; i <= n; i++) {
-        Py_ssize_t low = i - limit > 1 ? i - limit : 1, high = i + limit < m ? i + limit : m;
-        long least = i <= limit ? i : over;
-        current[0] = least;
-        if (low - 1 >= 1)
-            current[low - 1] = over; /* left of the band */
-        if (high + 1 <= m)
-            current[high + 1] = over; /* right of it, read by the next row */
-        for (j = low; j <= high; j++) {
-            long cell = previous[j] + 1;
-            if (current[j - 1] + 1 < cell)
-                cell = current[j - 1] + 1;
-            long diagonal = previous[j - 1] + (x[i - 1] != y[j - 1]);
-            if (diagonal < cell)
-                cell = diagonal;
-            current[j] = cell;
-            if (cell < least)
-                least = cell;
-        }
-        if (least > limit)
-            goto done;
-        long *swap = previous;
-        previous = current;
-        current = swap;
-    }
-    result = previous[m] < over ? previous[m] : over;
-done:
-    PyMem_Free(rows);
-    PyBuffer_Release(&first_view);
-    PyBuffer_Release(&second_view);
-    return PyErr_Occurred() ? NULL : PyLong_FromLong(result);
-}
-
 static PyMethodDef methods[] = {
-    {"verification", verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
-    {"jaccard", jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
+    {"verification", sf_verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
+    {"jaccard", sf_jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
     {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
     {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
-    {"word_edits", word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
+    {"word_edits", sf_word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
+    {"best_match", sf_best_match, METH_VARARGS, "The candidate a post duplicates, by the rules (_rules.best_match)."},
     {"find_in_run", find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
     {NULL, NULL, 0, NULL},
 };

@@ -47,6 +47,7 @@ __all__ = [
     "CachedPost",
     "Match",
     "best_match",
+    "best_match_reference",
     "edit_similarity",
     "horizon",
     "jaccard",
@@ -253,25 +254,55 @@ def under_threshold(
     return best
 
 
+# The rules' constants in the order the compiled best_match takes them.
+_KERNEL_RULES = (CUT_OFF_MIN_WORDS, CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD)
+
+
 def best_match(
-    candidates: Iterable[tuple[int, CachedPost | None]],
+    serials: Sequence[int],
+    posts: list[CachedPost | None],
     sketch: Sketch,
     own: CachedPost,
     after: float,
     threshold: float,
     shingle_size: int,
 ) -> tuple[Match, int] | None:
-    """The post ``sketch`` duplicates among ``candidates`` ((serial, post) in
-    rank order; None for a post that is gone), with its serial; or None.
+    """The post ``sketch`` duplicates among the candidates (``serials`` in
+    rank order, ``posts`` theirs; None for a post that is gone), with its
+    serial; or None.
 
     Candidates at or before ``after`` (the horizon) do not count. The first
     with the sketch's very words wins at once; otherwise the most similar at
     or above the threshold, the first among equals. ``own`` is the sketch as
-    a CachedPost; its set is built here when a comparison needs it, so the
-    judge that records the sketch keeps it.
+    a CachedPost. The compiled kernel does this where it is built;
+    ``best_match_reference`` is what it is tested against.
     """
+    if _KERNEL is None:
+        return best_match_reference(serials, posts, sketch, own, after, threshold, shingle_size)
+    found = _KERNEL.best_match(
+        posts, own.words, sketch.shingles, after, threshold, shingle_size, sketch.cut_off, _KERNEL_RULES
+    )
+    if found is None:
+        return None
+    index, similarity = found
+    post = posts[index]
+    assert post is not None
+    return Match(post.post_id, similarity), serials[index]
+
+
+def best_match_reference(
+    serials: Sequence[int],
+    posts: list[CachedPost | None],
+    sketch: Sketch,
+    own: CachedPost,
+    after: float,
+    threshold: float,
+    shingle_size: int,
+) -> tuple[Match, int] | None:
+    """``best_match`` in Python. A comparison builds ``own``'s set, so the
+    judge that records the sketch keeps it."""
     best: tuple[Match, int] | None = None
-    for serial, post in candidates:
+    for serial, post in zip(serials, posts, strict=True):
         if post is None or post.timestamp <= after:
             continue
         if post.words == own.words:  # the same words in the same order: the same set

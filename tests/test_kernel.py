@@ -11,10 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from streamfilter import _rules
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
-from streamfilter._rules import jaccard, word_edits
+from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher, compiled_kernel
+from streamfilter.stores import Sketch
 from streamfilter.stores.lmdb._runs import SEARCHED_WHOLE, Run, decode_run, encode_run
 
 from .adapters.test_generic_text import deepest_by_characters
@@ -253,3 +255,107 @@ def test_verification_sorts_long_posts_of_every_shape(kernel, shape: np.ndarray)
     for shingle_size in (1, 2, 3):
         packed = kernel.verification(words.astype("<u4").tobytes(), shingle_size)
         assert np.frombuffer(packed, dtype=np.uint64).tolist() == sorted(verification_set(words.tolist(), shingle_size))
+
+
+def _judged(words: list[int], shingle_size: int, cut_off: bool) -> Sketch:
+    hashes = np.array(words, dtype=np.uint32)
+    shingles = np.array(sorted(verification_set(words, shingle_size)), dtype=np.uint64)
+    return Sketch("judged", 100.0, np.zeros(0, dtype=np.uint64), shingles, hashes, cut_off=cut_off)
+
+
+_CANDIDATE = st.one_of(
+    st.none(),
+    st.tuples(
+        st.lists(st.integers(0, 19), min_size=1, max_size=24),  # its own words
+        st.integers(0, 3),  # how it is made: its own words, or the judged post's with edits, or longer
+        st.lists(  # word edits: a word put in, taken out or changed, where and which
+            st.tuples(st.sampled_from(["in", "out", "change"]), st.integers(0, 23), st.integers(0, 19)), max_size=3
+        ),
+        st.sampled_from([49.0, 50.0, 51.0]),  # at, before or after the horizon (50)
+    ),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@example(  # a cut copy that matches the first n + 1 words of its original, not the first n
+    words=list(range(1, 13)),
+    candidates=[([13, 14, 15], 2, [("in", 3, 19)], 51.0)],
+    shingle_size=2,
+    cut_off=True,
+    threshold=0.7,
+)
+@example(  # two posts a word apart, of 10 and 11 words: 1 - 1/11
+    words=list(range(1, 11)),
+    candidates=[([1], 1, [("in", 5, 19)], 51.0)],
+    shingle_size=2,
+    cut_off=False,
+    threshold=0.9,
+)
+@given(
+    words=st.lists(st.integers(0, 19), min_size=1, max_size=24),
+    candidates=st.lists(_CANDIDATE, max_size=10),
+    shingle_size=st.integers(1, 3),
+    cut_off=st.booleans(),
+    threshold=st.sampled_from([0.3, 0.5, 0.7, 0.9]),
+)
+def test_best_match_names_what_the_python_rules_name(  # type: ignore[no-untyped-def]
+    kernel,
+    words: list[int],
+    candidates: list[tuple[list[int], int, list[tuple[str, int, int]], float] | None],
+    shingle_size: int,
+    cut_off: bool,
+    threshold: float,
+) -> None:
+    # few distinct words, so candidates share most of the judged post's
+    # pairs, and each rule decides some: same words, Jaccard, cut-off, edits
+    posts: list[CachedPost | None] = []
+    for candidate in candidates:
+        if candidate is None:
+            posts.append(None)
+            continue
+        own_words, made, edits, timestamp = candidate
+        if made in (1, 2):  # the judged post's words, a few edited, and for 2 longer: the post it was cut from
+            edited = list(words)
+            for edit, at, word in edits:
+                at %= len(edited) + 1
+                if edit == "in":
+                    edited.insert(at, word)
+                elif edit == "out" and len(edited) > 1:
+                    del edited[min(at, len(edited) - 1)]
+                elif edit == "change":
+                    edited[min(at, len(edited) - 1)] = word
+            own_words = edited if made == 1 else edited + own_words
+        elif made == 3:  # the very same words
+            own_words = list(words)
+        posts.append(CachedPost(timestamp, f"p{len(posts)}", np.array(own_words, dtype="<u4").tobytes()))
+    serials = list(range(100, 100 + len(posts)))
+    judged = _judged(words, shingle_size, cut_off)
+    own = CachedPost(judged.timestamp, judged.post_id, judged.words.astype("<u4").tobytes())
+    compiled = _rules.best_match(serials, posts, judged, own, 50.0, threshold, shingle_size)
+    for post in posts:  # the sets the kernel built and kept are the rules' sets
+        if post is not None and post.packed is not None:
+            assert np.frombuffer(post.packed, dtype=np.uint64).tolist() == sorted(
+                verification_set(post.word_list(), shingle_size)
+            )
+            post.packed = None
+    own = CachedPost(judged.timestamp, judged.post_id, judged.words.astype("<u4").tobytes())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_rules, "_KERNEL", None)  # the Python rules, sets and all
+        expected = _rules.best_match_reference(serials, posts, judged, own, 50.0, threshold, shingle_size)
+    assert compiled == expected
+
+
+def test_best_match_takes_only_what_it_can_read(kernel) -> None:  # type: ignore[no-untyped-def]
+    words = np.arange(4, dtype="<u4").tobytes()
+    judged = np.array(sorted(verification_set([0, 1, 2, 3], 2)), dtype=np.uint64)
+    rules = _rules._KERNEL_RULES
+    with pytest.raises(TypeError):  # a candidate's words as a list, not bytes
+        bad = CachedPost(1.0, "p", words)
+        bad.words = [0, 1, 2, 3]  # type: ignore[assignment]
+        kernel.best_match([bad], words, judged, 0.0, 0.5, 2, False, rules)
+    with pytest.raises(ValueError):  # words that are not whole uint32s
+        kernel.best_match([], b"\x00\x01\x02", judged, 0.0, 0.5, 2, False, rules)
+    with pytest.raises(ValueError):  # no such shingle size
+        kernel.best_match([], words, judged, 0.0, 0.5, 9, False, rules)
+    with pytest.raises(TypeError):  # candidates in a tuple
+        kernel.best_match((), words, judged, 0.0, 0.5, 2, False, rules)

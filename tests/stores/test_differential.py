@@ -80,8 +80,11 @@ def _reference(stream: list[Sketch], rules: IndexSettings) -> list[Match | None]
             verdicts.append(found[0] if found else None)
         else:
             own = CachedPost.of(judged)
-            ranked = [(s, posts[s][0]) for s in _rules.rank_candidates(shared)]
-            found = _rules.best_match(ranked, judged, own, after, rules.jaccard_threshold, rules.shingle_size)
+            ranked = _rules.rank_candidates(shared)
+            candidates: list[CachedPost | None] = [posts[s][0] for s in ranked]
+            found = _rules.best_match(
+                ranked, candidates, judged, own, after, rules.jaccard_threshold, rules.shingle_size
+            )
             verdicts.append(found[0] if found else None)
             if found is None:
                 serial = len(verdicts)

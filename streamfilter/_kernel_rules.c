@@ -1,0 +1,329 @@
+/* The verification of candidates, compiled: a post's verification set, the
+ * Jaccard of two sets, word edits, and best_match, which applies the rules
+ * of _rules.py to a post's ranked candidates in one call.
+ *
+ * Each function computes exactly what its Python reference in _rules.py
+ * does, value for value: verification_set (sorted), jaccard, word_edits,
+ * and best_match_reference (with under_threshold and edit_similarity).
+ * tests/test_kernel.py holds each to it on generated posts and candidates.
+ * Verification sets cross as bytes of sorted native uint64 values without
+ * repeats; word hashes as bytes of native uint32 values, in order.
+ */
+#include <string.h>
+
+#include "_kernel.h"
+
+/* The Jaccard of two sorted sets without repeats; -1 when both are empty. */
+static double jaccard_of(const uint64_t *x, Py_ssize_t nx, const uint64_t *y, Py_ssize_t ny) {
+    Py_ssize_t i = 0, j = 0, shared = 0;
+    if (nx + ny == 0)
+        return -1.0;
+    while (i < nx && j < ny) {
+        if (x[i] < y[j])
+            i++;
+        else if (x[i] > y[j])
+            j++;
+        else {
+            shared++;
+            i++;
+            j++;
+        }
+    }
+    return (double)shared / (double)(nx + ny - shared);
+}
+
+/* The word-level edit distance of x and y, or limit + 1 once it is known to
+ * be over limit, computing only the cells within limit of the diagonal (a
+ * cell outside the band counts as over); -1 with MemoryError set. */
+static long edits_within(const uint32_t *x, Py_ssize_t n, const uint32_t *y, Py_ssize_t m, long limit) {
+    long over = limit + 1, result = over;
+    Py_ssize_t i, j;
+    if (n - m > limit || m - n > limit)
+        return over;
+    long *rows = PyMem_Malloc(2 * (m + 1) * sizeof(long));
+    if (rows == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    long *previous = rows, *current = rows + m + 1;
+    for (j = 0; j <= m; j++)
+        previous[j] = current[j] = j <= limit ? j : over;
+    for (i = 1; i <= n; i++) {
+        Py_ssize_t low = i - limit > 1 ? i - limit : 1, high = i + limit < m ? i + limit : m;
+        long least = i <= limit ? i : over;
+        current[0] = least;
+        if (low - 1 >= 1)
+            current[low - 1] = over; /* left of the band */
+        if (high + 1 <= m)
+            current[high + 1] = over; /* right of it, read by the next row */
+        for (j = low; j <= high; j++) {
+            long cell = previous[j] + 1;
+            if (current[j - 1] + 1 < cell)
+                cell = current[j - 1] + 1;
+            long diagonal = previous[j - 1] + (x[i - 1] != y[j - 1]);
+            if (diagonal < cell)
+                cell = diagonal;
+            current[j] = cell;
+            if (cell < least)
+                least = cell;
+        }
+        if (least > limit)
+            goto done;
+        long *swap = previous;
+        previous = current;
+        current = swap;
+    }
+    result = previous[m] < over ? previous[m] : over;
+done:
+    PyMem_Free(rows);
+    return result;
+}
+
+/* verification(words, shingle_size) -> bytes: one post's verification set as
+ * sorted native uint64 values (_shingle.verification_set, sorted) */
+PyObject *sf_verification(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int shingle_size;
+    if (!PyArg_ParseTuple(args, "y*i", &view, &shingle_size))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count = view.len / 4;
+    if (shingle_size < 1 || shingle_size > MAX_SHINGLE || view.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "bad verification parameters");
+    } else {
+        result = PyBytes_FromStringAndSize(NULL, count * shingle_size * 8);
+        if (result != NULL) {
+            Py_ssize_t kept =
+                sf_runs_of((const uint32_t *)view.buf, count, shingle_size, (uint64_t *)PyBytes_AS_STRING(result));
+            if (_PyBytes_Resize(&result, kept * 8) < 0)
+                result = NULL;
+        }
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* jaccard(a, b) -> float: the Jaccard similarity of two sets given as sorted
+ * native uint64 values without repeats (_rules.jaccard, exactly) */
+PyObject *sf_jaccard(PyObject *self, PyObject *args) {
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &b))
+        return NULL;
+    double found = jaccard_of((const uint64_t *)a.buf, a.len / 8, (const uint64_t *)b.buf, b.len / 8);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    if (found < 0) {
+        PyErr_SetString(PyExc_ZeroDivisionError, "the Jaccard of two empty sets");
+        return NULL;
+    }
+    return PyFloat_FromDouble(found);
+}
+
+/* word_edits(first, second, limit) -> int: the word-level edit distance of
+ * two posts' word hashes (uint32 buffers), or limit + 1 once it is known to
+ * be over limit: _rules.word_edits, exactly. */
+PyObject *sf_word_edits(PyObject *self, PyObject *args) {
+    Py_buffer first, second;
+    int limit;
+    long result = -1;
+    if (!PyArg_ParseTuple(args, "y*y*i", &first, &second, &limit))
+        return NULL;
+    if (limit < 0 || first.len % 4 || second.len % 4)
+        PyErr_SetString(PyExc_ValueError, "bad word_edits arguments");
+    else
+        result = edits_within((const uint32_t *)first.buf, first.len / 4, (const uint32_t *)second.buf,
+                              second.len / 4, limit);
+    PyBuffer_Release(&first);
+    PyBuffer_Release(&second);
+    return result < 0 ? NULL : PyLong_FromLong(result);
+}
+
+/* The rules' constants, as _rules.py passes them. */
+typedef struct {
+    Py_ssize_t cut_off_min_words;
+    double cut_off_min_similarity;
+    Py_ssize_t edit_min_words;
+    long edit_max_edits;
+    double edit_min_jaccard;
+} Rules;
+
+/* The post being judged. */
+typedef struct {
+    const uint32_t *words;
+    Py_ssize_t count;
+    const uint64_t *set;
+    Py_ssize_t set_size;
+    int cut_off;
+    double threshold;
+    int shingle_size;
+} Judged;
+
+/* _rules.under_threshold: ``whole``, the Jaccard of the judged post and a
+ * candidate (its words), or what the cut-off or the edit rule raises it to.
+ * scratch has room for (judged->count + 1) * k values. -1 with an error set. */
+static double raised(double whole, const Judged *judged, const uint32_t *other, Py_ssize_t other_count,
+                     const Rules *rules, uint64_t *scratch) {
+    double best = whole;
+    Py_ssize_t length = judged->count, size;
+    if (judged->cut_off && length >= rules->cut_off_min_words && other_count > length) {
+        double start = -1.0;
+        for (size = length; size <= length + 1; size++) {
+            Py_ssize_t kept = sf_runs_of(other, size, judged->shingle_size, scratch);
+            double found = jaccard_of(judged->set, judged->set_size, scratch, kept);
+            if (found > start)
+                start = found;
+        }
+        double least = judged->threshold > rules->cut_off_min_similarity ? judged->threshold
+                                                                         : rules->cut_off_min_similarity;
+        if (start >= least && start > best)
+            best = start;
+    }
+    if (whole >= rules->edit_min_jaccard) {
+        double edit = 0.0;
+        Py_ssize_t shorter = length < other_count ? length : other_count;
+        Py_ssize_t longer = length < other_count ? other_count : length;
+        if (shorter >= rules->edit_min_words) {
+            long edits = edits_within(judged->words, length, other, other_count, rules->edit_max_edits);
+            if (edits < 0)
+                return -1.0;
+            if (edits <= rules->edit_max_edits)
+                edit = 1.0 - (double)edits / (double)longer;
+        }
+        if (edit > best)
+            best = edit;
+    }
+    return best;
+}
+
+static PyObject *name_timestamp, *name_words, *name_packed;
+
+/* A candidate's verification set, built from its words on first use and
+ * kept in its ``packed``; a new reference, or NULL with an error set. */
+static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
+    PyObject *packed = PyObject_GetAttr(post, name_packed);
+    if (packed == NULL || packed != Py_None)
+        return packed;
+    Py_DECREF(packed);
+    Py_ssize_t count = PyBytes_GET_SIZE(words) / 4;
+    packed = PyBytes_FromStringAndSize(NULL, count * shingle_size * 8);
+    if (packed == NULL)
+        return NULL;
+    Py_ssize_t kept = sf_runs_of((const uint32_t *)PyBytes_AS_STRING(words), count, shingle_size,
+                                 (uint64_t *)PyBytes_AS_STRING(packed));
+    if (_PyBytes_Resize(&packed, kept * 8) < 0 || PyObject_SetAttr(post, name_packed, packed) < 0) {
+        Py_XDECREF(packed);
+        return NULL;
+    }
+    return packed;
+}
+
+/* best_match(posts, words, set, after, threshold, shingle_size, cut_off, rules)
+ *   -> (index, similarity) or None
+ * posts: the candidates in rank order, a list of CachedPost or None; words:
+ * the judged post's word hashes (bytes of uint32); set: its verification
+ * set (a buffer of sorted uint64); rules: (CUT_OFF_MIN_WORDS,
+ * CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD).
+ * _rules.best_match_reference, exactly; a candidate's verification set is
+ * kept in its ``packed``, as CachedPost.similarity keeps it. */
+PyObject *sf_best_match(PyObject *self, PyObject *args) {
+    PyObject *posts, *result = NULL;
+    Py_buffer words, set;
+    double after;
+    Judged judged;
+    Rules rules;
+    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnld)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
+                          &judged.shingle_size, &judged.cut_off, &rules.cut_off_min_words,
+                          &rules.cut_off_min_similarity, &rules.edit_min_words, &rules.edit_max_edits,
+                          &rules.edit_min_jaccard))
+        return NULL;
+    uint64_t *scratch = NULL;
+    Py_ssize_t best_index = -1, i;
+    double best = 0.0;
+    if (words.len % 4 || set.len % 8 || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||
+        rules.edit_max_edits < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad best_match arguments");
+        goto done;
+    }
+    if (name_timestamp == NULL && ((name_timestamp = PyUnicode_InternFromString("timestamp")) == NULL ||
+                                   (name_words = PyUnicode_InternFromString("words")) == NULL ||
+                                   (name_packed = PyUnicode_InternFromString("packed")) == NULL)) {
+        Py_CLEAR(name_timestamp);
+        goto done;
+    }
+    judged.words = (const uint32_t *)words.buf;
+    judged.count = words.len / 4;
+    judged.set = (const uint64_t *)set.buf;
+    judged.set_size = set.len / 8;
+    for (i = 0; i < PyList_GET_SIZE(posts); i++) {
+        PyObject *post = PyList_GET_ITEM(posts, i);
+        if (post == Py_None)
+            continue;
+        Py_INCREF(post); /* the list may change under a setattr's side effects */
+        PyObject *timestamp = PyObject_GetAttr(post, name_timestamp);
+        double when = timestamp == NULL ? -1.0 : PyFloat_AsDouble(timestamp);
+        Py_XDECREF(timestamp);
+        PyObject *other = NULL, *packed = NULL;
+        double found;
+        int failed = timestamp == NULL || (when == -1.0 && PyErr_Occurred());
+        if (failed || when <= after)
+            goto next;
+        other = PyObject_GetAttr(post, name_words);
+        if (other == NULL || !PyBytes_Check(other) || PyBytes_GET_SIZE(other) % 4) {
+            if (other != NULL)
+                PyErr_SetString(PyExc_TypeError, "a candidate's words are not bytes of uint32 values");
+            failed = 1;
+            goto next;
+        }
+        Py_ssize_t other_count = PyBytes_GET_SIZE(other) / 4;
+        const uint32_t *other_words = (const uint32_t *)PyBytes_AS_STRING(other);
+        if (other_count == judged.count && memcmp(other_words, judged.words, words.len) == 0) {
+            best_index = i; /* the same words in the same order: the same set, and the search ends */
+            best = 1.0;
+            Py_DECREF(other);
+            Py_DECREF(post);
+            break;
+        }
+        packed = packed_set(post, other, judged.shingle_size);
+        if (packed == NULL || !PyBytes_Check(packed) || PyBytes_GET_SIZE(packed) % 8) {
+            if (packed != NULL)
+                PyErr_SetString(PyExc_TypeError, "a candidate's verification set is not bytes of uint64 values");
+            failed = 1;
+            goto next;
+        }
+        found = jaccard_of(judged.set, judged.set_size, (const uint64_t *)PyBytes_AS_STRING(packed),
+                           PyBytes_GET_SIZE(packed) / 8);
+        if (found < 0) {
+            PyErr_SetString(PyExc_ZeroDivisionError, "the Jaccard of two empty sets");
+            failed = 1;
+            goto next;
+        }
+        if (found < judged.threshold && (found >= rules.edit_min_jaccard || judged.cut_off)) { /* the rare cases */
+            if (scratch == NULL &&
+                (scratch = PyMem_Malloc((judged.count + 1) * judged.shingle_size * sizeof(uint64_t))) == NULL) {
+                PyErr_NoMemory();
+                failed = 1;
+                goto next;
+            }
+            found = raised(found, &judged, other_words, other_count, &rules, scratch);
+            failed = found < 0;
+        }
+        if (!failed && found >= judged.threshold && (best_index < 0 || found > best)) {
+            best_index = i;
+            best = found;
+        }
+    next:
+        Py_XDECREF(other);
+        Py_XDECREF(packed);
+        Py_DECREF(post);
+        if (failed)
+            goto done;
+        if (best_index == i && best == 1.0)
+            break;
+    }
+    result = best_index < 0 ? Py_NewRef(Py_None) : Py_BuildValue("(nd)", best_index, best);
+done:
+    PyMem_Free(scratch);
+    PyBuffer_Release(&words);
+    PyBuffer_Release(&set);
+    return result;
+}
