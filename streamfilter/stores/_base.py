@@ -241,7 +241,7 @@ class PostCache:
     found in the old one moves to the new one.
     """
 
-    def __init__(self, capacity: int = 8192) -> None:
+    def __init__(self, capacity: int = 32768) -> None:
         self.capacity = capacity
         self._new: dict[int, CachedPost] = {}
         self._old: dict[int, CachedPost] = {}
