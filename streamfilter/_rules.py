@@ -109,8 +109,9 @@ def rank_candidates(shared: Mapping[int, int]) -> list[int]:
 class CachedPost:
     """What verification needs of one stored post: its time, id, word hashes
     as stored (bytes of little-endian uint32) and, once a comparison needed
-    it, its verification set: as a Python set, or, where the compiled kernel
-    is built, as its sorted values packed in bytes (``packed``)."""
+    it, its verification set: as its sorted values packed in bytes
+    (``packed``), which the compiled ``best_match`` builds and keeps, or as
+    a Python set (``members``) where the kernel is not built."""
 
     __slots__ = ("members", "packed", "post_id", "timestamp", "words")
 
@@ -136,13 +137,8 @@ class CachedPost:
         return self.members
 
     def similarity(self, sketch: Sketch, other: CachedPost, shingle_size: int) -> float:
-        """The Jaccard of this post (the post being judged, ``sketch``) and ``other``."""
-        if _KERNEL is not None:
-            if self.packed is None:
-                self.packed = sketch.shingles.astype(np.uint64, copy=False).tobytes()
-            if other.packed is None:
-                other.packed = _KERNEL.verification(other.words, shingle_size)
-            return float(_KERNEL.jaccard(self.packed, other.packed))
+        """The Jaccard of this post (the post being judged, ``sketch``) and
+        ``other``, with Python sets (``best_match_reference``'s way)."""
         if self.members is None:
             self.members = set(sketch.shingles.tolist())
         return jaccard(self.members, other.verification_members(shingle_size))

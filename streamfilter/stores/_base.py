@@ -230,11 +230,10 @@ class PostCache:
     true; a purged post can linger here but is unreachable, since its band
     entries are gone. Templated streams check the same few posts over and
     over, and decoding them once saves most of the verification cost; a
-    store also ``put``s the posts it records, with the set their own
-    judging built, so a near-duplicate arriving soon after finds its
-    original here. The verification set is built the first time a
-    comparison needs it (``CachedPost.verification_members``), since a copy
-    with the very same words needs no set at all.
+    store also ``put``s the posts it records, so a near-duplicate arriving
+    soon after finds its original here. A post's verification set is built
+    the first time a comparison needs it (``CachedPost``), since a copy
+    with the very same words needs no set at all, and is kept with it.
 
     Two generations of at most ``capacity / 2`` entries each: when the new
     one fills, the old one is dropped and the new one becomes old; an entry

@@ -61,7 +61,14 @@ def _stream(count: int, seed: int) -> list[Sketch]:
 def _reference(stream: list[Sketch], rules: IndexSettings) -> list[Match | None]:
     """The rules, one post at a time: each band key's newest posts, ranked by
     keys shared then newest, verified in that order; purging after each post
-    as a store does after each batch of one."""
+    as a store does after each batch of one. In Python throughout: the
+    stores' judge verifies with the compiled kernel."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_rules, "_KERNEL", None)
+        return _reference_in_python(stream, rules)
+
+
+def _reference_in_python(stream: list[Sketch], rules: IndexSettings) -> list[Match | None]:
     bands: dict[bytes, list[int]] = {}  # band key -> serials, oldest first
     posts: dict[int, tuple[CachedPost, list[bytes]]] = {}  # serial -> post, its band keys
     clock = float("-inf")
