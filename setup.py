@@ -1,4 +1,4 @@
-"""The compiled loops (streamfilter/_kernel.c and _kernel_rules.c); everything else is in pyproject.toml.
+"""The compiled loops (streamfilter/_kernel*.c); everything else is in pyproject.toml.
 
 The extension is optional: where it cannot be built, streamfilter sketches
 with mmh3 and numpy (the reference it is tested against), only slower.
@@ -10,7 +10,7 @@ setup(
     ext_modules=[
         Extension(
             "streamfilter._kernel",
-            ["streamfilter/_kernel.c", "streamfilter/_kernel_rules.c"],
+            ["streamfilter/_kernel.c", "streamfilter/_kernel_rules.c", "streamfilter/_kernel_judge.c"],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],
             optional=True,

@@ -6,13 +6,18 @@ batch's novel posts, commit. The judge does the rest, for a whole batch at
 once:
 
 1. it looks every band key of the batch up in one call, and counts for each
-   post the stored posts that share keys with it (numpy);
+   post the stored posts that share keys with it (``_stored_sharers``);
 2. it keeps the batch's own novel posts under the keys a later post of the
    batch holds too, so a post sees the ones recorded before it in its batch,
    and a key offers its newest ``max_candidates_per_band`` posts wherever the
-   batch boundaries fall (stored posts give way to the batch's newer ones);
+   batch boundaries fall (stored posts give way to the batch's newer ones:
+   ``_InBatch``);
 3. it ranks and verifies the candidates (``_rules.rank_candidates``,
    ``_rules.best_match``, ``_rules.referenced``).
+
+Where the compiled kernel is built, its Ranker does steps 1 and 2 and the
+ranking (``_Ranking`` is the Python it is tested against), and its
+best_match the verification.
 
 So a batch of any size gives the verdicts of judging its posts one at a time,
 and every store gives the same verdicts; a differential test holds them to it.
@@ -29,10 +34,12 @@ import numpy.typing as npt
 from . import _rules
 from ._exceptions import StoreError
 from ._rules import CachedPost, Match
+from ._sketching import compiled_kernel
 from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch, is_same_post
 
 __all__ = ["Judgement", "judge_batch", "run_batch"]
 
+_KERNEL = compiled_kernel()
 # How many times a batch may begin again (RetryBatch) before the store is reported broken.
 _MAX_ATTEMPTS = 100
 
@@ -190,6 +197,48 @@ class _InBatch:
                     del under[0]
 
 
+class _Ranking:
+    """A batch's candidates, ranked: ``_stored_sharers`` and ``_InBatch`` in
+    Python, what the kernel's Ranker computes where it is built."""
+
+    def __init__(
+        self,
+        hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+        inverse: npt.NDArray[np.int64],
+        owner: npt.NDArray[np.int64],
+        queries: int,
+        count: int,
+        limit: int,
+    ) -> None:
+        self._stored = _stored_sharers(*hits, inverse, owner, queries)
+        self._batch = _InBatch(inverse, owner, queries, count, hits, limit)
+
+    def candidates(self, index: int, recorded: bool) -> list[int] | None:
+        """Sketch ``index``'s candidate serials in rank order, or None;
+        ``recorded``: whether the batch filed a sketch yet."""
+        stored = self._stored.get(index)
+        return self._batch.candidates(index, stored) if recorded else _first(stored)
+
+    def file(self, index: int, serial: int) -> None:
+        self._batch.file(index, serial)
+
+
+def _ranking(
+    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    inverse: npt.NDArray[np.int64],
+    owner: npt.NDArray[np.int64],
+    queries: int,
+    count: int,
+    limit: int,
+) -> _Ranking:
+    """The kernel's Ranker for the batch, or ``_Ranking`` where it is not built."""
+    if _KERNEL is None:
+        return _Ranking(hits, inverse, owner, queries, count, limit)
+    arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
+    ranker: _Ranking = _KERNEL.Ranker(*arrays, queries, count, limit, _rules.MAX_VERIFIED)
+    return ranker
+
+
 def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
@@ -202,8 +251,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     hits = txn.members(queries)
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
-    stored = _stored_sharers(*hits, inverse, owner, len(queries))
-    batch = _InBatch(inverse, owner, len(queries), count, hits, settings.max_candidates_per_band)
+    ranking = _ranking(hits, inverse, owner, len(queries), count, settings.max_candidates_per_band)
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
     clock = judgement.clock
 
@@ -218,7 +266,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     for index, sketch in enumerate(sketches):
         clock = max(clock, sketch.timestamp)
         after = _rules.horizon(clock, settings.ttl_seconds)
-        serials = batch.candidates(index, stored.get(index)) if judgement.recorded else _first(stored.get(index))
+        serials = ranking.candidates(index, bool(judgement.recorded))
         own: CachedPost | None = None
         found: tuple[Match, int] | None = None
         if sketch.refers_to is not None:
@@ -242,7 +290,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
             continue
         serial = judgement.first_serial + len(judgement.recorded)
         own_posts[serial] = own if own is not None else CachedPost.of(sketch)
-        batch.file(index, serial)
+        ranking.file(index, serial)
         judgement.recorded.append(index)
         judgement.posts.append(own_posts[serial])
     judgement.clock = clock

@@ -2,7 +2,8 @@
  * band keys and verification sets (sketching); the search of one LMDB run
  * for a batch's band keys (stores/lmdb/_runs.py); and the scan that tells
  * which JSON texts orjson reads as json does (_json.py). The verification
- * of candidates by _rules.py's rules is in _kernel_rules.c.
+ * of candidates by _rules.py's rules is in _kernel_rules.c, the ranking of
+ * a batch's candidates in _kernel_judge.c.
  *
  * Each function computes exactly what its Python reference does, value for
  * value: _shingle.py, _minhash.py and _lsh.py for sketching,
@@ -462,4 +463,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "streamfilter's compiled sketching loops.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernel(void) {
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && sf_add_ranker(created) < 0)
+        Py_CLEAR(created);
+    return created;
+}

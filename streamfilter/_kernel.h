@@ -1,6 +1,7 @@
-/* What the kernel's two source files share: _kernel.c (sketching, the LMDB
- * run search, the JSON scan and the module) and _kernel_rules.c (the
- * verification of candidates, by _rules.py's rules). */
+/* What the kernel's source files share: _kernel.c (sketching, the LMDB run
+ * search, the JSON scan and the module), _kernel_rules.c (the verification
+ * of candidates, by _rules.py's rules) and _kernel_judge.c (a batch's
+ * candidates, ranked). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -18,5 +19,8 @@ PyObject *sf_verification(PyObject *self, PyObject *args);
 PyObject *sf_jaccard(PyObject *self, PyObject *args);
 PyObject *sf_word_edits(PyObject *self, PyObject *args);
 PyObject *sf_best_match(PyObject *self, PyObject *args);
+
+/* Adds the Ranker type (_kernel_judge.c) to the module; 0, or -1 with an error set. */
+int sf_add_ranker(PyObject *module);
 
 #endif

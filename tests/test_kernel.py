@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamfilter import _rules
+from streamfilter import _judge, _rules
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
@@ -359,3 +359,55 @@ def test_best_match_takes_only_what_it_can_read(kernel) -> None:  # type: ignore
         kernel.best_match([], words, judged, 0.0, 0.5, 9, False, rules)
     with pytest.raises(TypeError):  # candidates in a tuple
         kernel.best_match((), words, judged, 0.0, 0.5, 2, False, rules)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    keys=st.lists(st.lists(st.integers(0, 8), min_size=1, max_size=6), min_size=1, max_size=12),
+    members=st.lists(st.sets(st.integers(0, 40), max_size=5), min_size=9, max_size=9),
+    recorded=st.lists(st.booleans(), min_size=12, max_size=12),
+    limit=st.integers(1, 4),
+    verified=st.integers(1, 6),
+)
+def test_a_batch_ranks_its_candidates_as_the_python_judge_does(  # type: ignore[no-untyped-def]
+    kernel, keys: list[list[int]], members: list[set[int]], recorded: list[bool], limit: int, verified: int
+) -> None:
+    # a few band keys shared by many sketches, some held twice by one, each
+    # with up to ``limit`` stored members (newest first), and sketches filed
+    # as the batch goes, so that keys crowd their stored members out
+    every = np.array([key for sketch in keys for key in sketch], dtype=np.uint64)
+    owner = np.repeat(np.arange(len(keys)), [len(sketch) for sketch in keys])
+    queries, inverse = np.unique(every, return_inverse=True)
+    hit_query, hit_serial = [], []
+    for query, key in enumerate(queries.tolist()):
+        newest = sorted(members[key], reverse=True)[:limit]
+        hit_query += [query] * len(newest)
+        hit_serial += newest
+    hits = (np.array(hit_query, dtype=np.int64), np.array(hit_serial, dtype=np.int64))
+    compiled = kernel.Ranker(*hits, inverse.astype(np.int64), owner, len(queries), len(keys), limit, verified)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_rules, "MAX_VERIFIED", verified)  # what rank_candidates keeps
+        python = _judge._Ranking(hits, inverse, owner, len(queries), len(keys), limit)
+        filed = 0
+        for index in range(len(keys)):
+            assert compiled.candidates(index, filed > 0) == python.candidates(index, filed > 0)
+            if recorded[index]:
+                compiled.file(index, 100 + filed)  # past every stored serial, as the batch's own are
+                python.file(index, 100 + filed)
+                filed += 1
+
+
+def test_a_ranker_takes_only_a_batch_it_can_read(kernel) -> None:  # type: ignore[no-untyped-def]
+    one = np.zeros(1, dtype=np.int64)
+    with pytest.raises(ValueError):  # hits not sorted by query
+        kernel.Ranker(np.array([1, 0]), np.array([5, 6]), one, one, 2, 1, 4, 64)
+    with pytest.raises(ValueError):  # a band key's query past the queries
+        kernel.Ranker(one[:0], one[:0], np.array([3]), one, 2, 1, 4, 64)
+    with pytest.raises(ValueError):  # sketches out of order
+        kernel.Ranker(one[:0], one[:0], np.array([0, 0]), np.array([1, 0]), 1, 2, 4, 64)
+    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64)
+    assert ranker.candidates(0, False) is None
+    with pytest.raises(IndexError):
+        ranker.candidates(1, False)
+    with pytest.raises(IndexError):
+        ranker.file(-1, 100)

@@ -1,0 +1,324 @@
+/* A batch's candidates, ranked, compiled: the Ranker type, which _judge.py
+ * uses where the kernel is built in place of _stored_sharers, _InBatch,
+ * _with_batch_sharers and _rules.rank_candidates.
+ *
+ * Ranker(hit_query, hit_serial, inverse, owner, queries, count, limit, verified)
+ * takes the batch's look-up as judge_batch holds it (int64 buffers): the
+ * stored members of each query, sorted by query, newest first; each band key
+ * occurrence's query and sketch, sketches in order. Then, for the sketches in
+ * order, candidates(index, recorded) gives a sketch's candidate serials in
+ * rank order (a list, or None when it has none) and file(index, serial)
+ * records a sketch of the batch, which the later sketches that share its keys
+ * see: exactly what _InBatch.candidates (with _stored_sharers' answer) or
+ * _first give, and what _InBatch.file does. tests/test_kernel.py holds the
+ * two to it on generated batches.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "_kernel.h"
+
+typedef struct {
+    PyObject_HEAD Py_ssize_t count, queries, limit, verified;
+    int64_t *hit_start, *hit_count, *hit_serial; /* per query: its stored members, newest first */
+    int64_t *inverse;                            /* per band key occurrence: its query */
+    Py_ssize_t *sketch_start;                    /* per sketch: its first occurrence (count + 1 values) */
+    int64_t *first_holder, *last_holder;         /* per query: the first and last sketch holding it */
+    int64_t **filed;                             /* per query: the batch's serials filed under it (a ring) */
+    int64_t *filed_count, *filed_head;
+    int64_t *scratch; /* room for a sketch's gathered serials */
+    Py_ssize_t scratch_size;
+} Ranker;
+
+typedef struct {
+    int64_t serial, count;
+} Shared;
+
+/* most keys shared first, then newest: rank_candidates' order */
+static int by_rank(const void *a, const void *b) {
+    const Shared *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return (x->serial < y->serial) - (x->serial > y->serial);
+}
+
+static int newest_first(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* serials (sorted, newest first, in place) counted into out: each once, with
+ * how many times it occurs; how many there are. */
+static Py_ssize_t counted(int64_t *serials, Py_ssize_t n, Shared *out) {
+    Py_ssize_t kept = 0, i;
+    qsort(serials, n, sizeof(int64_t), newest_first);
+    for (i = 0; i < n; i++) {
+        if (kept && out[kept - 1].serial == serials[i])
+            out[kept - 1].count++;
+        else
+            out[kept++] = (Shared){serials[i], 1};
+    }
+    return kept;
+}
+
+static void ranker_dealloc(Ranker *self) {
+    if (self->filed != NULL)
+        for (Py_ssize_t q = 0; q < self->queries; q++)
+            PyMem_Free(self->filed[q]);
+    PyMem_Free(self->filed);
+    PyMem_Free(self->hit_start);
+    PyMem_Free(self->hit_count);
+    PyMem_Free(self->hit_serial);
+    PyMem_Free(self->inverse);
+    PyMem_Free(self->sketch_start);
+    PyMem_Free(self->first_holder);
+    PyMem_Free(self->last_holder);
+    PyMem_Free(self->filed_count);
+    PyMem_Free(self->filed_head);
+    PyMem_Free(self->scratch);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int64_t *copied(const Py_buffer *view) {
+    int64_t *copy = PyMem_Malloc(view->len ? view->len : 1);
+    if (copy == NULL)
+        PyErr_NoMemory();
+    else
+        memcpy(copy, view->buf, view->len);
+    return copy;
+}
+
+static int ranker_init(Ranker *self, PyObject *args, PyObject *kwargs) {
+    Py_buffer hit_query, hit_serial, inverse, owner;
+    Py_ssize_t queries, count, limit, verified, i;
+    if (self->hit_start != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Ranker is set up once");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "y*y*y*y*nnnn", &hit_query, &hit_serial, &inverse, &owner, &queries, &count, &limit,
+                          &verified))
+        return -1;
+    int result = -1;
+    Py_ssize_t hits = hit_query.len / 8, occurrences = inverse.len / 8;
+    const int64_t *query_of = hit_query.buf, *owner_of = owner.buf;
+    if (hit_query.len % 8 || hit_serial.len != hit_query.len || inverse.len % 8 || owner.len != inverse.len ||
+        queries < 0 || count < 0 || limit < 0 || verified < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad Ranker arguments");
+        goto done;
+    }
+    self->queries = queries;
+    self->count = count;
+    self->limit = limit;
+    self->verified = verified;
+    self->hit_start = PyMem_Calloc(queries + 1, sizeof(int64_t));
+    self->hit_count = PyMem_Calloc(queries + 1, sizeof(int64_t));
+    self->first_holder = PyMem_Malloc((queries + 1) * sizeof(int64_t));
+    self->last_holder = PyMem_Malloc((queries + 1) * sizeof(int64_t));
+    self->filed = PyMem_Calloc(queries + 1, sizeof(int64_t *));
+    self->filed_count = PyMem_Calloc(queries + 1, sizeof(int64_t));
+    self->filed_head = PyMem_Calloc(queries + 1, sizeof(int64_t));
+    self->sketch_start = PyMem_Calloc(count + 1, sizeof(Py_ssize_t));
+    self->hit_serial = copied(&hit_serial);
+    self->inverse = copied(&inverse);
+    if (!self->hit_start || !self->hit_count || !self->first_holder || !self->last_holder || !self->filed ||
+        !self->filed_count || !self->filed_head || !self->sketch_start || !self->hit_serial || !self->inverse) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < hits; i++) { /* sorted by query: each query's members are one run */
+        int64_t q = query_of[i];
+        if (q < 0 || q >= queries || (i && q < query_of[i - 1])) {
+            PyErr_SetString(PyExc_ValueError, "hits are not sorted by query");
+            goto done;
+        }
+        if (self->hit_count[q]++ == 0)
+            self->hit_start[q] = i;
+    }
+    for (i = 0; i < queries; i++) {
+        self->first_holder[i] = count;
+        self->last_holder[i] = -1;
+    }
+    for (i = 0; i < occurrences; i++) {
+        int64_t q = self->inverse[i], s = owner_of[i];
+        if (q < 0 || q >= queries || s < 0 || s >= count || (i && s < owner_of[i - 1])) {
+            PyErr_SetString(PyExc_ValueError, "band keys are not in their sketches' order");
+            goto done;
+        }
+        if (s < self->first_holder[q])
+            self->first_holder[q] = s;
+        if (s > self->last_holder[q])
+            self->last_holder[q] = s;
+    }
+    for (i = 0; i <= count; i++) /* sketch s's occurrences: [sketch_start[s], sketch_start[s + 1]) */
+        self->sketch_start[i] = 0;
+    for (i = 0; i < occurrences; i++)
+        self->sketch_start[owner_of[i] + 1]++;
+    for (i = 0; i < count; i++)
+        self->sketch_start[i + 1] += self->sketch_start[i];
+    result = 0;
+done:
+    PyBuffer_Release(&hit_query);
+    PyBuffer_Release(&hit_serial);
+    PyBuffer_Release(&inverse);
+    PyBuffer_Release(&owner);
+    return result;
+}
+
+/* Room for n serials and n Shared in self->scratch; 0, or -1 with MemoryError. */
+static int scratch_for(Ranker *self, Py_ssize_t n) {
+    Py_ssize_t needed = n * (1 + (Py_ssize_t)(sizeof(Shared) / sizeof(int64_t))) + 1;
+    if (needed <= self->scratch_size)
+        return 0;
+    PyMem_Free(self->scratch);
+    self->scratch = PyMem_Malloc(needed * sizeof(int64_t));
+    self->scratch_size = self->scratch == NULL ? 0 : needed;
+    if (self->scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The serials of ranked[0..n) in rank order, at most limit of them (all when limit < 0). */
+static PyObject *ranked_list(Shared *ranked, Py_ssize_t n, Py_ssize_t limit) {
+    qsort(ranked, n, sizeof(Shared), by_rank);
+    if (limit >= 0 && n > limit)
+        n = limit;
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        PyObject *serial = PyLong_FromLongLong(ranked[i].serial);
+        if (serial == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, serial);
+    }
+    return list;
+}
+
+/* candidates(index, recorded) -> list or None: the sketch's candidate serials
+ * in rank order; ``recorded`` says whether the batch filed any sketch yet. */
+static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
+    Py_ssize_t index, occ, j;
+    int recorded;
+    if (!PyArg_ParseTuple(args, "np", &index, &recorded))
+        return NULL;
+    if (self->sketch_start == NULL || index < 0 || index >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
+        return NULL;
+    }
+    Py_ssize_t start = self->sketch_start[index], end = self->sketch_start[index + 1], gathered = 0, batch = 0;
+    for (occ = start; occ < end; occ++) {
+        int64_t q = self->inverse[occ];
+        gathered += self->hit_count[q];
+        if (recorded && index > self->first_holder[q])
+            batch += self->filed_count[q] + self->hit_count[q];
+    }
+    if (scratch_for(self, gathered + batch) < 0)
+        return NULL;
+    int64_t *serials = self->scratch;
+    Shared *shared = (Shared *)(self->scratch + gathered + batch);
+    Py_ssize_t n = 0;
+    for (occ = start; occ < end; occ++) { /* _stored_sharers: every stored member under each key */
+        int64_t q = self->inverse[occ];
+        for (j = 0; j < self->hit_count[q]; j++)
+            serials[n++] = self->hit_serial[self->hit_start[q] + j];
+    }
+    Py_ssize_t stored = counted(serials, n, shared);
+    /* _InBatch.candidates: the batch's filed serials under keys an earlier sketch holds too, and the
+     * stored members they crowd out of a key's newest ``limit`` */
+    Py_ssize_t in_batch = 0, crowded = 0;
+    int64_t *in_batch_serials = serials, *crowded_serials = serials + batch;
+    n = 0;
+    for (occ = start; recorded && occ < end; occ++) {
+        int64_t q = self->inverse[occ];
+        if (index <= self->first_holder[q] || self->filed[q] == NULL)
+            continue;
+        for (j = 0; j < self->filed_count[q]; j++)
+            in_batch_serials[in_batch++] = self->filed[q][j];
+        int64_t over = self->filed_count[q] + self->hit_count[q] - self->limit;
+        for (j = over > 0 ? self->hit_count[q] - over : self->hit_count[q]; j < self->hit_count[q]; j++)
+            crowded_serials[crowded++] = self->hit_serial[self->hit_start[q] + j];
+    }
+    if (in_batch == 0) /* _first: the stored sharers as they are, all of them */
+        return stored ? ranked_list(shared, stored, -1) : Py_NewRef(Py_None);
+    /* _with_batch_sharers: the crowded-out lose a key each time, and go at none */
+    Shared *crowd = shared + stored;
+    Py_ssize_t crowd_kinds = counted(crowded_serials, crowded, crowd);
+    for (j = 0; j < crowd_kinds; j++) {
+        Shared key = {crowd[j].serial, 0}, *hit = NULL;
+        Py_ssize_t low = 0, high = stored; /* shared[0..stored) is newest first */
+        while (low < high) {
+            Py_ssize_t middle = (low + high) / 2;
+            if (shared[middle].serial > key.serial)
+                low = middle + 1;
+            else
+                high = middle;
+        }
+        if (low < stored && shared[low].serial == key.serial)
+            hit = &shared[low];
+        if (hit != NULL)
+            hit->count -= crowd[j].count;
+    }
+    Py_ssize_t kept = 0;
+    for (j = 0; j < stored; j++)
+        if (shared[j].count > 0)
+            shared[kept++] = shared[j];
+    kept += counted(in_batch_serials, in_batch, shared + kept); /* new serials: none is stored */
+    return ranked_list(shared, kept, self->verified);
+}
+
+/* file(index, serial): sketch ``index`` is recorded as ``serial`` (_InBatch.file) */
+static PyObject *ranker_file(Ranker *self, PyObject *args) {
+    Py_ssize_t index;
+    long long serial;
+    if (!PyArg_ParseTuple(args, "nL", &index, &serial))
+        return NULL;
+    if (self->sketch_start == NULL || index < 0 || index >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
+        return NULL;
+    }
+    /* a key keeps its newest ``limit`` serials, and its first one even at a limit of 0, as _InBatch.file */
+    Py_ssize_t room = self->limit > 0 ? self->limit : 1;
+    for (Py_ssize_t occ = self->sketch_start[index]; occ < self->sketch_start[index + 1]; occ++) {
+        int64_t q = self->inverse[occ];
+        if (index >= self->last_holder[q]) /* no later sketch holds the key */
+            continue;
+        if (self->filed[q] == NULL && (self->filed[q] = PyMem_Malloc(room * sizeof(int64_t))) == NULL)
+            return PyErr_NoMemory();
+        if (self->filed_count[q] < room) {
+            self->filed[q][self->filed_count[q]++] = serial;
+        } else { /* the oldest gives way: order within a key does not count */
+            self->filed[q][self->filed_head[q]] = serial;
+            self->filed_head[q] = (self->filed_head[q] + 1) % room;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ranker_methods[] = {
+    {"candidates", (PyCFunction)ranker_candidates, METH_VARARGS, "A sketch's candidate serials in rank order, or None."},
+    {"file", (PyCFunction)ranker_file, METH_VARARGS, "Record a sketch of the batch under its shared keys."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RankerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "streamfilter._kernel.Ranker",
+    .tp_basicsize = sizeof(Ranker),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A batch's candidates, ranked (_judge._InBatch and _stored_sharers).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)ranker_init,
+    .tp_dealloc = (destructor)ranker_dealloc,
+    .tp_methods = ranker_methods,
+};
+
+int sf_add_ranker(PyObject *module) {
+    if (PyType_Ready(&RankerType) < 0)
+        return -1;
+    Py_INCREF(&RankerType);
+    if (PyModule_AddObject(module, "Ranker", (PyObject *)&RankerType) < 0) {
+        Py_DECREF(&RankerType);
+        return -1;
+    }
+    return 0;
+}
