@@ -10,8 +10,11 @@ import time
 from datetime import UTC, datetime
 
 from ._exceptions import InvalidRecordError
+from ._sketching import compiled_kernel
 
 __all__ = ["parse_timestamp"]
+
+_KERNEL = compiled_kernel()
 
 _EARLIEST = datetime(1990, 1, 1, tzinfo=UTC).timestamp()
 _FUTURE_SLACK = 86400.0
@@ -105,22 +108,14 @@ _MONTHS = {
 _TWITTER = re.compile(r"[^ ]* ([A-Z][a-z]{2}) ([0-9]+) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([+-][0-9]{4}) ([0-9]+)")
 
 
-# The days of Twitter times read before (their text around the time of day,
-# ``Wed Feb 24 `` and `` +0000 2015``): their midnight. A stream's times
-# share a few days, and only the time of day is left to read.
-_TWITTER_DAYS: dict[str, int] = {}
-_TWITTER_DAYS_SIZE = 1024
-_TWITTER_LENGTH = 30  # the usual shape, whose time of day is text[11:19]
-_CLOCK = re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}")
-
-
 def _from_twitter(text: str, field: str) -> float | None:
     """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's
     cost; None when ``text`` is not of that shape, InvalidRecordError when it
     is but names no real time (``Feb 31``, ``99:99:99``, a year of 20 digits)."""
-    known = _on_a_known_day(text)
-    if known is not None:
-        return known
+    if _KERNEL is not None:  # the usual shape, when it names a real time: 0.15 µs against 2
+        known: float | None = _KERNEL.twitter_time(text)
+        if known is not None:
+            return known
     found = _TWITTER.fullmatch(text)
     if found is None or found[1] not in _MONTHS:
         return None
@@ -132,26 +127,7 @@ def _from_twitter(text: str, field: str) -> float | None:
         raise InvalidRecordError(f"{field} {_shown(text)} names a day that {month} {year} does not have")
     if int(hour) > 23 or int(minute) > 59 or int(second) > 59 or int(offset[1:3]) > 23 or int(offset[3:5]) > 59:
         raise InvalidRecordError(f"{field} {_shown(text)} names a time of day that does not exist")
-    if len(text) == _TWITTER_LENGTH and found.start(3) == 11:
-        if len(_TWITTER_DAYS) >= _TWITTER_DAYS_SIZE:
-            _TWITTER_DAYS.clear()
-        _TWITTER_DAYS[text[:11] + text[19:]] = midnight
     return float(midnight + int(hour) * 3600 + int(minute) * 60 + int(second))
-
-
-def _on_a_known_day(text: str) -> float | None:
-    """``_from_twitter``'s answer for a time of the usual shape on a day read
-    whole before (its text around the time of day is the same); None when
-    it takes the whole reading: another day or shape, or no real time of day."""
-    if len(text) != _TWITTER_LENGTH or _CLOCK.fullmatch(text, 11, 19) is None:
-        return None
-    midnight = _TWITTER_DAYS.get(text[:11] + text[19:])
-    if midnight is None:
-        return None
-    hour, minute, second = int(text[11:13]), int(text[14:16]), int(text[17:19])
-    if hour > 23 or minute > 59 or second > 59:
-        return None
-    return float(midnight + hour * 3600 + minute * 60 + second)
 
 
 @functools.lru_cache(maxsize=1024)
