@@ -56,16 +56,19 @@ class Columns:
         shingle_ends = np.cumsum(self.shingle_counts).tolist()
         word_ends = np.cumsum(self.word_counts).tolist()
         keys, shingles, words = self.keys, self.shingles, self.words
+        # Sketch's fields by position, in its order (post_id, timestamp,
+        # band_keys, shingles, words, made_up_id, refers_to, cut_off): a
+        # third of the time of keywords, once a post.
         return [
             Sketch(
-                post_id=post_id,
-                timestamp=timestamp,
-                band_keys=keys[key_end - key_count : key_end],
-                shingles=shingles[shingle_end - shingle_count : shingle_end],
-                words=words[word_end - word_count : word_end],
-                made_up_id=made_up_id,
-                refers_to=refers_to,
-                cut_off=cut_off,
+                post_id,
+                timestamp,
+                keys[key_end - key_count : key_end],
+                shingles[shingle_end - shingle_count : shingle_end],
+                words[word_end - word_count : word_end],
+                made_up_id,
+                refers_to,
+                cut_off,
             )
             for (
                 (post_id, timestamp, made_up_id, refers_to, cut_off),
@@ -127,7 +130,7 @@ class PreparedBatch:
             if fields is not None:
                 post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
                 post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
-            entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, deletes=deletes))
+            entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, False, deletes))
         return cls(entries, Columns(*columns).sketches())
 
 
