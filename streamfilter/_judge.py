@@ -201,17 +201,9 @@ class _Ranking:
     """A batch's candidates, ranked: ``_stored_sharers`` and ``_InBatch`` in
     Python, what the kernel's Ranker computes where it is built."""
 
-    def __init__(
-        self,
-        hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-        inverse: npt.NDArray[np.int64],
-        owner: npt.NDArray[np.int64],
-        queries: int,
-        count: int,
-        limit: int,
-    ) -> None:
-        self._stored = _stored_sharers(*hits, inverse, owner, queries)
-        self._batch = _InBatch(inverse, owner, queries, count, hits, limit)
+    def __init__(self, stored: dict[int, tuple[list[int], list[int]]], batch: _InBatch) -> None:
+        self._stored = stored  # ``_stored_sharers``' answer
+        self._batch = batch
 
     def candidates(self, index: int, recorded: bool) -> list[int] | None:
         """Sketch ``index``'s candidate serials in rank order, or None;
@@ -233,7 +225,8 @@ def _ranking(
 ) -> _Ranking:
     """The kernel's Ranker for the batch, or ``_Ranking`` where it is not built."""
     if _KERNEL is None:
-        return _Ranking(hits, inverse, owner, queries, count, limit)
+        stored = _stored_sharers(*hits, inverse, owner, queries)
+        return _Ranking(stored, _InBatch(inverse, owner, queries, count, hits, limit))
     arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
     ranker: _Ranking = _KERNEL.Ranker(*arrays, queries, count, limit, _rules.MAX_VERIFIED)
     return ranker

@@ -387,7 +387,10 @@ def test_a_batch_ranks_its_candidates_as_the_python_judge_does(  # type: ignore[
     compiled = kernel.Ranker(*hits, inverse.astype(np.int64), owner, len(queries), len(keys), limit, verified)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_rules, "MAX_VERIFIED", verified)  # what rank_candidates keeps
-        python = _judge._Ranking(hits, inverse, owner, len(queries), len(keys), limit)
+        python = _judge._Ranking(
+            _judge._stored_sharers(*hits, inverse, owner, len(queries)),
+            _judge._InBatch(inverse, owner, len(queries), len(keys), hits, limit),
+        )
         filed = 0
         for index in range(len(keys)):
             assert compiled.candidates(index, filed > 0) == python.candidates(index, filed > 0)

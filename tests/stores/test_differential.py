@@ -10,11 +10,12 @@ every store must name the same post with the same similarity.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from streamfilter import _rules
+from streamfilter import LMDBStore, _judge, _rules
 from streamfilter._rules import EDIT_MAX_EDITS, CachedPost
 from streamfilter.stores import BandStore, IndexSettings, Match, Sketch
 from streamfilter.stores._base import key_bytes
@@ -130,3 +131,19 @@ def test_every_store_names_the_reference_match(make_store: Callable[..., BandSto
     }
     kinds["near"] = len(expected) - kinds["novel"] - kinds["exact"]
     assert min(kinds.values()) > 50, kinds  # the stream holds every kind of verdict
+
+
+@pytest.mark.parametrize("batch_size", [1, 64])
+def test_the_judge_without_the_kernel_names_the_reference_match(tmp_path: Path, batch_size: int) -> None:
+    # where the kernel is not built, the judge ranks and verifies in Python
+    stream = _stream(600, seed=100 + batch_size)
+    expected = _reference(stream, settings(ttl=TTL, purge_limit=40))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_judge, "_KERNEL", None)
+        patch.setattr(_rules, "_KERNEL", None)
+        store = LMDBStore(tmp_path / "index")
+        store.open(settings(ttl=TTL, purge_limit=40))
+        try:
+            assert _judged(store, stream, batch_size) == expected
+        finally:
+            store.close()
