@@ -224,7 +224,7 @@ static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
  * set (a buffer of sorted uint64); rules: (CUT_OFF_MIN_WORDS,
  * CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD).
  * _rules.best_match_reference, exactly; a candidate's verification set is
- * kept in its ``packed``, as CachedPost.similarity keeps it. */
+ * kept in its ``packed`` for its next comparison. */
 PyObject *sf_best_match(PyObject *self, PyObject *args) {
     PyObject *posts, *result = NULL;
     Py_buffer words, set;
