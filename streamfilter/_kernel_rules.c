@@ -4,7 +4,7 @@
  *
  * Each function computes exactly what its Python reference in _rules.py
  * does, value for value: verification_set (sorted), jaccard, word_edits,
- * and best_match_reference (with under_threshold and edit_similarity).
+ * and best_match's Python loop (with under_threshold and edit_similarity).
  * tests/test_kernel.py holds each to it on generated posts and candidates.
  * Verification sets cross as bytes of sorted native uint64 values without
  * repeats; word hashes as bytes of native uint32 values, in order.
@@ -223,7 +223,7 @@ static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
  * the judged post's word hashes (bytes of uint32); set: its verification
  * set (a buffer of sorted uint64); rules: (CUT_OFF_MIN_WORDS,
  * CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD).
- * _rules.best_match_reference, exactly; a candidate's verification set is
+ * _rules.best_match's Python loop, exactly; a candidate's verification set is
  * kept in its ``packed`` for its next comparison. */
 PyObject *sf_best_match(PyObject *self, PyObject *args) {
     PyObject *posts, *result = NULL;

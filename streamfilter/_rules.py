@@ -47,7 +47,6 @@ __all__ = [
     "CachedPost",
     "Match",
     "best_match",
-    "best_match_reference",
     "edit_similarity",
     "horizon",
     "jaccard",
@@ -138,7 +137,7 @@ class CachedPost:
 
     def similarity(self, sketch: Sketch, other: CachedPost, shingle_size: int) -> float:
         """The Jaccard of this post (the post being judged, ``sketch``) and
-        ``other``, with Python sets (``best_match_reference``'s way)."""
+        ``other``, with Python sets (``best_match``'s way without the kernel)."""
         if self.members is None:
             self.members = set(sketch.shingles.tolist())
         return jaccard(self.members, other.verification_members(shingle_size))
@@ -270,33 +269,20 @@ def best_match(
     Candidates at or before ``after`` (the horizon) do not count. The first
     with the sketch's very words wins at once; otherwise the most similar at
     or above the threshold, the first among equals. ``own`` is the sketch as
-    a CachedPost. The compiled kernel does this where it is built;
-    ``best_match_reference`` is what it is tested against.
+    a CachedPost. The compiled kernel does this where it is built; the loop
+    below, in Python, is what it is tested against (a comparison there
+    builds ``own``'s set, so the judge that records the sketch keeps it).
     """
-    if _KERNEL is None:
-        return best_match_reference(serials, posts, sketch, own, after, threshold, shingle_size)
-    found = _KERNEL.best_match(
-        posts, own.words, sketch.shingles, after, threshold, shingle_size, sketch.cut_off, _KERNEL_RULES
-    )
-    if found is None:
-        return None
-    index, similarity = found
-    post = posts[index]
-    assert post is not None
-    return Match(post.post_id, similarity), serials[index]
-
-
-def best_match_reference(
-    serials: Sequence[int],
-    posts: list[CachedPost | None],
-    sketch: Sketch,
-    own: CachedPost,
-    after: float,
-    threshold: float,
-    shingle_size: int,
-) -> tuple[Match, int] | None:
-    """``best_match`` in Python. A comparison builds ``own``'s set, so the
-    judge that records the sketch keeps it."""
+    if _KERNEL is not None:
+        answer = _KERNEL.best_match(
+            posts, own.words, sketch.shingles, after, threshold, shingle_size, sketch.cut_off, _KERNEL_RULES
+        )
+        if answer is None:
+            return None
+        index, similarity = answer
+        post = posts[index]
+        assert post is not None
+        return Match(post.post_id, similarity), serials[index]
     best: tuple[Match, int] | None = None
     for serial, post in zip(serials, posts, strict=True):
         if post is None or post.timestamp <= after:

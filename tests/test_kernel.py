@@ -341,7 +341,7 @@ def test_best_match_names_what_the_python_rules_name(  # type: ignore[no-untyped
     own = CachedPost(judged.timestamp, judged.post_id, judged.words.astype("<u4").tobytes())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_rules, "_KERNEL", None)  # the Python rules, sets and all
-        expected = _rules.best_match_reference(serials, posts, judged, own, 50.0, threshold, shingle_size)
+        expected = _rules.best_match(serials, posts, judged, own, 50.0, threshold, shingle_size)
     assert compiled == expected
 
 
