@@ -248,10 +248,6 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
     clock = judgement.clock
 
-    def post(serial: int) -> CachedPost | None:
-        found = own_posts.get(serial)
-        return found if found is not None else txn.post(serial)
-
     def posts(serials: list[int]) -> list[CachedPost | None]:
         fetch = txn.post
         return [found if (found := own_posts.get(serial)) is not None else fetch(serial) for serial in serials]
@@ -264,7 +260,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
         found: tuple[Match, int] | None = None
         if sketch.refers_to is not None:
             newest = sorted(serials or (), reverse=True)
-            found = _rules.referenced(((serial, post(serial)) for serial in newest), sketch.refers_to, after)
+            found = _rules.referenced(zip(newest, posts(newest), strict=True), sketch.refers_to, after)
         elif serials is not None:
             own = CachedPost.of(sketch)
             ranked = serials[: _rules.MAX_VERIFIED]
