@@ -12,11 +12,13 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamfilter import InvalidRecordError
 from streamfilter._json import loads
+from streamfilter.adapters import _base as adapters_base
+from streamfilter.adapters import decode_line
 
 
 def _same(ours: Any, theirs: Any) -> bool:
@@ -90,3 +92,52 @@ def test_json_corner_cases_decode_as_json_decodes_them(text: str) -> None:
 def test_broken_json_is_refused_with_json_s_reason(text: str, reason: str) -> None:
     with pytest.raises(InvalidRecordError, match=reason):
         loads(text)
+
+
+def _decoded(line: bytes) -> tuple[str, Any]:
+    try:
+        return "value", decode_line(line)
+    except InvalidRecordError as exc:
+        return "refused", exc.reason
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# Pieces a hostile or damaged line is made of: JSON, and what breaks it.
+_PIECES = st.sampled_from(
+    ['{', '}', '[', ']', '"', '\\', ":", ",", " ", "\t", "\r", "\n", "1", "-", "0" * 19, "9" * 20, "NaN", "null",
+     '{"a": ', '"b"', "\u00e9", "\ud800", "\\ud800", "\x00", "\x0b", "\ufeff", "\x85", "{" * 40, "[" * 40]
+)  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@example(value=_nested(66), pieces=[], damage=b"", cut=0)  # well formed, and too deep
+@given(
+    value=_VALUES,
+    pieces=st.lists(_PIECES, max_size=8),
+    damage=st.binary(max_size=3),
+    cut=st.integers(0, 400),
+)
+def test_a_line_read_from_its_bytes_decodes_as_its_text_does(
+    value: Any, pieces: list[str], damage: bytes, cut: int
+) -> None:
+    # decode_line reads most lines' bytes with orjson straight away
+    # (_json.plain_object); what it makes of any line must be what the full
+    # reading makes of it: the same object, or the same reason for refusing.
+    text = json.dumps({"v": value}, ensure_ascii=False)
+    line = (text[:cut] + "".join(pieces) + text[cut:]).encode("utf-8", "surrogatepass") + damage
+    line = b"{" + line if not line.startswith(b"{") else line
+    fast = _decoded(line)
+    slow_reader = adapters_base.plain_object
+    adapters_base.plain_object = lambda data: None
+    try:
+        slow = _decoded(line)
+    finally:
+        adapters_base.plain_object = slow_reader
+    assert fast[0] == slow[0]
+    assert fast[1] == slow[1] if fast[0] == "refused" else _same(fast[1], slow[1])

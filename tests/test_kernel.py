@@ -204,11 +204,13 @@ def test_a_json_scan_measures_as_the_python_reference(kernel, text: str) -> None
     if '"' in outside:  # an unterminated string runs to the end
         outside = outside[: outside.index('"')]
     assert long_number is (re.search(r"[0-9]{20}|-[0-9]{19}", outside) is not None)
+    # _json.plain_object scans a line's UTF-8 bytes: the same answer
+    assert kernel.json_scan(text.encode("utf-8", "surrogatepass")) == (depth, long_number)
 
 
-def test_a_json_scan_takes_only_text(kernel) -> None:  # type: ignore[no-untyped-def]
+def test_a_json_scan_takes_only_text_or_its_bytes(kernel) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TypeError):
-        kernel.json_scan(b"bytes")
+        kernel.json_scan(bytearray(b"{}"))
 
 
 @settings(max_examples=1000, deadline=None)

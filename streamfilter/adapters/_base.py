@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import ConfigError, InvalidRecordError
-from .._json import depth_ok, loads_object
+from .._json import depth_ok, loads_object, plain_object
 from .._post import Post
 
 __all__ = [
@@ -58,6 +58,10 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
     starts with ``[`` is a JSON value if it parses (and then rejected, since
     it is not an object), and plain text otherwise.
     """
+    if type(line) is bytes and line[:1] == b"{" and len(line) <= MAX_LINE_BYTES:
+        record = plain_object(line)  # most lines: read from their bytes as they are
+        if record is not None:
+            return record
     line = _decode_text(line)
     stripped = line.strip()
     first = stripped[0]
