@@ -271,6 +271,7 @@ class ClusterRecording:
                 verified = verification_set(word_list, settings.shingle_size)
                 stored[member] = (timestamp, post_id, verified, word_list, key)
         wants_drop: dict[int, tuple[tuple[bytes, bytes], Match]] = {}
+        seen = txn.seen()
         for index in self.claimed:
             sketch, member = self.sketches[index], self.members[index]
             own_keys = key_bytes(sketch.band_keys)
@@ -279,7 +280,7 @@ class ClusterRecording:
                 other
                 for key in own_keys
                 for other in members.get(key, ())
-                if other not in txn.seen.get(key, ())  # recorded since the batch read this key
+                if other not in seen.get(key, ())  # recorded since the batch read this key
             )
             for other in concurrent:
                 entry = stored.get(other)

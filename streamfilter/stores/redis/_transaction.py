@@ -100,8 +100,8 @@ class RedisTransaction:
         self.clock = float("-inf")
         self._read_serial = b"0"
         self.parts: dict[int, int] = {}  # every part of the index's slices -> its bucket bits
-        # what the batch read: members under each band key, and per member its record
-        self.seen: dict[bytes, list[bytes]] = {}
+        # what the batch read: members under each band key (``seen``), and per member its record
+        self._read: list[tuple[npt.NDArray[np.uint64], list[list[bytes]]]] = []
         self._members: dict[int, bytes] = {}  # serial (a member as a number) -> member
         self._parts: dict[int, int] = {}  # serial -> its part
         self._posts: dict[int, CachedPost] = {}
@@ -190,8 +190,7 @@ class RedisTransaction:
         """Per query, its members in every live part, then their records, one script a node each."""
         store = self._store
         found, part_of = self.read_bands(queries)
-        for members, key in zip(found, key_bytes(queries), strict=True):
-            self.seen[key] = members
+        self._read.append((queries, found))
         wanted = list(part_of)
         keys = [self.record_key(part_of[m], m) for m in wanted]
         values = store._read_fields("read records", keys, [[m] for m in wanted])
@@ -199,6 +198,16 @@ class RedisTransaction:
             if value[0] is not None:
                 self._remember(member, part_of[member], value[0])
         return found
+
+    def seen(self) -> dict[bytes, list[bytes]]:
+        """Band key -> the members the batch read under it. Only a batch that
+        did not file alone asks (``ClusterRecording._recheck``), so it is
+        built then, not at every read."""
+        return {
+            key: members
+            for queries, found in self._read
+            for key, members in zip(key_bytes(queries), found, strict=True)
+        }
 
     def read_bands(self, band_keys: npt.NDArray[np.uint64]) -> tuple[list[list[bytes]], dict[bytes, int]]:
         """Per band key, its members in every live part, oldest part first; and each member's part."""
