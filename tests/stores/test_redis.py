@@ -126,7 +126,8 @@ def test_a_surge_after_a_quiet_slice_keeps_every_key_small(url: str) -> None:
 
 
 def test_band_buckets_filed_into_batch_after_batch_hold_no_spare_room(url: str) -> None:
-    # 40 batches file into the same band buckets. Each bucket keeps its
+    # 40 batches file into the same band buckets. Each bucket's entries are
+    # in the order posts were recorded. Each bucket keeps its
     # slice's TTL and takes no more memory than its value written once:
     # Redis grows an appended string to up to twice its length; left so, the
     # labelled stream of benchmarks/ took 80 to 100 more bytes a post.
@@ -140,6 +141,10 @@ def test_band_buckets_filed_into_batch_after_batch_hold_no_spare_room(url: str) 
     compared = 0
     for key in bands:
         value = client.get(key)
+        # its posts' members rise through it, a batch's own posts in their
+        # order too: the newest are last, which reads and rechecks rely on
+        members = [value[at + 4 : at + 10] for at in range(0, len(value), 10)]
+        assert members == sorted(members), key
         if len(value) <= 64:
             continue  # Redis keeps a short string in its object, written once or not
         as_filed = client.memory_usage(key)

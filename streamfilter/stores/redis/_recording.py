@@ -199,7 +199,7 @@ class ClusterRecording:
         """
         if not self.claimed:
             return False
-        store, layout = self.store, self.layout
+        store = self.store
         filing, token = [store._filing_key], secrets.token_hex(8)
         lease = round(1000 * max(FILING_LEASE, 4 * store.retry_for))
         began, under_way = self.txn.filing
@@ -207,25 +207,39 @@ class ClusterRecording:
             "count a filing", lambda: store._filing(keys=filing, args=["begin", token, lease])
         )
         alone = under_way == 0 and began_now == began + 1  # none filing when this one read, nor since
-        filed: dict[bytes, list[bytes]] = {}  # band bucket -> its new entries
-        life_of: dict[bytes, int] = {}
-        for index in self.claimed:
-            part = self.parts[index]
-            queries = layout.queries(self.sketches[index].band_keys)
-            for at in range(0, len(queries), 6):
-                key = layout.band_key(
-                    store._prefix_bytes, part, layout.bucket(queries[at : at + 2], self.txn.parts[part])
-                )
-                filed.setdefault(key, []).append(queries[at + 2 : at + 6] + self.members[index])
-                life_of[key] = lives[index]
-        keys = list(filed)
-        if keys:
-            store._on_nodes(
-                "file band entries", script("append"), keys, lambda n: [life_of[keys[n]], b"".join(filed[keys[n]])]
-            )
-
+        keys, entries, life = self._entries_by_bucket(lives)
+        store._on_nodes("file band entries", script("append"), keys, lambda n: [life[n], entries[n]])
         began_now, _ = store._retrying("count a filing", lambda: store._filing(keys=filing, args=["end", token]))
         return alone and began_now == began + 1
+
+    def _entries_by_bucket(self, lives: dict[int, int]) -> tuple[list[bytes], list[bytes], list[int]]:
+        """The claimed posts' band entries as each band bucket gets them: its
+        key, its new entries end to end (in the order of the batch, then of
+        the post's bands, as members rise through a bucket), and its slice's
+        Redis TTL. An entry is a band key's 32 bits after the bucket's 16,
+        then the post's member (``Layout.queries``, ``Layout.bucket``)."""
+        claimed, sketches, parts = self.claimed, self.sketches, self.parts
+        band_keys = np.concatenate([sketches[index].band_keys for index in claimed])
+        post_of = np.repeat(np.arange(len(claimed)), [len(sketches[index].band_keys) for index in claimed])
+        part = np.array([parts[index] for index in claimed], dtype=np.int64)[post_of]
+        bits = np.array([self.txn.parts[parts[index]] for index in claimed], dtype=np.uint64)[post_of]
+        bucket = ((band_keys >> np.uint64(48)) >> (np.uint64(16) - bits)).astype(np.int64)
+        entries = np.empty((len(band_keys), 4 + MEMBER_BYTES), dtype=np.uint8)
+        entries[:, :4] = (band_keys >> np.uint64(16)).astype(">u4").view(np.uint8).reshape(-1, 4)
+        members = b"".join(self.members[index] for index in claimed)
+        entries[:, 4:] = np.frombuffer(members, dtype=np.uint8).reshape(-1, MEMBER_BYTES)[post_of]
+        order = np.lexsort((bucket, part))  # stable: a bucket's entries keep their order
+        part, bucket, post_of = part[order], bucket[order], post_of[order]
+        packed = entries[order].tobytes()
+        starts = np.flatnonzero(np.concatenate(([True], (part[1:] != part[:-1]) | (bucket[1:] != bucket[:-1]))))
+        ends = [*starts[1:].tolist(), len(order)]
+        width, prefix, band_key = 4 + MEMBER_BYTES, self.store._prefix_bytes, self.layout.band_key
+        firsts = zip(part[starts].tolist(), bucket[starts].tolist(), strict=True)
+        keys = [band_key(prefix, part_, bucket_) for part_, bucket_ in firsts]
+        values = [packed[start * width : end * width] for start, end in zip(starts.tolist(), ends, strict=True)]
+        # a bucket is in one part, so in one slice: any of its posts' lives is its own
+        life = [lives[claimed[post]] for post in post_of[starts].tolist()]
+        return keys, values, life
 
     def _advance_clock(self) -> None:
         """Raise the clock, and drop the slices it leaves behind."""
