@@ -274,16 +274,13 @@ class ClusterRecording:
         found, part_of = txn.read_bands(keys_array)
         members = dict(zip(band_keys, found, strict=True))
         own = {self.members[i] for i in self.claimed}
-        wanted = list(dict.fromkeys(m for listed in found for m in listed if m not in own))
-        record_keys = [txn.record_key(part_of[m], m) for m in wanted]
+        wanted = {m: part_of[m] for listed in found for m in listed if m not in own}
         stored: dict[bytes, tuple[float, str, set[int], list[int], bytes]] = {}
-        values = store._read_fields("read records", record_keys, [[m] for m in wanted])
-        for member, key, value in zip(wanted, record_keys, values, strict=True):
-            if value[0] is not None:
-                timestamp, post_id, word_view = _decode_record(value[0])
-                word_list = word_view.tolist()
-                verified = verification_set(word_list, settings.shingle_size)
-                stored[member] = (timestamp, post_id, verified, word_list, key)
+        for member, (key, record) in txn.records(wanted).items():
+            timestamp, post_id, word_view = _decode_record(record)
+            word_list = word_view.tolist()
+            verified = verification_set(word_list, settings.shingle_size)
+            stored[member] = (timestamp, post_id, verified, word_list, key)
         wants_drop: dict[int, tuple[tuple[bytes, bytes], Match]] = {}
         seen = txn.seen()
         for index in self.claimed:

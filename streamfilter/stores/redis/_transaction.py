@@ -188,16 +188,27 @@ class RedisTransaction:
 
     def _read_on_cluster(self, queries: npt.NDArray[np.uint64]) -> list[list[bytes]]:
         """Per query, its members in every live part, then their records, one script a node each."""
-        store = self._store
         found, part_of = self.read_bands(queries)
         self._read.append((queries, found))
-        wanted = list(part_of)
-        keys = [self.record_key(part_of[m], m) for m in wanted]
-        values = store._read_fields("read records", keys, [[m] for m in wanted])
-        for member, value in zip(wanted, values, strict=True):
-            if value[0] is not None:
-                self._remember(member, part_of[member], value[0])
+        for member, (_, record) in self.records(part_of).items():
+            self._remember(member, part_of[member], record)
         return found
+
+    def records(self, part_of: Mapping[bytes, int]) -> dict[bytes, tuple[bytes, bytes]]:
+        """Member -> (its record key, its record), for those of ``part_of``'s
+        members whose record is there; one script a node, and each record
+        hash asked once for all its members."""
+        asked: dict[bytes, list[bytes]] = {}  # record key -> its members
+        for member, part in part_of.items():
+            asked.setdefault(self.record_key(part, member), []).append(member)
+        keys = list(asked)
+        values = self._store._read_fields("read records", keys, [asked[key] for key in keys])
+        return {
+            member: (key, record)
+            for key, records in zip(keys, values, strict=True)
+            for member, record in zip(asked[key], records, strict=True)
+            if record is not None
+        }
 
     def seen(self) -> dict[bytes, list[bytes]]:
         """Band key -> the members the batch read under it. Only a batch that
