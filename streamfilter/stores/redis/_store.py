@@ -157,6 +157,11 @@ _FORGET = (
 _UNKNOWN_HOST = ("Name or service not known", "nodename nor servname provided", "No address associated")
 
 
+# Keys whose node a Cluster store keeps (``_on_each_node``): a slice's band,
+# record and claim buckets, for a few slices at the default layout.
+_NODES_KEPT = 1 << 16
+
+
 class RedisStore(TransactionalStore):
     """A band store on Redis or Redis Cluster, shared by any number of workers.
 
@@ -177,6 +182,9 @@ class RedisStore(TransactionalStore):
         self._lock = threading.Lock()
         self._answered = False  # the server has answered once: a later failure is a lost connection
         self._committed = 0  # batches this store committed, for the message when Redis goes away
+        # Cluster: key -> its node, as the client's slot map said; forgotten
+        # at any retry, and when it holds _NODES_KEPT keys (slices roll on)
+        self._node_of: dict[bytes, Any] = {}
         key = self.prefix.encode()
         self._config_key = key + b":config"
         self._format_key = key + b":format"
@@ -399,8 +407,13 @@ class RedisStore(TransactionalStore):
             reply = client.eval(script, 0, *args)
             return list(reply) if isinstance(reply, list) else [None] * len(keys)
         groups: dict[str, tuple[Any, list[int]]] = {}
+        node_of = self._node_of
+        if len(node_of) > _NODES_KEPT:
+            node_of.clear()
         for index, key in enumerate(keys):
-            node = client.get_node_from_key(key)
+            node = node_of.get(key)
+            if node is None:
+                node = node_of[key] = client.get_node_from_key(key)
             groups.setdefault(node.name, (node, []))[1].append(index)
         replies: list[Any] = [None] * len(keys)
         # Every node's script at once: sent to all, then each answer read, so
@@ -486,6 +499,7 @@ class RedisStore(TransactionalStore):
                     # Slots moved (resharding, failover): learn the new layout
                     # before running the batch's per-node scripts again.
                     self._client.nodes_manager.initialize()
+                self._node_of.clear()  # ask the client's slot map again: it may have learnt a failover
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int | str]:
