@@ -10,7 +10,12 @@ setup(
     ext_modules=[
         Extension(
             "streamfilter._kernel",
-            ["streamfilter/_kernel.c", "streamfilter/_kernel_rules.c", "streamfilter/_kernel_judge.c"],
+            [
+                "streamfilter/_kernel.c",
+                "streamfilter/_kernel_rules.c",
+                "streamfilter/_kernel_judge.c",
+                "streamfilter/_kernel_text.c",
+            ],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],
             optional=True,

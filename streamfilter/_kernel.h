@@ -1,7 +1,7 @@
 /* What the kernel's source files share: _kernel.c (sketching, the LMDB run
  * search, the JSON scan and the module), _kernel_rules.c (the verification
- * of candidates, by _rules.py's rules) and _kernel_judge.c (a batch's
- * candidates, ranked). */
+ * of candidates, by _rules.py's rules), _kernel_judge.c (a batch's
+ * candidates, ranked) and _kernel_text.c (the words of an ASCII text). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -19,6 +19,7 @@ PyObject *sf_verification(PyObject *self, PyObject *args);
 PyObject *sf_jaccard(PyObject *self, PyObject *args);
 PyObject *sf_word_edits(PyObject *self, PyObject *args);
 PyObject *sf_best_match(PyObject *self, PyObject *args);
+PyObject *sf_ascii_words(PyObject *self, PyObject *arg);
 
 /* Adds the Ranker type (_kernel_judge.c) to the module; 0, or -1 with an error set. */
 int sf_add_ranker(PyObject *module);

@@ -58,6 +58,7 @@ import functools
 import html
 import re
 import unicodedata
+from collections.abc import Callable
 
 import regex
 
@@ -212,6 +213,21 @@ _LOOKALIKES = str.maketrans(
 # rest a space, and apostrophes deleted.
 _ASCII_WORDS = bytes((ord(chr(i).lower()) if chr(i).isalnum() else 32) if i < 128 else i for i in range(256))
 _ASCII_DELETED = b"'`"
+
+
+def _ascii_words(text: str) -> list[str]:
+    return text.encode("ascii").translate(_ASCII_WORDS, _ASCII_DELETED).decode("ascii").split()
+
+
+# The words of an ASCII text, mentions out, in one compiled pass
+# (_kernel_text.c); where the kernel was not built, regex and bytes.translate.
+_compiled_ascii_words: Callable[[str], list[str]] | None
+try:
+    from . import _kernel
+
+    _compiled_ascii_words = _kernel.ascii_words
+except ImportError:
+    _compiled_ascii_words = None
 
 _RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:(?:RT|MT)\b\s*|//\s*)[@＠]\w+\s*[:：]?)+", regex.IGNORECASE)
 _PREFIX_HEADS = ("RT", "MT", "//")
@@ -436,26 +452,33 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         text = html.unescape(text)
     if "/" in text or "www." in text:
         text = _strip_urls(text)
-    if "@" in text:
-        text = _MENTION.sub(" ", text)
-    if text.isascii():
-        words = text.encode("ascii").translate(_ASCII_WORDS, _ASCII_DELETED).decode("ascii").split()
+    if _compiled_ascii_words is not None and text.isascii():
+        words = _compiled_ascii_words(text)  # the two steps below, in one pass (tests/test_kernel.py)
     else:
-        words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
-        # a cut word is dropped; in an unspaced script "…" falls between whole characters
-        if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
-            words.pop()
-        if _spelled_out(words):
-            words = _join_spelled_out(words)
-        words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
-        if _UNSPACED_CHAR.search(text) is not None:
-            words = _tokens(words)
-        return words, truncated
+        if "@" in text:
+            text = _MENTION.sub(" ", text)
+        if not text.isascii():
+            return _words_beyond_ascii(text, truncated), truncated
+        words = _ascii_words(text)
     if truncated and len(words) > 1:
         words.pop()
     if _spelled_out(words):
         words = _join_spelled_out(words)
     return words, truncated
+
+
+def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
+    """``words_and_cut``'s words of a text that is not all ASCII once its mentions are out."""
+    words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
+    # a cut word is dropped; in an unspaced script "…" falls between whole characters
+    if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
+        words.pop()
+    if _spelled_out(words):
+        words = _join_spelled_out(words)
+    words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
+    if _UNSPACED_CHAR.search(text) is not None:
+        words = _tokens(words)
+    return words
 
 
 def normalize_fallback(text: str) -> str:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from streamfilter import _judge, _rules
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
+from streamfilter._normalize import _MENTION, _ascii_words
 from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher, compiled_kernel
@@ -211,6 +212,38 @@ def test_a_json_scan_measures_as_the_python_reference(kernel, text: str) -> None
 def test_a_json_scan_takes_only_text_or_its_bytes(kernel) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TypeError):
         kernel.json_scan(bytearray(b"{}"))
+
+
+# What mentions and words are made of in ASCII: "@", "via" in any case, word
+# characters, the whitespace regex's \s takes (and the separators it does
+# not), apostrophes, underscores, punctuation.
+_ASCII_PIECES = st.sampled_from(
+    ["@", "via", "VIA", "vIa", "v", "i", "a", " ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "_", "'", "`",
+     "x", "Q", "9", ".", ",", "-", "#", ":", "@@", " via ", "RT", "/", "&", "\x00", "\x7f"]
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@example(pieces=["@", "x", " ", "via"])  # the via of a mention, at the very end
+@example(pieces=["via", "\t", "@", "_"])  # "via @_", a mention of an underscore
+@example(pieces=["x", "@", "a", "@", "b"])  # an @ after a word character is no mention
+@example(pieces=["a", "via", " ", "@", "x"])  # nor is a via inside a word
+@example(pieces=["@", "a", "\x1c", "via"])  # \x1c is a space to str.split, not to \s
+@example(pieces=["@", "a", " ", "via", "_"])  # "via_" is a longer word: no via
+@example(pieces=["d", "o", "n", "'", "t", " ", "@", "a", "`", "s"])
+@given(pieces=st.lists(_ASCII_PIECES, max_size=24))
+def test_ascii_words_are_the_mentions_out_and_the_words_of_the_rest(kernel, pieces: list[str]) -> None:  # type: ignore[no-untyped-def]
+    # words_and_cut reads an ASCII text's words in the kernel: they must be
+    # what the regex and the translate read, word for word
+    text = "".join(pieces)
+    assert kernel.ascii_words(text) == _ascii_words(_MENTION.sub(" ", text))
+
+
+def test_ascii_words_take_only_ascii_text(kernel) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError):
+        kernel.ascii_words("café @x")
+    with pytest.raises(TypeError):
+        kernel.ascii_words(b"@x")
 
 
 @settings(max_examples=1000, deadline=None)
