@@ -7,7 +7,7 @@ import regex
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from streamfilter import normalize
+from streamfilter import _normalize, normalize
 from streamfilter._normalize import _MENTION, _UNSPACED_CHAR, has_retweet_prefix, is_cut_off, normalize_fallback
 
 KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit TwinSpires!"
@@ -59,8 +59,18 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         ("東京タワー 最高", "東京 京タ タワ ワー ー最 最高"),  # bigrams, across the space
     ],
 )
-def test_normalize_cases(text: str, expected: str) -> None:
+def test_normalize_cases(text: str, expected: str, words_path: str) -> None:
     assert normalize(text) == expected
+
+
+@pytest.fixture(params=["compiled", "regex"])
+def words_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each reading of an ASCII text's words: the kernel's, and the regex's of a build without it."""
+    if request.param == "regex":
+        monkeypatch.setattr(_normalize, "_compiled_ascii_words", None)
+    elif _normalize._compiled_ascii_words is None:
+        pytest.skip("the kernel is not built")
+    return str(request.param)
 
 
 def test_emoji_only_and_url_only_posts_normalise_to_nothing() -> None:
