@@ -244,6 +244,7 @@ class RedisStore(TransactionalStore):
             self._read_batch = client.register_script(script("read_batch"))
             self._commit = client.register_script(script("commit"))
         self._client = client
+        self._node_of.clear()  # nodes of a client before this one hold its closed connections
 
     def open(self, settings: IndexSettings) -> None:
         self._connect()
