@@ -9,8 +9,9 @@ amortise the per-batch cost. A full buffer holds the reader back
 (backpressure), so an endless stream runs in bounded memory.
 
 A replayed file (``Chunks`` of raw lines) goes through two stages instead.
-The sketch stage flushes a batch when it holds ``batch_size`` records, or
-``max_delay`` seconds after the batch's first record arrived, and starts
+The sketch stage flushes a batch when it holds ``batch_size`` records (the
+first batches an eighth of that, doubling), or ``max_delay`` seconds after
+the batch's first record arrived, and starts
 ``sketch_processes`` worker processes (``_workers``), handing each batch to a
 free one; until the first is ready, and whenever all are lost, batches are
 sketched here. Several batches may then be in preparation at once; they reach
@@ -334,8 +335,13 @@ async def _batches(
     max_delay = config.max_delay
     ended = False
     carry: list[tuple[int, Any]] = []
+    # The first batches are smaller, an eighth of batch_size and doubling: the
+    # store stage starts on the first while the next is sketched, instead of
+    # waiting for a whole batch to be sketched first.
+    size = max(1, batch_size // 8)
     while carry or not ended:
         slot = await take_slot()
+        batch_size, size = size, min(config.batch_size, size * 2)
         if carry:
             batch, carry = carry[:batch_size], carry[batch_size:]
         else:

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamfilter import (
+    Chunks,
     FilterConfig,
     MemoryStore,
     RetweetPolicy,
@@ -323,3 +324,19 @@ def test_is_novel_on_an_invalid_record_is_false_and_says_why(caplog: pytest.LogC
     with StreamFilter(store=MemoryStore()) as sf, caplog.at_level("WARNING", logger="streamfilter"):
         assert sf.is_novel({"id": "1"}) is False
     assert "is invalid: no text field" in caplog.text
+
+
+async def test_a_replayed_file_is_judged_from_an_eighth_of_a_batch_on(tmp_path: Path) -> None:
+    # A file's lines all wait at once; judging starts on a small first batch
+    # while the next is sketched, and batches double up to batch_size.
+    lines = [distinct_text(i).encode() for i in range(3000)]
+
+    async def chunks() -> AsyncGenerator[list[Any] | int, None]:
+        yield lines
+
+    sizes = []
+    async with StreamFilter(FilterConfig(batch_size=1024), path=tmp_path / "index") as sf:
+        async with aclosing(sf.judge_batches(Chunks(chunks()))) as batches:
+            async for verdicts in batches:
+                sizes.append(len(verdicts))
+    assert sizes == [128, 256, 512, 1024, 1024, 56]
