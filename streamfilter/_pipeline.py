@@ -331,26 +331,25 @@ async def _batches(
     what arrived within ``max_delay`` of the first. Taking the slot first
     lets records pile up while every slot is busy, so a loaded pipeline
     runs full batches."""
-    batch_size = config.batch_size
     max_delay = config.max_delay
     ended = False
     carry: list[tuple[int, Any]] = []
     # The first batches are smaller, an eighth of batch_size and doubling: the
     # store stage starts on the first while the next is sketched, instead of
     # waiting for a whole batch to be sketched first.
-    size = max(1, batch_size // 8)
+    size = max(1, config.batch_size // 8)
     while carry or not ended:
         slot = await take_slot()
-        batch_size, size = size, min(config.batch_size, size * 2)
+        limit, size = size, min(config.batch_size, size * 2)  # this batch's most records, the next's
         if carry:
-            batch, carry = carry[:batch_size], carry[batch_size:]
+            batch, carry = carry[:limit], carry[limit:]
         else:
             try:
                 batch = list(await receive.receive())
             except anyio.EndOfStream:
                 return
         deadline = anyio.current_time() + max_delay
-        while len(batch) < batch_size and not ended:
+        while len(batch) < limit and not ended:
             try:
                 batch.extend(receive.receive_nowait())
                 continue
@@ -370,9 +369,9 @@ async def _batches(
                     break
                 continue
             break
-        if len(batch) > batch_size:  # a chunk from the reader overshot
-            carry = batch[batch_size:] + carry
-            batch = batch[:batch_size]
+        if len(batch) > limit:  # a chunk from the reader overshot
+            carry = batch[limit:] + carry
+            batch = batch[:limit]
         yield slot, batch
 
 
