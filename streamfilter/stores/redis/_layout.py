@@ -91,8 +91,15 @@ class Layout:
         return band_keys.astype(">u8").view(np.uint8).reshape(-1, 8)[:, :6].tobytes()
 
     @staticmethod
-    def bucket(query: bytes, bits: int) -> int:
-        return int.from_bytes(query[:2], "big") >> (16 - bits)
+    def buckets(band_keys: npt.NDArray[np.uint64], bits: int | npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """Each band key's bucket in a part of ``bits`` bucket bits (one for
+        all, or one a key): the top ``bits`` of its first 16."""
+        return (band_keys >> np.uint64(48)) >> (np.uint64(16) - np.asarray(bits, dtype=np.uint64))
+
+    @staticmethod
+    def fields(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint32]:
+        """What a bucket's entry holds of each band key: its 32 bits after the first 16, big-endian."""
+        return (band_keys >> np.uint64(16)).astype(">u4")
 
     # -- members and records -------------------------------------------------------
     @staticmethod

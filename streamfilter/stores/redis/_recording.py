@@ -216,16 +216,16 @@ class ClusterRecording:
         """The claimed posts' band entries as each band bucket gets them: its
         key, its new entries end to end (in the order of the batch, then of
         the post's bands, as members rise through a bucket), and its slice's
-        Redis TTL. An entry is a band key's 32 bits after the bucket's 16,
-        then the post's member (``Layout.queries``, ``Layout.bucket``)."""
-        claimed, sketches, parts = self.claimed, self.sketches, self.parts
+        Redis TTL. An entry is a band key's field (``Layout.fields``), then
+        the post's member."""
+        claimed, sketches, parts, layout = self.claimed, self.sketches, self.parts, self.layout
         band_keys = np.concatenate([sketches[index].band_keys for index in claimed])
         post_of = np.repeat(np.arange(len(claimed)), [len(sketches[index].band_keys) for index in claimed])
         part = np.array([parts[index] for index in claimed], dtype=np.int64)[post_of]
         bits = np.array([self.txn.parts[parts[index]] for index in claimed], dtype=np.uint64)[post_of]
-        bucket = ((band_keys >> np.uint64(48)) >> (np.uint64(16) - bits)).astype(np.int64)
+        bucket = layout.buckets(band_keys, bits).astype(np.int64)
         entries = np.empty((len(band_keys), 4 + MEMBER_BYTES), dtype=np.uint8)
-        entries[:, :4] = (band_keys >> np.uint64(16)).astype(">u4").view(np.uint8).reshape(-1, 4)
+        entries[:, :4] = layout.fields(band_keys).view(np.uint8).reshape(-1, 4)
         members = b"".join(self.members[index] for index in claimed)
         entries[:, 4:] = np.frombuffer(members, dtype=np.uint8).reshape(-1, MEMBER_BYTES)[post_of]
         order = np.lexsort((bucket, part))  # stable: a bucket's entries keep their order
@@ -233,7 +233,7 @@ class ClusterRecording:
         packed = entries[order].tobytes()
         starts = np.flatnonzero(np.concatenate(([True], (part[1:] != part[:-1]) | (bucket[1:] != bucket[:-1]))))
         ends = [*starts[1:].tolist(), len(order)]
-        width, prefix, band_key = 4 + MEMBER_BYTES, self.store._prefix_bytes, self.layout.band_key
+        width, prefix, band_key = 4 + MEMBER_BYTES, self.store._prefix_bytes, layout.band_key
         firsts = zip(part[starts].tolist(), bucket[starts].tolist(), strict=True)
         keys = [band_key(prefix, part_, bucket_) for part_, bucket_ in firsts]
         values = [packed[start * width : end * width] for start, end in zip(starts.tolist(), ends, strict=True)]

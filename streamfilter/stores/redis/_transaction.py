@@ -224,8 +224,7 @@ class RedisTransaction:
         """Per band key, its members in every live part, oldest part first; and each member's part."""
         store, layout = self._store, self.layout
         band_keys = np.asarray(band_keys, dtype=np.uint64)
-        top = band_keys >> np.uint64(48)  # a key's first 16 bits, whose top bits are its bucket
-        fields = (band_keys >> np.uint64(16)).astype(">u4")  # its next 32, what a bucket's entries hold
+        fields = layout.fields(band_keys)
         found: list[list[bytes]] = [[] for _ in range(len(band_keys))]
         part_of: dict[bytes, int] = {}
         keys: list[bytes] = []
@@ -233,7 +232,7 @@ class RedisTransaction:
         owners: list[int] = []  # per bucket, its part
         queried: list[npt.NDArray[np.intp]] = []  # per part, its keys in the order their fields are sent
         for part, bits in self.live() if len(band_keys) else ():
-            buckets = top >> np.uint64(16 - bits)
+            buckets = layout.buckets(band_keys, bits)
             order = np.argsort(buckets, kind="stable")
             ordered, packed = buckets[order], fields[order].tobytes()
             starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1]))).tolist()
