@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
+from ._compiled import compiled_kernel
 from ._exceptions import InvalidRecordError
-from ._sketching import compiled_kernel
 
 __all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object", "plain_object"]
 

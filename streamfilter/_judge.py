@@ -32,9 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _rules
+from ._compiled import compiled_kernel
 from ._exceptions import StoreError
 from ._rules import CachedPost, Match
-from ._sketching import compiled_kernel
 from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch, is_same_post
 
 __all__ = ["Judgement", "judge_batch", "run_batch"]

@@ -62,6 +62,7 @@ from collections.abc import Callable
 
 import regex
 
+from ._compiled import compiled_kernel
 from ._confusables import displayed, fold_lookalikes
 
 __all__ = [
@@ -221,13 +222,8 @@ def _ascii_words(text: str) -> list[str]:
 
 # The words of an ASCII text, mentions out, in one compiled pass
 # (_kernel_text.c); where the kernel was not built, regex and bytes.translate.
-_compiled_ascii_words: Callable[[str], list[str]] | None
-try:
-    from . import _kernel
-
-    _compiled_ascii_words = _kernel.ascii_words
-except ImportError:
-    _compiled_ascii_words = None
+_KERNEL = compiled_kernel()
+_compiled_ascii_words: Callable[[str], list[str]] | None = None if _KERNEL is None else _KERNEL.ascii_words
 
 _RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:(?:RT|MT)\b\s*|//\s*)[@＠]\w+\s*[:：]?)+", regex.IGNORECASE)
 _PREFIX_HEADS = ("RT", "MT", "//")

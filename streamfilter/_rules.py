@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ._compiled import compiled_kernel
 from ._shingle import verification_set
-from ._sketching import compiled_kernel
 
 if TYPE_CHECKING:
     from .stores._base import Sketch

@@ -8,30 +8,17 @@ extension could not be built.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
+from ._compiled import compiled_kernel
 from ._lsh import band_keys
 from ._minhash import MinHasher
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 
-__all__ = ["BatchSketcher", "compiled_kernel"]
-
-
-def compiled_kernel() -> ModuleType | None:
-    """The compiled kernel, or None where it was not built (or where integers
-    are big-endian: stored word hashes are little-endian, the kernel reads them as they lie)."""
-    if sys.byteorder != "little":
-        return None
-    try:
-        from . import _kernel
-    except ImportError:
-        return None
-    return _kernel  # type: ignore[no-any-return]
+__all__ = ["BatchSketcher"]
 
 
 class BatchSketcher:

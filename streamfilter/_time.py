@@ -9,8 +9,8 @@ import re
 import time
 from datetime import UTC, datetime
 
+from ._compiled import compiled_kernel
 from ._exceptions import InvalidRecordError
-from ._sketching import compiled_kernel
 
 __all__ = ["parse_timestamp"]
 

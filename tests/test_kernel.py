@@ -12,11 +12,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamfilter import _judge, _rules
+from streamfilter._compiled import compiled_kernel
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._normalize import _MENTION, _ascii_words
 from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
-from streamfilter._sketching import BatchSketcher, compiled_kernel
+from streamfilter._sketching import BatchSketcher
 from streamfilter.stores import Sketch
 from streamfilter.stores.lmdb._runs import SEARCHED_WHOLE, Run, decode_run, encode_run
 

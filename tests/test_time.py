@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamfilter import InvalidRecordError, _time
-from streamfilter._sketching import compiled_kernel
+from streamfilter._compiled import compiled_kernel
 from streamfilter._time import parse_timestamp
 
 

@@ -26,7 +26,7 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
-from ..._sketching import compiled_kernel
+from ..._compiled import compiled_kernel
 
 __all__ = [
     "KEY_BITS",
