@@ -14,6 +14,7 @@ setup(
                 "streamfilter/_kernel.c",
                 "streamfilter/_kernel_rules.c",
                 "streamfilter/_kernel_judge.c",
+                "streamfilter/_kernel_batch.c",
                 "streamfilter/_kernel_text.c",
             ],
             depends=["streamfilter/_kernel.h"],

@@ -16,8 +16,10 @@ once:
    ``_rules.best_match``, ``_rules.referenced``).
 
 Where the compiled kernel is built, its Ranker does steps 1 and 2 and the
-ranking (``_Ranking`` is the Python it is tested against), and its
-best_match the verification.
+ranking (``_Ranking`` is the Python it is tested against), and
+``Ranker.judge`` runs ``judge_batch``'s loop over the whole batch, verifying
+with the kernel's best_match: the Python loop is what it is tested against,
+judgement for judgement.
 
 So a batch of any size gives the verdicts of judging its posts one at a time,
 and every store gives the same verdicts; a differential test holds them to it.
@@ -215,23 +217,6 @@ class _Ranking:
         self._batch.file(index, serial)
 
 
-def _ranking(
-    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-    inverse: npt.NDArray[np.int64],
-    owner: npt.NDArray[np.int64],
-    queries: int,
-    count: int,
-    limit: int,
-) -> _Ranking:
-    """The kernel's Ranker for the batch, or ``_Ranking`` where it is not built."""
-    if _KERNEL is None:
-        stored = _stored_sharers(*hits, inverse, owner, queries)
-        return _Ranking(stored, _InBatch(inverse, owner, queries, count, hits, limit))
-    arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
-    ranker: _Ranking = _KERNEL.Ranker(*arrays, queries, count, limit, _rules.MAX_VERIFIED)
-    return ranker
-
-
 def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
@@ -244,7 +229,27 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     hits = txn.members(queries)
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
-    ranking = _ranking(hits, inverse, owner, len(queries), count, settings.max_candidates_per_band)
+    limit = settings.max_candidates_per_band
+    if _KERNEL is not None:  # the kernel's Ranker ranks, and judges the batch as the loop below does
+        arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
+        ranker = _KERNEL.Ranker(*arrays, len(queries), count, limit, _rules.MAX_VERIFIED)
+        judgement.matches, judgement.matched, judgement.recorded, judgement.posts, judgement.clock = ranker.judge(
+            list(sketches),
+            txn.post,
+            judgement.first_serial,
+            judgement.clock,
+            settings.ttl_seconds,
+            settings.jaccard_threshold,
+            settings.shingle_size,
+            _rules._KERNEL_RULES,
+            (CachedPost, Match),
+            is_same_post if txn.replays_seen else None,
+        )
+        return judgement
+    ranking = _Ranking(
+        _stored_sharers(*hits, inverse, owner, len(queries)),
+        _InBatch(inverse, owner, len(queries), count, hits, limit),
+    )
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
     clock = judgement.clock
 

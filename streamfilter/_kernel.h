@@ -1,7 +1,8 @@
 /* What the kernel's source files share: _kernel.c (sketching, the LMDB run
  * search, the JSON scan and the module), _kernel_rules.c (the verification
  * of candidates, by _rules.py's rules), _kernel_judge.c (a batch's
- * candidates, ranked) and _kernel_text.c (the words of an ASCII text). */
+ * candidates, ranked), _kernel_batch.c (the judge's loop over a batch) and
+ * _kernel_text.c (the words of an ASCII text). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -15,13 +16,72 @@
  * without repeats, into out (room for count * k values); how many. */
 Py_ssize_t sf_runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, uint64_t *out);
 
+/* The rules' constants, as _rules.py passes them (_KERNEL_RULES). */
+typedef struct {
+    Py_ssize_t cut_off_min_words;
+    double cut_off_min_similarity;
+    Py_ssize_t edit_min_words;
+    long edit_max_edits;
+    double edit_min_jaccard;
+} Rules;
+
+/* The post being judged. */
+typedef struct {
+    const uint32_t *words;
+    Py_ssize_t count;
+    const uint64_t *set;
+    Py_ssize_t set_size;
+    int cut_off;
+    double threshold;
+    int shingle_size;
+} Judged;
+
+/* best_match's loop (_kernel_rules.c) over posts, a list of CachedPost or
+ * None in rank order: sets *index to the candidate the judged post
+ * duplicates (-1 for none) and *similarity to theirs; 0, or -1 with an
+ * error set. */
+int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double after, Py_ssize_t *index,
+               double *similarity);
+
 PyObject *sf_verification(PyObject *self, PyObject *args);
 PyObject *sf_jaccard(PyObject *self, PyObject *args);
 PyObject *sf_word_edits(PyObject *self, PyObject *args);
 PyObject *sf_best_match(PyObject *self, PyObject *args);
 PyObject *sf_ascii_words(PyObject *self, PyObject *arg);
 
-/* Adds the Ranker type (_kernel_judge.c) to the module; 0, or -1 with an error set. */
+/* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
+typedef struct {
+    PyObject_HEAD Py_ssize_t count, queries, limit, verified;
+    int64_t *hit_start, *hit_count, *hit_serial; /* per query: its stored members, newest first */
+    int64_t *inverse;                            /* per band key occurrence: its query */
+    Py_ssize_t *sketch_start;                    /* per sketch: its first occurrence (count + 1 values) */
+    int64_t *first_holder, *last_holder;         /* per query: the first and last sketch holding it */
+    int64_t **filed;                             /* per query: the batch's serials filed under it (a ring) */
+    int64_t *filed_count, *filed_head;
+    int64_t *scratch; /* room for a sketch's gathered serials */
+    Py_ssize_t scratch_size;
+    int spent; /* it judged its batch (judge) */
+} Ranker;
+
+typedef struct {
+    int64_t serial, count;
+} Shared;
+
+/* Sketch ``index``'s candidates in rank order at *ranked (the Ranker's
+ * scratch, valid until its next use): how many, or -1 with an error set;
+ * *none is set when it has none at all (candidates' None). */
+Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **ranked, int *none);
+/* Sketch ``index`` is recorded as ``serial`` (file); 0, or -1 with an error set. */
+int sf_filed_as(Ranker *self, Py_ssize_t index, int64_t serial);
+/* qsort's order of int64 values, largest first. */
+int sf_newest_first(const void *a, const void *b);
+
+/* Ranker.judge (_kernel_batch.c): the batch judge's loop. */
+PyObject *sf_ranker_judge(Ranker *self, PyObject *args);
+/* The attribute names Ranker.judge reads, interned once; 0, or -1 with an error set. */
+int sf_judge_names(void);
+
+/* Adds the Ranker type to the module; 0, or -1 with an error set. */
 int sf_add_ranker(PyObject *module);
 
 #endif

@@ -11,28 +11,13 @@
  * records a sketch of the batch, which the later sketches that share its keys
  * see: exactly what _InBatch.candidates (with _stored_sharers' answer) or
  * _first give, and what _InBatch.file does. tests/test_kernel.py holds the
- * two to it on generated batches.
+ * two to it on generated batches. Or, instead of those two, judge(...) runs
+ * the judge's whole loop over the batch (_kernel_batch.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "_kernel.h"
-
-typedef struct {
-    PyObject_HEAD Py_ssize_t count, queries, limit, verified;
-    int64_t *hit_start, *hit_count, *hit_serial; /* per query: its stored members, newest first */
-    int64_t *inverse;                            /* per band key occurrence: its query */
-    Py_ssize_t *sketch_start;                    /* per sketch: its first occurrence (count + 1 values) */
-    int64_t *first_holder, *last_holder;         /* per query: the first and last sketch holding it */
-    int64_t **filed;                             /* per query: the batch's serials filed under it (a ring) */
-    int64_t *filed_count, *filed_head;
-    int64_t *scratch; /* room for a sketch's gathered serials */
-    Py_ssize_t scratch_size;
-} Ranker;
-
-typedef struct {
-    int64_t serial, count;
-} Shared;
 
 /* most keys shared first, then newest: rank_candidates' order */
 static int by_rank(const void *a, const void *b) {
@@ -42,7 +27,7 @@ static int by_rank(const void *a, const void *b) {
     return (x->serial < y->serial) - (x->serial > y->serial);
 }
 
-static int newest_first(const void *a, const void *b) {
+int sf_newest_first(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x < y) - (x > y);
 }
@@ -51,7 +36,7 @@ static int newest_first(const void *a, const void *b) {
  * how many times it occurs; how many there are. */
 static Py_ssize_t counted(int64_t *serials, Py_ssize_t n, Shared *out) {
     Py_ssize_t kept = 0, i;
-    qsort(serials, n, sizeof(int64_t), newest_first);
+    qsort(serials, n, sizeof(int64_t), sf_newest_first);
     for (i = 0; i < n; i++) {
         if (kept && out[kept - 1].serial == serials[i])
             out[kept - 1].count++;
@@ -179,32 +164,16 @@ static int scratch_for(Ranker *self, Py_ssize_t n) {
     return 0;
 }
 
-/* The serials of ranked[0..n) in rank order, at most limit of them (all when limit < 0). */
-static PyObject *ranked_list(Shared *ranked, Py_ssize_t n, Py_ssize_t limit) {
-    qsort(ranked, n, sizeof(Shared), by_rank);
-    if (limit >= 0 && n > limit)
-        n = limit;
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
-        PyObject *serial = PyLong_FromLongLong(ranked[i].serial);
-        if (serial == NULL)
-            Py_CLEAR(list);
-        else
-            PyList_SET_ITEM(list, i, serial);
-    }
-    return list;
-}
-
-/* candidates(index, recorded) -> list or None: the sketch's candidate serials
- * in rank order; ``recorded`` says whether the batch filed any sketch yet. */
-static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
-    Py_ssize_t index, occ, j;
-    int recorded;
-    if (!PyArg_ParseTuple(args, "np", &index, &recorded))
-        return NULL;
+/* Sketch ``index``'s candidates in rank order, at *ranked (the Ranker's
+ * scratch, valid until its next use): how many, or -1 with an error set.
+ * *none is set when the sketch has none at all (candidates' None).
+ * ``recorded`` says whether the batch filed any sketch yet. */
+Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **ranked, int *none) {
+    Py_ssize_t occ, j;
+    *none = 0;
     if (self->sketch_start == NULL || index < 0 || index >= self->count) {
         PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
-        return NULL;
+        return -1;
     }
     Py_ssize_t start = self->sketch_start[index], end = self->sketch_start[index + 1], gathered = 0, batch = 0;
     for (occ = start; occ < end; occ++) {
@@ -214,9 +183,10 @@ static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
             batch += self->filed_count[q] + self->hit_count[q];
     }
     if (scratch_for(self, gathered + batch) < 0)
-        return NULL;
+        return -1;
     int64_t *serials = self->scratch;
     Shared *shared = (Shared *)(self->scratch + gathered + batch);
+    *ranked = shared;
     Py_ssize_t n = 0;
     for (occ = start; occ < end; occ++) { /* _stored_sharers: every stored member under each key */
         int64_t q = self->inverse[occ];
@@ -239,8 +209,11 @@ static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
         for (j = over > 0 ? self->hit_count[q] - over : self->hit_count[q]; j < self->hit_count[q]; j++)
             crowded_serials[crowded++] = self->hit_serial[self->hit_start[q] + j];
     }
-    if (in_batch == 0) /* _first: the stored sharers as they are, all of them */
-        return stored ? ranked_list(shared, stored, -1) : Py_NewRef(Py_None);
+    if (in_batch == 0) { /* _first: the stored sharers as they are, all of them */
+        *none = stored == 0;
+        qsort(shared, stored, sizeof(Shared), by_rank);
+        return stored;
+    }
     /* _with_batch_sharers: the crowded-out lose a key each time, and go at none */
     Shared *crowd = shared + stored;
     Py_ssize_t crowd_kinds = counted(crowded_serials, crowded, crowd);
@@ -264,7 +237,58 @@ static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
         if (shared[j].count > 0)
             shared[kept++] = shared[j];
     kept += counted(in_batch_serials, in_batch, shared + kept); /* new serials: none is stored */
-    return ranked_list(shared, kept, self->verified);
+    qsort(shared, kept, sizeof(Shared), by_rank);
+    return kept < self->verified ? kept : self->verified;
+}
+
+/* candidates(index, recorded) -> list or None: the sketch's candidate serials
+ * in rank order; ``recorded`` says whether the batch filed any sketch yet. */
+static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
+    Py_ssize_t index;
+    int recorded, none;
+    Shared *ranked;
+    if (!PyArg_ParseTuple(args, "np", &index, &recorded))
+        return NULL;
+    Py_ssize_t n = sf_ranked_of(self, index, recorded, &ranked, &none);
+    if (n < 0)
+        return NULL;
+    if (none)
+        Py_RETURN_NONE;
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
+        PyObject *serial = PyLong_FromLongLong(ranked[i].serial);
+        if (serial == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, serial);
+    }
+    return list;
+}
+
+/* _InBatch.file: sketch ``index`` is recorded as ``serial``; 0, or -1 with an error set */
+int sf_filed_as(Ranker *self, Py_ssize_t index, int64_t serial) {
+    if (self->sketch_start == NULL || index < 0 || index >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
+        return -1;
+    }
+    /* a key keeps its newest ``limit`` serials, and its first one even at a limit of 0, as _InBatch.file */
+    Py_ssize_t room = self->limit > 0 ? self->limit : 1;
+    for (Py_ssize_t occ = self->sketch_start[index]; occ < self->sketch_start[index + 1]; occ++) {
+        int64_t q = self->inverse[occ];
+        if (index >= self->last_holder[q]) /* no later sketch holds the key */
+            continue;
+        if (self->filed[q] == NULL && (self->filed[q] = PyMem_Malloc(room * sizeof(int64_t))) == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (self->filed_count[q] < room) {
+            self->filed[q][self->filed_count[q]++] = serial;
+        } else { /* the oldest gives way: order within a key does not count */
+            self->filed[q][self->filed_head[q]] = serial;
+            self->filed_head[q] = (self->filed_head[q] + 1) % room;
+        }
+    }
+    return 0;
 }
 
 /* file(index, serial): sketch ``index`` is recorded as ``serial`` (_InBatch.file) */
@@ -273,31 +297,16 @@ static PyObject *ranker_file(Ranker *self, PyObject *args) {
     long long serial;
     if (!PyArg_ParseTuple(args, "nL", &index, &serial))
         return NULL;
-    if (self->sketch_start == NULL || index < 0 || index >= self->count) {
-        PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
+    self->spent = 1; /* its filings are no longer a new batch's: judge refuses it */
+    if (sf_filed_as(self, index, serial) < 0)
         return NULL;
-    }
-    /* a key keeps its newest ``limit`` serials, and its first one even at a limit of 0, as _InBatch.file */
-    Py_ssize_t room = self->limit > 0 ? self->limit : 1;
-    for (Py_ssize_t occ = self->sketch_start[index]; occ < self->sketch_start[index + 1]; occ++) {
-        int64_t q = self->inverse[occ];
-        if (index >= self->last_holder[q]) /* no later sketch holds the key */
-            continue;
-        if (self->filed[q] == NULL && (self->filed[q] = PyMem_Malloc(room * sizeof(int64_t))) == NULL)
-            return PyErr_NoMemory();
-        if (self->filed_count[q] < room) {
-            self->filed[q][self->filed_count[q]++] = serial;
-        } else { /* the oldest gives way: order within a key does not count */
-            self->filed[q][self->filed_head[q]] = serial;
-            self->filed_head[q] = (self->filed_head[q] + 1) % room;
-        }
-    }
     Py_RETURN_NONE;
 }
 
 static PyMethodDef ranker_methods[] = {
     {"candidates", (PyCFunction)ranker_candidates, METH_VARARGS, "A sketch's candidate serials in rank order, or None."},
     {"file", (PyCFunction)ranker_file, METH_VARARGS, "Record a sketch of the batch under its shared keys."},
+    {"judge", (PyCFunction)sf_ranker_judge, METH_VARARGS, "Judge the whole batch, as _judge.judge_batch's loop does."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -313,6 +322,8 @@ static PyTypeObject RankerType = {
 };
 
 int sf_add_ranker(PyObject *module) {
+    if (sf_judge_names() < 0)
+        return -1;
     if (PyType_Ready(&RankerType) < 0)
         return -1;
     Py_INCREF(&RankerType);

@@ -138,25 +138,6 @@ PyObject *sf_word_edits(PyObject *self, PyObject *args) {
     return result < 0 ? NULL : PyLong_FromLong(result);
 }
 
-/* The rules' constants, as _rules.py passes them. */
-typedef struct {
-    Py_ssize_t cut_off_min_words;
-    double cut_off_min_similarity;
-    Py_ssize_t edit_min_words;
-    long edit_max_edits;
-    double edit_min_jaccard;
-} Rules;
-
-/* The post being judged. */
-typedef struct {
-    const uint32_t *words;
-    Py_ssize_t count;
-    const uint64_t *set;
-    Py_ssize_t set_size;
-    int cut_off;
-    double threshold;
-    int shingle_size;
-} Judged;
 
 /* _rules.under_threshold: ``whole``, the Jaccard of the judged post and a
  * candidate (its words), or what the cut-off or the edit rule raises it to.
@@ -217,43 +198,19 @@ static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
     return packed;
 }
 
-/* best_match(posts, words, set, after, threshold, shingle_size, cut_off, rules)
- *   -> (index, similarity) or None
- * posts: the candidates in rank order, a list of CachedPost or None; words:
- * the judged post's word hashes (bytes of uint32); set: its verification
- * set (a buffer of sorted uint64); rules: (CUT_OFF_MIN_WORDS,
- * CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD).
- * _rules.best_match's Python loop, exactly; a candidate's verification set is
- * kept in its ``packed`` for its next comparison. */
-PyObject *sf_best_match(PyObject *self, PyObject *args) {
-    PyObject *posts, *result = NULL;
-    Py_buffer words, set;
-    double after;
-    Judged judged;
-    Rules rules;
-    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnld)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
-                          &judged.shingle_size, &judged.cut_off, &rules.cut_off_min_words,
-                          &rules.cut_off_min_similarity, &rules.edit_min_words, &rules.edit_max_edits,
-                          &rules.edit_min_jaccard))
-        return NULL;
+/* best_match's loop: see _kernel.h. */
+int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double after, Py_ssize_t *index,
+               double *similarity) {
     uint64_t *scratch = NULL;
     Py_ssize_t best_index = -1, i;
     double best = 0.0;
-    if (words.len % 4 || set.len % 8 || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||
-        rules.edit_max_edits < 0) {
-        PyErr_SetString(PyExc_ValueError, "bad best_match arguments");
-        goto done;
-    }
+    int failed = 0;
     if (name_timestamp == NULL && ((name_timestamp = PyUnicode_InternFromString("timestamp")) == NULL ||
                                    (name_words = PyUnicode_InternFromString("words")) == NULL ||
                                    (name_packed = PyUnicode_InternFromString("packed")) == NULL)) {
         Py_CLEAR(name_timestamp);
-        goto done;
+        return -1;
     }
-    judged.words = (const uint32_t *)words.buf;
-    judged.count = words.len / 4;
-    judged.set = (const uint64_t *)set.buf;
-    judged.set_size = set.len / 8;
     for (i = 0; i < PyList_GET_SIZE(posts); i++) {
         PyObject *post = PyList_GET_ITEM(posts, i);
         if (post == Py_None)
@@ -264,7 +221,7 @@ PyObject *sf_best_match(PyObject *self, PyObject *args) {
         Py_XDECREF(timestamp);
         PyObject *other = NULL, *packed = NULL;
         double found;
-        int failed = timestamp == NULL || (when == -1.0 && PyErr_Occurred());
+        failed = timestamp == NULL || (when == -1.0 && PyErr_Occurred());
         if (failed || when <= after)
             goto next;
         other = PyObject_GetAttr(post, name_words);
@@ -276,38 +233,38 @@ PyObject *sf_best_match(PyObject *self, PyObject *args) {
         }
         Py_ssize_t other_count = PyBytes_GET_SIZE(other) / 4;
         const uint32_t *other_words = (const uint32_t *)PyBytes_AS_STRING(other);
-        if (other_count == judged.count && memcmp(other_words, judged.words, words.len) == 0) {
+        if (other_count == judged->count && memcmp(other_words, judged->words, judged->count * 4) == 0) {
             best_index = i; /* the same words in the same order: the same set, and the search ends */
             best = 1.0;
             Py_DECREF(other);
             Py_DECREF(post);
             break;
         }
-        packed = packed_set(post, other, judged.shingle_size);
+        packed = packed_set(post, other, judged->shingle_size);
         if (packed == NULL || !PyBytes_Check(packed) || PyBytes_GET_SIZE(packed) % 8) {
             if (packed != NULL)
                 PyErr_SetString(PyExc_TypeError, "a candidate's verification set is not bytes of uint64 values");
             failed = 1;
             goto next;
         }
-        found = jaccard_of(judged.set, judged.set_size, (const uint64_t *)PyBytes_AS_STRING(packed),
+        found = jaccard_of(judged->set, judged->set_size, (const uint64_t *)PyBytes_AS_STRING(packed),
                            PyBytes_GET_SIZE(packed) / 8);
         if (found < 0) {
             PyErr_SetString(PyExc_ZeroDivisionError, "the Jaccard of two empty sets");
             failed = 1;
             goto next;
         }
-        if (found < judged.threshold && (found >= rules.edit_min_jaccard || judged.cut_off)) { /* the rare cases */
+        if (found < judged->threshold && (found >= rules->edit_min_jaccard || judged->cut_off)) { /* the rare cases */
             if (scratch == NULL &&
-                (scratch = PyMem_Malloc((judged.count + 1) * judged.shingle_size * sizeof(uint64_t))) == NULL) {
+                (scratch = PyMem_Malloc((judged->count + 1) * judged->shingle_size * sizeof(uint64_t))) == NULL) {
                 PyErr_NoMemory();
                 failed = 1;
                 goto next;
             }
-            found = raised(found, &judged, other_words, other_count, &rules, scratch);
+            found = raised(found, judged, other_words, other_count, rules, scratch);
             failed = found < 0;
         }
-        if (!failed && found >= judged.threshold && (best_index < 0 || found > best)) {
+        if (!failed && found >= judged->threshold && (best_index < 0 || found > best)) {
             best_index = i;
             best = found;
         }
@@ -316,13 +273,48 @@ PyObject *sf_best_match(PyObject *self, PyObject *args) {
         Py_XDECREF(packed);
         Py_DECREF(post);
         if (failed)
-            goto done;
+            break;
         if (best_index == i && best == 1.0)
             break;
     }
-    result = best_index < 0 ? Py_NewRef(Py_None) : Py_BuildValue("(nd)", best_index, best);
-done:
     PyMem_Free(scratch);
+    *index = best_index;
+    *similarity = best;
+    return failed ? -1 : 0;
+}
+
+/* best_match(posts, words, set, after, threshold, shingle_size, cut_off, rules)
+ *   -> (index, similarity) or None
+ * posts: the candidates in rank order, a list of CachedPost or None; words:
+ * the judged post's word hashes (bytes of uint32); set: its verification
+ * set (a buffer of sorted uint64); rules: (CUT_OFF_MIN_WORDS,
+ * CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD).
+ * _rules.best_match's Python loop, exactly; a candidate's verification set is
+ * kept in its ``packed`` for its next comparison. */
+PyObject *sf_best_match(PyObject *self, PyObject *args) {
+    PyObject *posts, *result = NULL;
+    Py_buffer words, set;
+    double after, best;
+    Py_ssize_t best_index;
+    Judged judged;
+    Rules rules;
+    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnld)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
+                          &judged.shingle_size, &judged.cut_off, &rules.cut_off_min_words,
+                          &rules.cut_off_min_similarity, &rules.edit_min_words, &rules.edit_max_edits,
+                          &rules.edit_min_jaccard))
+        return NULL;
+    if (words.len % 4 || set.len % 8 || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||
+        rules.edit_max_edits < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad best_match arguments");
+        goto done;
+    }
+    judged.words = (const uint32_t *)words.buf;
+    judged.count = words.len / 4;
+    judged.set = (const uint64_t *)set.buf;
+    judged.set_size = set.len / 8;
+    if (sf_best_of(posts, &judged, &rules, after, &best_index, &best) == 0)
+        result = best_index < 0 ? Py_NewRef(Py_None) : Py_BuildValue("(nd)", best_index, best);
+done:
     PyBuffer_Release(&words);
     PyBuffer_Release(&set);
     return result;

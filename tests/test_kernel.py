@@ -450,3 +450,29 @@ def test_a_ranker_takes_only_a_batch_it_can_read(kernel) -> None:  # type: ignor
         ranker.candidates(1, False)
     with pytest.raises(IndexError):
         ranker.file(-1, 100)
+
+
+def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-untyped-def]
+    one = np.zeros(1, dtype=np.int64)
+    post = _judged([1, 2, 3], 2, False)
+    types = (CachedPost, _rules.Match)
+
+    def judge(ranker, sketches):  # type: ignore[no-untyped-def]
+        return ranker.judge(sketches, lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None)
+
+    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64)
+    with pytest.raises(ValueError):  # a batch of another size
+        judge(ranker, [post, post])
+    matches, matched, recorded, posts, clock = judge(ranker, [post])
+    assert (matches, matched, recorded, clock) == ([None], {}, [0], post.timestamp)
+    assert [(p.post_id, p.words) for p in posts] == [(post.post_id, post.words.astype("<u4").tobytes())]
+    with pytest.raises(ValueError):  # its filings are this batch's now
+        judge(ranker, [post])
+    filed = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64)
+    filed.file(0, 7)
+    with pytest.raises(ValueError):
+        judge(filed, [post])
+    wide = _judged([1, 2, 3], 2, False)
+    wide.words = wide.words.astype(np.int64)  # not uint32 words: recorded as CachedPost.of records them
+    _, _, _, posts, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64), [wide])
+    assert posts[0].words == np.array([1, 2, 3], dtype="<u4").tobytes()

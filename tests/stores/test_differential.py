@@ -147,3 +147,37 @@ def test_the_judge_without_the_kernel_names_the_reference_match(tmp_path: Path, 
             assert _judged(store, stream, batch_size) == expected
         finally:
             store.close()
+
+
+@pytest.mark.parametrize("batch_size", [7, 64])
+def test_the_compiled_judge_keeps_what_the_python_loop_keeps(tmp_path: Path, batch_size: int) -> None:
+    # the judgement of every batch, field by field: what each post matched
+    # and under which serial, which posts were recorded, as which CachedPost,
+    # and the clock; the kernel's loop against judge_batch's Python loop
+    stream = _stream(700, seed=200 + batch_size)
+    judged: dict[str, list[tuple[object, ...]]] = {"compiled": [], "python": []}
+    judge_batch = _judge.judge_batch
+
+    def recording(txn, sketches, rules):  # type: ignore[no-untyped-def]
+        judgement = judge_batch(txn, sketches, rules)
+        posts = [(post.timestamp, post.post_id, post.words) for post in judgement.posts]
+        judged[way].append(
+            (judgement.matches, judgement.matched, judgement.recorded, posts, judgement.clock, judgement.first_serial)
+        )
+        return judgement
+
+    for way in judged:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_judge, "judge_batch", recording)
+            if way == "python":
+                patch.setattr(_judge, "_KERNEL", None)  # its loop, still verifying with the compiled best_match
+            store = LMDBStore(tmp_path / way)
+            store.open(settings(ttl=TTL, purge_limit=40))
+            try:
+                _judged(store, stream, batch_size)
+            finally:
+                store.close()
+    assert judged["compiled"] == judged["python"]
+    recorded = sum(len(batch[2]) for batch in judged["python"])
+    matched = sum(len(batch[1]) for batch in judged["python"])
+    assert recorded > 200 and matched > 200  # both ways were taken often
