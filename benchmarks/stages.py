@@ -52,10 +52,10 @@ from streamfilter import FilterConfig, LMDBStore  # noqa: E402
 from streamfilter._engine import Engine, PreparedBatch  # noqa: E402
 from streamfilter._launch import pace_collector_for_batches  # noqa: E402
 from streamfilter._normalize import load_tables, words_and_cut  # noqa: E402
+from streamfilter._protocol import batch_frame  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
 
 BATCH = 1024  # the replay's default --batch-size
-PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
 def batches(stream: str) -> list[list[tuple[int, bytes]]]:
@@ -71,7 +71,7 @@ def worker_side(engine: Engine, sent: list[bytes]) -> tuple[float, list[bytes]]:
     answers = []
     started = time.perf_counter()
     for frame in sent:
-        answers.append(pickle.dumps(("ok", sketcher.prepare_wire(pickle.loads(frame))), protocol=PROTOCOL))
+        answers.append(batch_frame(("ok", sketcher.prepare_wire(pickle.loads(frame)))))
     return time.perf_counter() - started, answers
 
 
@@ -83,7 +83,7 @@ def store_side(directory: Path, cut: list[list[tuple[int, bytes]]], answers: lis
     try:
         started = time.perf_counter()
         for records, answer in zip(cut, answers, strict=True):
-            pickle.dumps(records, protocol=PROTOCOL)  # sending the batch to the worker
+            batch_frame(records)  # sending the batch to the worker
             _, wire = pickle.loads(answer)
             verdicts = engine.commit(PreparedBatch.from_wire(wire, records))
             verdict_lines.write("".join([verdict.json_line() + "\n" for verdict in verdicts]).encode())
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     cut = batches(args.stream)
-    sent = [pickle.dumps(records, protocol=PROTOCOL) for records in cut]
+    sent = [batch_frame(records) for records in cut]
     posts = sum(len(records) for records in cut)
     load_tables()
     pace_collector_for_batches()

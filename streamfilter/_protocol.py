@@ -6,7 +6,9 @@ heavy."""
 from __future__ import annotations
 
 import gc
+import io
 import os
+import pickle
 import socket
 import stat
 import struct
@@ -19,6 +21,7 @@ __all__ = [
     "FRAME_BYTES",
     "FRAME_HEADER",
     "SMALL_INPUT_BYTES",
+    "batch_frame",
     "default_sketch_processes",
     "pace_collector_for_batches",
     "small_input",
@@ -33,6 +36,19 @@ FRAME_BYTES = 1 << 20
 # Each frame between a replay and its worker: this header (the length of what
 # follows), then a pickle.
 FRAME_HEADER = struct.Struct("<Q")
+
+
+def batch_frame(value: object) -> bytes:
+    """The pickle of a batch or of its sketches (plain values, numpy arrays),
+    without the memo: nothing in one refers to itself, and a value that
+    occurs twice may arrive as two. It costs half of what a memo costs: 0.9
+    against 1.6 us a post for the worker's answer on the labelled stream.
+    The Sketcher and errors go as plain pickles."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True  # no memo
+    pickler.dump(value)
+    return buffer.getvalue()
 
 
 # Input below this many bytes (a compressed file counted 8 times) is

@@ -15,11 +15,11 @@ from __future__ import annotations
 import pickle
 import signal
 import socket
-from typing import IO, Any
+from typing import IO
 
 from ._engine import Sketcher
 from ._normalize import load_tables
-from ._protocol import FRAME_BYTES, FRAME_HEADER, pace_collector_for_batches
+from ._protocol import FRAME_BYTES, FRAME_HEADER, batch_frame, pace_collector_for_batches
 
 __all__ = ["serve_socket"]
 
@@ -33,8 +33,7 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
     return payload if len(payload) == length else None
 
 
-def _write_frame(stream: IO[bytes], value: object) -> None:
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+def _write_frame(stream: IO[bytes], payload: bytes) -> None:
     stream.write(FRAME_HEADER.pack(len(payload)) + payload)
     stream.flush()
 
@@ -51,13 +50,13 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
         if frame is None:
             return
         sketcher: Sketcher = pickle.loads(frame)
-        _write_frame(answers, ("ready", None))
+        _write_frame(answers, pickle.dumps(("ready", None), protocol=pickle.HIGHEST_PROTOCOL))
         while (frame := _read_frame(requests)) is not None:
             records = pickle.loads(frame)
             try:
-                answer: tuple[str, Any] = ("ok", sketcher.prepare_wire(records))
+                answer = batch_frame(("ok", sketcher.prepare_wire(records)))
             except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
-                answer = ("error", exc)
+                answer = pickle.dumps(("error", exc), protocol=pickle.HIGHEST_PROTOCOL)
             _write_frame(answers, answer)
     except (BrokenPipeError, ConnectionResetError):
         return  # the parent is gone (it finished early, or was killed): nobody to answer

@@ -34,7 +34,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import PreparedBatch, Sketcher
-from ._protocol import FRAME_HEADER, default_sketch_processes, spawn_worker
+from ._protocol import FRAME_HEADER, batch_frame, default_sketch_processes, spawn_worker
 
 __all__ = [
     "SketchProcess",
@@ -134,7 +134,7 @@ class SketchProcess:
         answer = _Answer()
         try:
             async with self._sending:
-                await self._send(pickle.dumps(records, protocol=pickle.HIGHEST_PROTOCOL))
+                await self._send(batch_frame(records))
                 self._asked.append(answer)
             async with self._receiving:
                 while not answer.done:
