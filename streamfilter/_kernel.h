@@ -2,7 +2,8 @@
  * search, the JSON scan and the module), _kernel_rules.c (the verification
  * of candidates, by _rules.py's rules), _kernel_judge.c (a batch's
  * candidates, ranked), _kernel_batch.c (the judge's loop over a batch) and
- * _kernel_text.c (the words of an ASCII text). */
+ * _kernel_text.c (the words of an ASCII text, the folding of its
+ * non-ASCII runs). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -48,6 +49,7 @@ PyObject *sf_jaccard(PyObject *self, PyObject *args);
 PyObject *sf_word_edits(PyObject *self, PyObject *args);
 PyObject *sf_best_match(PyObject *self, PyObject *args);
 PyObject *sf_ascii_words(PyObject *self, PyObject *arg);
+PyObject *sf_fold_runs(PyObject *self, PyObject *args);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {

@@ -1,5 +1,6 @@
-/* The words of an ASCII text, for _normalize.words_and_cut: its last two
- * steps (mentions out, then the ASCII words), in one pass. */
+/* Two steps of _normalize.words_and_cut: the words of an ASCII text (its
+ * last two steps, mentions out, then the ASCII words, in one pass), and the
+ * folding of a text's non-ASCII runs. */
 #include "_kernel.h"
 
 /* regex's \w and \s, on ASCII: [A-Za-z0-9_] and [ \t\n\v\f\r] (not the
@@ -103,4 +104,66 @@ failed:
     if (!PyErr_Occurred())
         PyErr_NoMemory();
     return NULL;
+}
+
+/* fold_runs(text, fold_short, fold_long, limit) -> str: ``text`` with each
+ * run of non-ASCII characters replaced by what fold_short (a run of at most
+ * ``limit`` characters) or fold_long returns for it, as
+ * _normalize._NON_ASCII_RUN.sub(_normalize._fold_run, text) does, without a
+ * match object and a Python call for each run. */
+PyObject *sf_fold_runs(PyObject *self, PyObject *args) {
+    PyObject *text, *fold_short, *fold_long, *parts, *result = NULL;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "UOOn", &text, &fold_short, &fold_long, &limit))
+        return NULL;
+    if (PyUnicode_IS_ASCII(text))
+        return Py_NewRef(text);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), at = 0, plain = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if ((parts = PyList_New(0)) == NULL)
+        return NULL;
+    while (at < size) {
+        if (PyUnicode_READ(kind, data, at) < 0x80) {
+            at++;
+            continue;
+        }
+        Py_ssize_t start = at;
+        while (at < size && PyUnicode_READ(kind, data, at) >= 0x80)
+            at++;
+        PyObject *before = start > plain ? PyUnicode_Substring(text, plain, start) : NULL;
+        if (start > plain && (before == NULL || PyList_Append(parts, before) < 0)) {
+            Py_XDECREF(before);
+            goto done;
+        }
+        Py_XDECREF(before);
+        PyObject *run = PyUnicode_Substring(text, start, at);
+        PyObject *folded = run == NULL ? NULL : PyObject_CallOneArg(at - start <= limit ? fold_short : fold_long, run);
+        Py_XDECREF(run);
+        if (folded != NULL && !PyUnicode_Check(folded)) {
+            PyErr_Format(PyExc_TypeError, "expected str instance, %.200s found", Py_TYPE(folded)->tp_name);
+            Py_CLEAR(folded);
+        }
+        if (folded == NULL || PyList_Append(parts, folded) < 0) {
+            Py_XDECREF(folded);
+            goto done;
+        }
+        Py_DECREF(folded);
+        plain = at;
+    }
+    if (plain < size) {
+        PyObject *rest = PyUnicode_Substring(text, plain, size);
+        if (rest == NULL || PyList_Append(parts, rest) < 0) {
+            Py_XDECREF(rest);
+            goto done;
+        }
+        Py_DECREF(rest);
+    }
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty != NULL)
+        result = PyUnicode_Join(empty, parts);
+    Py_XDECREF(empty);
+done:
+    Py_DECREF(parts);
+    return result;
 }

@@ -220,10 +220,15 @@ def _ascii_words(text: str) -> list[str]:
     return text.encode("ascii").translate(_ASCII_WORDS, _ASCII_DELETED).decode("ascii").split()
 
 
-# The words of an ASCII text, mentions out, in one compiled pass
-# (_kernel_text.c); where the kernel was not built, regex and bytes.translate.
+# The words of an ASCII text, mentions out, in one compiled pass, and a
+# text's non-ASCII runs folded without a Python call for each (both
+# _kernel_text.c); where the kernel was not built, regex, bytes.translate
+# and _NON_ASCII_RUN.sub.
 _KERNEL = compiled_kernel()
 _compiled_ascii_words: Callable[[str], list[str]] | None = None if _KERNEL is None else _KERNEL.ascii_words
+_compiled_fold_runs: Callable[[str, Callable[[str], str], Callable[[str], str], int], str] | None = (
+    None if _KERNEL is None else _KERNEL.fold_runs
+)
 
 _RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:(?:RT|MT)\b\s*|//\s*)[@＠]\w+\s*[:：]?)+", regex.IGNORECASE)
 _PREFIX_HEADS = ("RT", "MT", "//")
@@ -442,7 +447,10 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
             text = _KEYCAP.sub(" ", text)
         # Only the non-ASCII runs need emoji removal and Unicode folding; ASCII
         # never changes under NFKC, so most of a tweet skips the slow part.
-        text = _NON_ASCII_RUN.sub(_fold_run, text)
+        if _compiled_fold_runs is not None:
+            text = _compiled_fold_runs(text, _fold_short_run, _fold_any_run, _CACHED_RUN_CHARS)
+        else:
+            text = _NON_ASCII_RUN.sub(_fold_run, text)
     if "&" in text:
         # again: folding can make an entity (＆amp;), and some clients escape twice (&amp;amp;)
         text = html.unescape(text)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from streamfilter import _judge, _rules
 from streamfilter._compiled import compiled_kernel
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
-from streamfilter._normalize import _MENTION, _ascii_words
+from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
 from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher
@@ -245,6 +245,36 @@ def test_ascii_words_take_only_ascii_text(kernel) -> None:  # type: ignore[no-un
         kernel.ascii_words("café @x")
     with pytest.raises(TypeError):
         kernel.ascii_words(b"@x")
+
+
+@settings(max_examples=2000, deadline=None)
+@example(text="a\udc00b", limit=1)  # a lone surrogate is a run of its own
+@example(text="é" * 4 + "x" + "é" * 5, limit=4)  # one run at the limit, one past it
+@given(
+    text=st.text(st.sampled_from("ab é😂\u200b\u0301\U0001f1fa\udc00\x7f\x80"), max_size=30) | st.text(max_size=30),
+    limit=st.integers(0, 6),
+)
+def test_non_ascii_runs_fold_as_the_regex_sub_folds_them(kernel, text: str, limit: int) -> None:  # type: ignore[no-untyped-def]
+    # words_and_cut folds a text's non-ASCII runs in the kernel: each run the
+    # regex finds, whole, and by the function its length picks
+    def short(run: str) -> str:
+        return f"<{run}>"
+
+    def long(run: str) -> str:
+        return f"[{run}]"
+
+    expected = _NON_ASCII_RUN.sub(lambda found: (short if len(found.group()) <= limit else long)(found.group()), text)
+    assert kernel.fold_runs(text, short, long, limit) == expected
+
+
+def test_folding_runs_takes_text_and_gives_text(kernel) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError):
+        kernel.fold_runs(b"caf\xc3\xa9", str, str, 16)
+    with pytest.raises(TypeError):  # as re.sub: a fold must give text
+        kernel.fold_runs("café", len, len, 16)
+    with pytest.raises(ZeroDivisionError):  # a fold's error is raised as it is
+        kernel.fold_runs("café", lambda run: str(1 / 0), str, 16)
+    assert kernel.fold_runs("plain", len, len, 16) == "plain"  # no run: no call
 
 
 @settings(max_examples=1000, deadline=None)

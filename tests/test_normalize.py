@@ -65,9 +65,11 @@ def test_normalize_cases(text: str, expected: str, words_path: str) -> None:
 
 @pytest.fixture(params=["compiled", "regex"])
 def words_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each reading of an ASCII text's words: the kernel's, and the regex's of a build without it."""
+    """Each reading of an ASCII text's words, and each folding of the non-ASCII
+    runs: the kernel's, and the regex's of a build without it."""
     if request.param == "regex":
         monkeypatch.setattr(_normalize, "_compiled_ascii_words", None)
+        monkeypatch.setattr(_normalize, "_compiled_fold_runs", None)
     elif _normalize._compiled_ascii_words is None:
         pytest.skip("the kernel is not built")
     return str(request.param)
