@@ -52,9 +52,7 @@ def consume(lines: list[bytes], url: str, client: redis.Redis, workers: int, run
     command = [sys.executable, "-m", "streamfilter", "consume", f"{url}?stream={name}&group=g"]
     command += ["--store", f"{url}?prefix={name}", "--out-stream", f"{name}:novel", "--stats-interval", "0"]
     started = time.monotonic()
-    processes = [
-        subprocess.Popen([*command, "--consumer", f"w{n}"], stderr=subprocess.DEVNULL) for n in range(workers)
-    ]
+    processes = [subprocess.Popen([*command, "--consumer", f"w{n}"], stderr=subprocess.DEVNULL) for n in range(workers)]
     try:
         while True:
             groups = client.xinfo_groups(name)

@@ -254,7 +254,9 @@ def main() -> None:
             status["user"] = {"screen_name": f"user{rng.randrange(10**6)}"}
             out.write(json.dumps(status, ensure_ascii=False) + "\n")
             duplicate = label["kind"] != "base"
-            labels.write(json.dumps({"id": status["id_str"], **label, "duplicate": duplicate}, ensure_ascii=False) + "\n")
+            labels.write(
+                json.dumps({"id": status["id_str"], **label, "duplicate": duplicate}, ensure_ascii=False) + "\n"
+            )
     print(f"{len(events)} posts in {len(args.languages.split(','))} languages; wrote {args.out} and {args.labels}")
 
 

@@ -32,7 +32,17 @@ def replay(stream: Path, work: Path) -> tuple[dict[str, str], float, float]:
     db, verdicts = work / "db", work / "verdicts.jsonl"
     shutil.rmtree(db, ignore_errors=True)
     started = time.perf_counter()
-    command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--db", str(db), "--verdicts", str(verdicts)]
+    command = [
+        sys.executable,
+        "-m",
+        "streamfilter",
+        "replay",
+        str(stream),
+        "--db",
+        str(db),
+        "--verdicts",
+        str(verdicts),
+    ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
     found = {}
@@ -71,7 +81,9 @@ def peers(stream: Path) -> dict[str, dict[str, str]]:
         digest = minhash.digest()
         bands = [tuple(digest[b * 8 : b * 8 + 8]) for b in range(16)]
         duplicate = any(
-            other.jaccard(minhash) >= 0.5 for band in bands for other in buckets.get(band, ())  # type: ignore[attr-defined]
+            other.jaccard(minhash) >= 0.5
+            for band in bands
+            for other in buckets.get(band, ())  # type: ignore[attr-defined]
         )
         if not duplicate:
             for band in bands:
