@@ -15,6 +15,7 @@ from streamfilter import _judge, _rules
 from streamfilter._compiled import compiled_kernel
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
+from streamfilter._prepared import NO_SHINGLES, NO_WORDS
 from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher
@@ -502,6 +503,17 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     filed.file(0, 7)
     with pytest.raises(ValueError):
         judge(filed, [post])
+
+    def broken(serial: int) -> None:
+        raise KeyError(f"no post {serial}")
+
+    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64)  # one candidate
+    with pytest.raises(KeyError, match="no post 5"):  # a fetch's error is the judge's
+        stored.judge([post], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None)
+    reference = Sketch("r", 100.0, np.zeros(1, dtype=np.uint64), NO_SHINGLES, NO_WORDS, refers_to="p5")
+    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64)
+    with pytest.raises(KeyError, match="no post 5"):  # a reference's too
+        stored.judge([reference], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None)
     wide = _judged([1, 2, 3], 2, False)
     wide.words = wide.words.astype(np.int64)  # not uint32 words: recorded as CachedPost.of records them
     _, _, _, posts, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64), [wide])

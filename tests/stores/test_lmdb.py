@@ -591,3 +591,29 @@ def test_an_empty_or_damaged_index_file_is_a_clear_error(tmp_path: Path) -> None
         store = LMDBStore(damaged)
         store.open(settings())
         store.check_and_insert([sketch(f"copy{i}", 400 + i, texts[i]) for i in range(300)])
+
+
+def test_a_damaged_post_record_is_a_clear_error_and_commits_nothing(tmp_path: Path) -> None:
+    # the judge fetches a copy's candidates from the posts table as it goes
+    # (the compiled loop, through the transaction); a record it cannot read
+    # stops the batch with the store's error, and none of the batch is kept
+    import lmdb
+
+    store = LMDBStore(tmp_path / "index")
+    store.open(settings())
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(40)]
+    assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(40)]) == [None] * 40
+    store.close()
+    env = lmdb.open(str(tmp_path / "index"), max_dbs=4, subdir=True)
+    with env.begin(write=True, db=env.open_db(b"posts")) as txn:
+        for key, _ in list(txn.cursor()):
+            txn.put(key, b"\x00")  # too short for any record
+    env.close()
+    store = LMDBStore(tmp_path / "index")
+    store.open(settings())
+    try:
+        with pytest.raises(StoreError, match="damaged"):
+            store.check_and_insert([sketch(f"copy{i}", 100 + i, texts[i]) for i in range(40)])
+        assert store.post_count() == 40
+    finally:
+        store.close()
