@@ -80,8 +80,13 @@ int sf_newest_first(const void *a, const void *b);
 
 /* Ranker.judge (_kernel_batch.c): the batch judge's loop. */
 PyObject *sf_ranker_judge(Ranker *self, PyObject *args);
-/* The attribute names Ranker.judge reads, interned once; 0, or -1 with an error set. */
-int sf_judge_names(void);
+
+/* The attribute names the kernel reads of sketches and posts (_kernel_batch.c),
+ * interned once by sf_intern_names when the module is set up. */
+extern PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off,
+    *sf_name_post_id, *sf_name_of, *sf_name_packed;
+/* 0, or -1 with an error set. */
+int sf_intern_names(void);
 
 /* Adds the Ranker type to the module; 0, or -1 with an error set. */
 int sf_add_ranker(PyObject *module);

@@ -14,12 +14,13 @@
 
 #include "_kernel.h"
 
-static PyObject *name_timestamp, *name_refers_to, *name_words, *name_shingles, *name_cut_off, *name_post_id, *name_of;
+PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off, *sf_name_post_id,
+    *sf_name_of, *sf_name_packed;
 
-int sf_judge_names(void) {
-    const char *names[] = {"timestamp", "refers_to", "words", "shingles", "cut_off", "post_id", "of"};
-    PyObject **slots[] = {&name_timestamp, &name_refers_to, &name_words, &name_shingles,
-                          &name_cut_off,   &name_post_id,   &name_of};
+int sf_intern_names(void) {
+    const char *names[] = {"timestamp", "refers_to", "words", "shingles", "cut_off", "post_id", "of", "packed"};
+    PyObject **slots[] = {&sf_name_timestamp, &sf_name_refers_to, &sf_name_words, &sf_name_shingles,
+                          &sf_name_cut_off,   &sf_name_post_id,   &sf_name_of,    &sf_name_packed};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
@@ -31,14 +32,14 @@ int sf_judge_names(void) {
  * native uint32 values in a row, else by calling CachedPost.of; a new
  * reference, or NULL with an error set. */
 static PyObject *own_post(PyObject *cached_post, PyObject *sketch, PyObject *timestamp) {
-    PyObject *words = PyObject_GetAttr(sketch, name_words), *post_id = NULL, *bytes = NULL, *post = NULL;
+    PyObject *words = PyObject_GetAttr(sketch, sf_name_words), *post_id = NULL, *bytes = NULL, *post = NULL;
     Py_buffer view;
     if (words == NULL)
         return NULL;
     if (PyObject_GetBuffer(words, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         Py_DECREF(words);
-        return PyObject_CallMethodOneArg(cached_post, name_of, sketch);
+        return PyObject_CallMethodOneArg(cached_post, sf_name_of, sketch);
     }
     const char *format = view.format == NULL ? "B" : view.format;
     if (*format == '<' || *format == '=' || *format == '@')
@@ -46,12 +47,12 @@ static PyObject *own_post(PyObject *cached_post, PyObject *sketch, PyObject *tim
     if (view.itemsize != 4 || (strcmp(format, "I") != 0 && strcmp(format, "L") != 0)) {
         PyBuffer_Release(&view);
         Py_DECREF(words);
-        return PyObject_CallMethodOneArg(cached_post, name_of, sketch);
+        return PyObject_CallMethodOneArg(cached_post, sf_name_of, sketch);
     }
     bytes = PyBytes_FromStringAndSize(view.buf, view.len);
     PyBuffer_Release(&view);
     Py_DECREF(words);
-    if (bytes != NULL && (post_id = PyObject_GetAttr(sketch, name_post_id)) != NULL)
+    if (bytes != NULL && (post_id = PyObject_GetAttr(sketch, sf_name_post_id)) != NULL)
         post = PyObject_CallFunctionObjArgs(cached_post, timestamp, post_id, bytes, NULL);
     Py_XDECREF(post_id);
     Py_XDECREF(bytes);
@@ -80,14 +81,14 @@ static PyObject *post_of(const Known *known, int64_t serial) {
 static int is_referred(PyObject *post, PyObject *refers_to, double after) {
     if (post == Py_None)
         return 0;
-    PyObject *post_id = PyObject_GetAttr(post, name_post_id);
+    PyObject *post_id = PyObject_GetAttr(post, sf_name_post_id);
     if (post_id == NULL)
         return -1;
     int same = PyObject_RichCompareBool(post_id, refers_to, Py_EQ);
     Py_DECREF(post_id);
     if (same <= 0)
         return same;
-    PyObject *timestamp = PyObject_GetAttr(post, name_timestamp);
+    PyObject *timestamp = PyObject_GetAttr(post, sf_name_timestamp);
     if (timestamp == NULL)
         return -1;
     PyObject *later = PyFloat_FromDouble(after);
@@ -141,8 +142,8 @@ static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n,
     for (Py_ssize_t i = 0; posts != NULL && i < n; i++) {
         PyObject *post = post_of(known, ranked[i].serial);
         if (post != NULL && post != Py_None && same_post != Py_None) {
-            PyObject *post_id = PyObject_GetAttr(post, name_post_id);
-            PyObject *timestamp = post_id == NULL ? NULL : PyObject_GetAttr(post, name_timestamp);
+            PyObject *post_id = PyObject_GetAttr(post, sf_name_post_id);
+            PyObject *timestamp = post_id == NULL ? NULL : PyObject_GetAttr(post, sf_name_timestamp);
             PyObject *itself =
                 timestamp == NULL ? NULL : PyObject_CallFunctionObjArgs(same_post, sketch, post_id, timestamp, NULL);
             int same = itself == NULL ? -1 : PyObject_IsTrue(itself);
@@ -171,9 +172,9 @@ static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, Py
     int found = -1, have_set = 0;
     Py_ssize_t index;
     double similarity;
-    if (posts == NULL || (words = PyObject_GetAttr(own, name_words)) == NULL ||
-        (shingles = PyObject_GetAttr(sketch, name_shingles)) == NULL ||
-        (cut_off = PyObject_GetAttr(sketch, name_cut_off)) == NULL)
+    if (posts == NULL || (words = PyObject_GetAttr(own, sf_name_words)) == NULL ||
+        (shingles = PyObject_GetAttr(sketch, sf_name_shingles)) == NULL ||
+        (cut_off = PyObject_GetAttr(sketch, sf_name_cut_off)) == NULL)
         goto done;
     if (!PyBytes_Check(words) || PyBytes_GET_SIZE(words) % 4) {
         PyErr_SetString(PyExc_TypeError, "a post's words are not bytes of uint32 values");
@@ -196,7 +197,7 @@ static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, Py
         goto done;
     found = 0;
     if (index >= 0) {
-        PyObject *post_id = PyObject_GetAttr(PyList_GET_ITEM(posts, index), name_post_id);
+        PyObject *post_id = PyObject_GetAttr(PyList_GET_ITEM(posts, index), sf_name_post_id);
         *match = post_id == NULL ? NULL : PyObject_CallFunction(match_type, "Od", post_id, similarity);
         Py_XDECREF(post_id);
         *serial = ranked[index].serial;
@@ -245,8 +246,8 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
             goto done;
         }
         PyObject *sketch = Py_NewRef(PyList_GET_ITEM(sketches, i)), *own = NULL, *match = NULL;
-        PyObject *timestamp = PyObject_GetAttr(sketch, name_timestamp);
-        PyObject *refers_to = timestamp == NULL ? NULL : PyObject_GetAttr(sketch, name_refers_to);
+        PyObject *timestamp = PyObject_GetAttr(sketch, sf_name_timestamp);
+        PyObject *refers_to = timestamp == NULL ? NULL : PyObject_GetAttr(sketch, sf_name_refers_to);
         double when = timestamp == NULL ? -1.0 : PyFloat_AsDouble(timestamp);
         int64_t serial = 0;
         int failed = 1, none, found = 0;

@@ -322,7 +322,7 @@ static PyTypeObject RankerType = {
 };
 
 int sf_add_ranker(PyObject *module) {
-    if (sf_judge_names() < 0)
+    if (sf_intern_names() < 0)
         return -1;
     if (PyType_Ready(&RankerType) < 0)
         return -1;

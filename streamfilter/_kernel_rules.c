@@ -176,12 +176,10 @@ static double raised(double whole, const Judged *judged, const uint32_t *other, 
     return best;
 }
 
-static PyObject *name_timestamp, *name_words, *name_packed;
-
 /* A candidate's verification set, built from its words on first use and
  * kept in its ``packed``; a new reference, or NULL with an error set. */
 static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
-    PyObject *packed = PyObject_GetAttr(post, name_packed);
+    PyObject *packed = PyObject_GetAttr(post, sf_name_packed);
     if (packed == NULL || packed != Py_None)
         return packed;
     Py_DECREF(packed);
@@ -191,7 +189,7 @@ static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
         return NULL;
     Py_ssize_t kept = sf_runs_of((const uint32_t *)PyBytes_AS_STRING(words), count, shingle_size,
                                  (uint64_t *)PyBytes_AS_STRING(packed));
-    if (_PyBytes_Resize(&packed, kept * 8) < 0 || PyObject_SetAttr(post, name_packed, packed) < 0) {
+    if (_PyBytes_Resize(&packed, kept * 8) < 0 || PyObject_SetAttr(post, sf_name_packed, packed) < 0) {
         Py_XDECREF(packed);
         return NULL;
     }
@@ -205,18 +203,12 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
     Py_ssize_t best_index = -1, i;
     double best = 0.0;
     int failed = 0;
-    if (name_timestamp == NULL && ((name_timestamp = PyUnicode_InternFromString("timestamp")) == NULL ||
-                                   (name_words = PyUnicode_InternFromString("words")) == NULL ||
-                                   (name_packed = PyUnicode_InternFromString("packed")) == NULL)) {
-        Py_CLEAR(name_timestamp);
-        return -1;
-    }
     for (i = 0; i < PyList_GET_SIZE(posts); i++) {
         PyObject *post = PyList_GET_ITEM(posts, i);
         if (post == Py_None)
             continue;
         Py_INCREF(post); /* the list may change under a setattr's side effects */
-        PyObject *timestamp = PyObject_GetAttr(post, name_timestamp);
+        PyObject *timestamp = PyObject_GetAttr(post, sf_name_timestamp);
         double when = timestamp == NULL ? -1.0 : PyFloat_AsDouble(timestamp);
         Py_XDECREF(timestamp);
         PyObject *other = NULL, *packed = NULL;
@@ -224,7 +216,7 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
         failed = timestamp == NULL || (when == -1.0 && PyErr_Occurred());
         if (failed || when <= after)
             goto next;
-        other = PyObject_GetAttr(post, name_words);
+        other = PyObject_GetAttr(post, sf_name_words);
         if (other == NULL || !PyBytes_Check(other) || PyBytes_GET_SIZE(other) % 4) {
             if (other != NULL)
                 PyErr_SetString(PyExc_TypeError, "a candidate's words are not bytes of uint32 values");
