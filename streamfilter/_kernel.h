@@ -84,11 +84,18 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args);
 /* The attribute names the kernel reads of sketches and posts (_kernel_batch.c),
  * interned once by sf_intern_names when the module is set up. */
 extern PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off,
-    *sf_name_post_id, *sf_name_of, *sf_name_packed;
+    *sf_name_post_id, *sf_name_packed;
 /* 0, or -1 with an error set. */
 int sf_intern_names(void);
 
 /* Adds the Ranker type to the module; 0, or -1 with an error set. */
 int sf_add_ranker(PyObject *module);
+
+/* CachedPost (_kernel_rules.c): type(sketch.timestamp, sketch.post_id, its
+ * words as bytes of uint32), with timestamp already read; a new reference,
+ * or NULL with an error set. */
+PyObject *sf_post_of(PyObject *type, PyObject *sketch, PyObject *timestamp);
+/* Adds the CachedPost type to the module; 0, or -1 with an error set. */
+int sf_add_cached_post(PyObject *module);
 
 #endif

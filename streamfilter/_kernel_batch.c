@@ -10,53 +10,19 @@
  * so the Judgement is the same object for object. tests/test_kernel.py and
  * tests/stores/test_differential.py hold the two loops to it.
  */
-#include <string.h>
-
 #include "_kernel.h"
 
 PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off, *sf_name_post_id,
-    *sf_name_of, *sf_name_packed;
+    *sf_name_packed;
 
 int sf_intern_names(void) {
-    const char *names[] = {"timestamp", "refers_to", "words", "shingles", "cut_off", "post_id", "of", "packed"};
-    PyObject **slots[] = {&sf_name_timestamp, &sf_name_refers_to, &sf_name_words, &sf_name_shingles,
-                          &sf_name_cut_off,   &sf_name_post_id,   &sf_name_of,    &sf_name_packed};
+    const char *names[] = {"timestamp", "refers_to", "words", "shingles", "cut_off", "post_id", "packed"};
+    PyObject **slots[] = {&sf_name_timestamp, &sf_name_refers_to, &sf_name_words,  &sf_name_shingles,
+                          &sf_name_cut_off,   &sf_name_post_id,   &sf_name_packed};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
     return 0;
-}
-
-/* CachedPost.of(sketch): CachedPost(sketch.timestamp, sketch.post_id, its
- * words as bytes of uint32), built from the words' buffer where it holds
- * native uint32 values in a row, else by calling CachedPost.of; a new
- * reference, or NULL with an error set. */
-static PyObject *own_post(PyObject *cached_post, PyObject *sketch, PyObject *timestamp) {
-    PyObject *words = PyObject_GetAttr(sketch, sf_name_words), *post_id = NULL, *bytes = NULL, *post = NULL;
-    Py_buffer view;
-    if (words == NULL)
-        return NULL;
-    if (PyObject_GetBuffer(words, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        Py_DECREF(words);
-        return PyObject_CallMethodOneArg(cached_post, sf_name_of, sketch);
-    }
-    const char *format = view.format == NULL ? "B" : view.format;
-    if (*format == '<' || *format == '=' || *format == '@')
-        format++;
-    if (view.itemsize != 4 || (strcmp(format, "I") != 0 && strcmp(format, "L") != 0)) {
-        PyBuffer_Release(&view);
-        Py_DECREF(words);
-        return PyObject_CallMethodOneArg(cached_post, sf_name_of, sketch);
-    }
-    bytes = PyBytes_FromStringAndSize(view.buf, view.len);
-    PyBuffer_Release(&view);
-    Py_DECREF(words);
-    if (bytes != NULL && (post_id = PyObject_GetAttr(sketch, sf_name_post_id)) != NULL)
-        post = PyObject_CallFunctionObjArgs(cached_post, timestamp, post_id, bytes, NULL);
-    Py_XDECREF(post_id);
-    Py_XDECREF(bytes);
-    return post;
 }
 
 /* What a batch being judged keeps: the posts it recorded (serials from first_serial on). */
@@ -264,7 +230,7 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
             if ((found = referred(&known, ranked, n, refers_to, after, &serial)) > 0)
                 match = PyObject_CallFunction(match_type, "Od", refers_to, 1.0);
         } else if (!none) {
-            if ((own = own_post(cached_post, sketch, timestamp)) != NULL)
+            if ((own = sf_post_of(cached_post, sketch, timestamp)) != NULL)
                 found = matched_by(&known, ranked, n < self->verified ? n : self->verified, sketch, own, same_post,
                                    &judged, &rules, after, match_type, &match, &serial);
         }
@@ -285,7 +251,7 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
             goto next;
         }
         serial = known.first_serial + PyList_GET_SIZE(recorded);
-        if (own == NULL && (own = own_post(cached_post, sketch, timestamp)) == NULL)
+        if (own == NULL && (own = sf_post_of(cached_post, sketch, timestamp)) == NULL)
             goto next;
         PyObject *index = PyLong_FromSsize_t(i);
         failed = index == NULL || sf_filed_as(self, i, serial) < 0 || PyList_Append(recorded, index) < 0 ||

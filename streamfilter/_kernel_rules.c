@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "_kernel.h"
+#include <structmember.h>
 
 /* The Jaccard of two sorted sets without repeats; -1 when both are empty. */
 static double jaccard_of(const uint64_t *x, Py_ssize_t nx, const uint64_t *y, Py_ssize_t ny) {
@@ -310,4 +311,131 @@ done:
     PyBuffer_Release(&words);
     PyBuffer_Release(&set);
     return result;
+}
+
+/* CachedPost, compiled (_rules.CachedPost is this type where the kernel is
+ * built): a stored post's time, id, word hashes and verification set.
+ *
+ * Unlike a Python class, it is not tracked by the cyclic garbage collector.
+ * A post cache holds tens of thousands of these (the memory store, its whole
+ * index), and each one tracked made every full collection walk them all: in
+ * a stream of 5,000 posts a second, a pause of 30 to 50 ms every few seconds
+ * (docs/benchmarks.md). It can take no part in a cycle: its fields hold a
+ * float, a str, bytes, and None, bytes or a set of ints, and nothing of
+ * streamfilter's stores a post in them. */
+typedef struct {
+    PyObject_HEAD PyObject *timestamp, *post_id, *words, *members, *packed;
+} CachedPost;
+
+static int cached_post_init(CachedPost *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"timestamp", "post_id", "words", "members", NULL};
+    PyObject *timestamp, *post_id, *words, *members = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O:CachedPost", names, &timestamp, &post_id, &words, &members))
+        return -1;
+    Py_INCREF(timestamp);
+    Py_XSETREF(self->timestamp, timestamp);
+    Py_INCREF(post_id);
+    Py_XSETREF(self->post_id, post_id);
+    Py_INCREF(words);
+    Py_XSETREF(self->words, words);
+    Py_INCREF(members);
+    Py_XSETREF(self->members, members);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->packed, Py_None);
+    return 0;
+}
+
+static void cached_post_dealloc(CachedPost *self) {
+    Py_XDECREF(self->timestamp);
+    Py_XDECREF(self->post_id);
+    Py_XDECREF(self->words);
+    Py_XDECREF(self->members);
+    Py_XDECREF(self->packed);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A sketch's words as bytes of little-endian uint32: the buffer as it is
+ * where it holds native uint32 values in a row, else words.astype("<u4")'s
+ * bytes; a new reference, or NULL with an error set. */
+static PyObject *words_bytes(PyObject *words) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(words, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+        const char *format = view.format == NULL ? "B" : view.format;
+        if (*format == '<' || *format == '=' || *format == '@')
+            format++;
+        if (view.itemsize == 4 && (strcmp(format, "I") == 0 || strcmp(format, "L") == 0)) {
+            PyObject *bytes = PyBytes_FromStringAndSize(view.buf, view.len);
+            PyBuffer_Release(&view);
+            return bytes;
+        }
+        PyBuffer_Release(&view);
+    } else {
+        PyErr_Clear();
+    }
+    PyObject *converted = PyObject_CallMethod(words, "astype", "s", "<u4");
+    if (converted == NULL)
+        return NULL;
+    PyObject *bytes = PyObject_CallMethod(converted, "tobytes", NULL);
+    Py_DECREF(converted);
+    return bytes;
+}
+
+PyObject *sf_post_of(PyObject *type, PyObject *sketch, PyObject *timestamp) {
+    PyObject *words = PyObject_GetAttr(sketch, sf_name_words), *post_id = NULL, *bytes = NULL, *post = NULL;
+    if (words == NULL)
+        return NULL;
+    bytes = words_bytes(words);
+    Py_DECREF(words);
+    if (bytes != NULL && (post_id = PyObject_GetAttr(sketch, sf_name_post_id)) != NULL)
+        post = PyObject_CallFunctionObjArgs(type, timestamp, post_id, bytes, NULL);
+    Py_XDECREF(post_id);
+    Py_XDECREF(bytes);
+    return post;
+}
+
+/* CachedPost.of(sketch) */
+static PyObject *cached_post_of(PyObject *type, PyObject *sketch) {
+    PyObject *timestamp = PyObject_GetAttr(sketch, sf_name_timestamp);
+    if (timestamp == NULL)
+        return NULL;
+    PyObject *post = sf_post_of(type, sketch, timestamp);
+    Py_DECREF(timestamp);
+    return post;
+}
+
+static PyMemberDef cached_post_members[] = {
+    {"timestamp", T_OBJECT_EX, offsetof(CachedPost, timestamp), 0, "Its event time, seconds since the epoch."},
+    {"post_id", T_OBJECT_EX, offsetof(CachedPost, post_id), 0, "Its id."},
+    {"words", T_OBJECT_EX, offsetof(CachedPost, words), 0, "Its word hashes, bytes of little-endian uint32."},
+    {"members", T_OBJECT, offsetof(CachedPost, members), 0, "Its verification set as a Python set, or None."},
+    {"packed", T_OBJECT, offsetof(CachedPost, packed), 0, "Its verification set as sorted uint64 bytes, or None."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef cached_post_methods[] = {
+    {"of", (PyCFunction)cached_post_of, METH_O | METH_CLASS, "A sketch as the CachedPost it is recorded as."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CachedPostType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "streamfilter._kernel.CachedPost",
+    .tp_basicsize = sizeof(CachedPost),
+    .tp_flags = Py_TPFLAGS_DEFAULT, /* no Py_TPFLAGS_HAVE_GC: see above */
+    .tp_doc = "What verification needs of one stored post (_rules.CachedPost).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)cached_post_init,
+    .tp_dealloc = (destructor)cached_post_dealloc,
+    .tp_members = cached_post_members,
+    .tp_methods = cached_post_methods,
+};
+
+int sf_add_cached_post(PyObject *module) {
+    if (PyType_Ready(&CachedPostType) < 0)
+        return -1;
+    Py_INCREF(&CachedPostType);
+    if (PyModule_AddObject(module, "CachedPost", (PyObject *)&CachedPostType) < 0) {
+        Py_DECREF(&CachedPostType);
+        return -1;
+    }
+    return 0;
 }

@@ -110,7 +110,12 @@ class CachedPost:
     as stored (bytes of little-endian uint32) and, once a comparison needed
     it, its verification set: as its sorted values packed in bytes
     (``packed``), which the compiled ``best_match`` builds and keeps, or as
-    a Python set (``members``) where the kernel is not built."""
+    a Python set (``members``) where the kernel is not built.
+
+    Where the kernel is built, this is its compiled twin (``_kernel_rules.c``),
+    which the cyclic garbage collector does not track: a post cache holds
+    tens of thousands of these, and a tracked one made every full collection
+    walk them all (docs/benchmarks.md, "Streaming latency")."""
 
     __slots__ = ("members", "packed", "post_id", "timestamp", "words")
 
@@ -123,24 +128,33 @@ class CachedPost:
 
     @classmethod
     def of(cls, sketch: Sketch) -> CachedPost:
+        """A sketch as the post it is recorded as."""
         return cls(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
 
-    def word_list(self) -> list[int]:
-        """The word hashes in order."""
-        return memoryview(self.words).cast("I").tolist()
 
-    def verification_members(self, shingle_size: int) -> set[int]:
-        """The verification set, built on first use."""
-        if self.members is None:
-            self.members = verification_set(self.word_list(), shingle_size)
-        return self.members
+_PythonCachedPost = CachedPost  # what the compiled one is held to (tests/test_kernel.py)
+if _KERNEL is not None:
+    CachedPost = _KERNEL.CachedPost  # type: ignore[misc]  # noqa: F811
 
-    def similarity(self, sketch: Sketch, other: CachedPost, shingle_size: int) -> float:
-        """The Jaccard of this post (the post being judged, ``sketch``) and
-        ``other``, with Python sets (``best_match``'s way without the kernel)."""
-        if self.members is None:
-            self.members = set(sketch.shingles.tolist())
-        return jaccard(self.members, other.verification_members(shingle_size))
+
+def _word_list(post: CachedPost) -> list[int]:
+    """A stored post's word hashes in order."""
+    return memoryview(post.words).cast("I").tolist()
+
+
+def _verification_members(post: CachedPost, shingle_size: int) -> set[int]:
+    """A stored post's verification set as a Python set, built on first use."""
+    if post.members is None:
+        post.members = verification_set(_word_list(post), shingle_size)
+    return post.members
+
+
+def _similarity(own: CachedPost, sketch: Sketch, other: CachedPost, shingle_size: int) -> float:
+    """The Jaccard of the post being judged (``sketch``, as ``own``) and
+    ``other``, with Python sets (``best_match``'s way without the kernel)."""
+    if own.members is None:
+        own.members = set(sketch.shingles.tolist())
+    return jaccard(own.members, _verification_members(other, shingle_size))
 
 
 def jaccard(query: set[int] | frozenset[int], other: set[int] | frozenset[int]) -> float:
@@ -289,11 +303,11 @@ def best_match(
             continue
         if post.words == own.words:  # the same words in the same order: the same set
             return Match(post.post_id, 1.0), serial
-        found = own.similarity(sketch, post, shingle_size)
+        found = _similarity(own, sketch, post, shingle_size)
         if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
             if own.members is None:
                 own.members = set(sketch.shingles.tolist())
-            found = under_threshold(found, sketch, own.members, post.word_list(), shingle_size, threshold)
+            found = under_threshold(found, sketch, own.members, _word_list(post), shingle_size, threshold)
         if found >= threshold and (best is None or found > best[0].similarity):
             best = Match(post.post_id, found), serial
             if found == 1.0:

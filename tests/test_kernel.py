@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 import re
 
@@ -402,7 +403,7 @@ def test_best_match_names_what_the_python_rules_name(  # type: ignore[no-untyped
     for post in posts:  # the sets the kernel built and kept are the rules' sets
         if post is not None and post.packed is not None:
             assert np.frombuffer(post.packed, dtype=np.uint64).tolist() == sorted(
-                verification_set(post.word_list(), shingle_size)
+                verification_set(np.frombuffer(post.words, dtype="<u4").tolist(), shingle_size)
             )
             post.packed = None
     own = CachedPost(judged.timestamp, judged.post_id, judged.words.astype("<u4").tobytes())
@@ -518,3 +519,40 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     wide.words = wide.words.astype(np.int64)  # not uint32 words: recorded as CachedPost.of records them
     _, _, _, posts, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64), [wide])
     assert posts[0].words == np.array([1, 2, 3], dtype="<u4").tobytes()
+
+
+def test_a_compiled_cached_post_holds_what_the_python_one_holds(kernel) -> None:  # type: ignore[no-untyped-def]
+    assert _rules.CachedPost is kernel.CachedPost
+    python = _rules._PythonCachedPost
+    fields = ("timestamp", "post_id", "words", "members", "packed")
+    for words in (np.array([7, 2**32 - 1, 0], dtype=np.uint32), np.array([7, 2**32 - 1, 0], dtype=np.int64)):
+        sketch = Sketch("p1", 12.5, np.zeros(1, dtype=np.uint64), NO_SHINGLES, words)
+        compiled, expected = kernel.CachedPost.of(sketch), python.of(sketch)
+        assert type(compiled) is kernel.CachedPost
+        assert [getattr(compiled, name) for name in fields] == [getattr(expected, name) for name in fields]
+    given = kernel.CachedPost(1.0, "p2", b"\x01\x00\x00\x00", {3, 4})
+    assert (given.members, given.packed) == ({3, 4}, None)
+    given.packed, given.members = b"\x00" * 8, None  # the rules keep a post's set in it
+    assert (given.members, given.packed) == (None, b"\x00" * 8)
+    with pytest.raises(AttributeError):
+        given.other = 1  # type: ignore[attr-defined]  # a record of five fields, as the slots of the Python one
+    with pytest.raises(TypeError):
+        kernel.CachedPost(1.0, "p3")  # type: ignore[call-arg]
+
+
+def test_the_posts_a_store_caches_add_nothing_for_the_collector_to_walk(kernel, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Python's full collection walks every object the collector tracks, and
+    # an LMDB store caches up to 32,768 recent posts: as a Python class, each
+    # was one more object to walk (3,000 here), and a stream paused for them
+    from streamfilter import LMDBStore, StreamFilter
+
+    rng = np.random.default_rng(3)
+    texts = [" ".join(f"w{word}" for word in rng.integers(0, 50_000, 12)) for _ in range(3001)]
+    with StreamFilter(store=LMDBStore(tmp_path / "index")) as sf:
+        sf.check({"id": "warm", "text": texts[-1]})  # the filter builds what it keeps
+        gc.collect()
+        before = len(gc.get_objects())
+        for n, text in enumerate(texts[:-1]):
+            assert sf.is_novel({"id": str(n), "text": text})
+        gc.collect()
+        assert len(gc.get_objects()) - before < 300
