@@ -24,6 +24,7 @@ equal those of one-at-a-time processing.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import time
 from collections import deque
@@ -150,8 +151,7 @@ async def _judge_live(
     """Judge whatever has arrived, up to a batch, whenever the last batch is
     done: no wait for more when the filter is idle (docs/benchmarks.md, Streaming latency).
     A source's error is raised after the records it yielded before it."""
-    # before the first record is read, so no post waits for it
-    await anyio.to_thread.run_sync(load_tables)
+    await anyio.to_thread.run_sync(_ready_for_posts)  # before the first record is read
     batch_size = engine.config.batch_size
     records_send, records_receive = anyio.create_memory_object_stream[tuple[int, Any]](2 * batch_size)
     failed: list[Exception] = []
@@ -194,6 +194,19 @@ async def _judge_live(
         if close is not None:
             with anyio.CancelScope(shield=True):
                 await close()
+
+
+def _ready_for_posts() -> None:
+    """Do what the first posts of a live stream would otherwise wait for: the
+    normaliser's tables (the emoji data), and Python's first full garbage
+    collection. CPython makes its first full collection the tenth time its
+    middle generation is collected, whatever the heap then holds: a few
+    seconds into a stream, a pause of 30 to 45 ms over the imports and
+    tables (docs/benchmarks.md, "Streaming latency"). Made here, it sets the
+    collector's baseline, and the next full one waits until the objects that
+    outlive collections have grown by a quarter."""
+    load_tables()
+    gc.collect()
 
 
 def _judge_now(
