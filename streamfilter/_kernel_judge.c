@@ -324,12 +324,5 @@ static PyTypeObject RankerType = {
 int sf_add_ranker(PyObject *module) {
     if (sf_intern_names() < 0)
         return -1;
-    if (PyType_Ready(&RankerType) < 0)
-        return -1;
-    Py_INCREF(&RankerType);
-    if (PyModule_AddObject(module, "Ranker", (PyObject *)&RankerType) < 0) {
-        Py_DECREF(&RankerType);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(module, &RankerType); /* as "Ranker", the last part of tp_name */
 }

@@ -430,12 +430,5 @@ static PyTypeObject CachedPostType = {
 };
 
 int sf_add_cached_post(PyObject *module) {
-    if (PyType_Ready(&CachedPostType) < 0)
-        return -1;
-    Py_INCREF(&CachedPostType);
-    if (PyModule_AddObject(module, "CachedPost", (PyObject *)&CachedPostType) < 0) {
-        Py_DECREF(&CachedPostType);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(module, &CachedPostType);
 }
