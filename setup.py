@@ -16,6 +16,7 @@ setup(
                 "streamfilter/_kernel_judge.c",
                 "streamfilter/_kernel_batch.c",
                 "streamfilter/_kernel_text.c",
+                "streamfilter/_kernel_index.c",
             ],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],

@@ -1,13 +1,13 @@
 /* The per-post loops, compiled: word hashes, k-shingles, MinHash signatures,
- * band keys and verification sets (sketching); the search of one LMDB run
- * for a batch's band keys (stores/lmdb/_runs.py); the scan that tells which
+ * band keys and verification sets (sketching); the scan that tells which
  * JSON texts orjson reads as json does (_json.py); and Twitter's times
  * (_time.py). The verification of candidates by _rules.py's rules is in
- * _kernel_rules.c, the ranking of a batch's candidates in _kernel_judge.c.
+ * _kernel_rules.c, the ranking of a batch's candidates in _kernel_judge.c,
+ * the LMDB index's loops in _kernel_index.c.
  *
  * Each function computes exactly what its Python reference does, value for
  * value: _shingle.py, _minhash.py and _lsh.py for sketching,
- * Run.find_in_numpy, _json.depth_ok's depth, and _time._from_twitter.
+ * _json.depth_ok's depth, and _time._from_twitter.
  * tests/test_kernel.py holds each to it, on generated text in every script,
  * generated word lists, runs and JSON-like texts. Word hashes are
  * MurmurHash3 x86 32-bit of the word's UTF-8, as mmh3.hash(word, seed,
@@ -317,93 +317,6 @@ done:
     return result;
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(address) __builtin_prefetch(address)
-#else
-#define PREFETCH(address) ((void)(address))
-#endif
-#define PREFETCH_AHEAD 16
-
-/* The first position in [low, high) of stored whose value is > (above) or
- * >= (not above) rest: a binary search of one fence bucket. */
-static inline int64_t bucket_search(const uint32_t *stored, int64_t low, int64_t high, uint32_t rest, int above) {
-    while (low < high) {
-        int64_t middle = (low + high) >> 1;
-        if (above ? stored[middle] <= rest : stored[middle] < rest)
-            low = middle + 1;
-        else
-            high = middle;
-    }
-    return low;
-}
-
-/* find_in_run(stored, fence, bits, queries, found, first, end) -> count
- * A run's entries: stored, each key's low 32 bits (uint32), sorted within
- * each of the 2**bits fence buckets, fence[b] the first entry of bucket b.
- * queries: 40-bit keys (uint64). Writes, for the ``count`` queries found,
- * their indexes, the position of each one's first entry and of the entry
- * after its last, into the int64 buffers found, first and end (each as long
- * as queries): Run.find, exactly. */
-static PyObject *find_in_run(PyObject *self, PyObject *args) {
-    Py_buffer stored_view, fence_view, queries_view, found_view, first_view, end_view;
-    int bits;
-    if (!PyArg_ParseTuple(args, "y*y*iy*w*w*w*", &stored_view, &fence_view, &bits, &queries_view, &found_view,
-                          &first_view, &end_view))
-        return NULL;
-    Py_ssize_t count = queries_view.len / 8, entries = stored_view.len / 4, found = 0, q;
-    int ok = bits >= 8 && bits <= 32 && fence_view.len == (((Py_ssize_t)1 << bits) + 1) * 4 &&
-             found_view.len >= count * 8 && first_view.len >= count * 8 && end_view.len >= count * 8;
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "bad find_in_run buffers");
-    } else {
-        const uint32_t *stored = (const uint32_t *)stored_view.buf, *fence = (const uint32_t *)fence_view.buf;
-        const uint64_t *queries = (const uint64_t *)queries_view.buf;
-        int64_t *found_at = (int64_t *)found_view.buf, *first_at = (int64_t *)first_view.buf,
-                *end_at = (int64_t *)end_view.buf;
-        Py_BEGIN_ALLOW_THREADS
-        for (q = 0; q < count; q++) {
-            /* The large runs of a large index span gigabytes of the map, and
-             * a key's search misses the cache twice: in the fence, then in
-             * its bucket. The
-             * fence of the key PREFETCH_AHEAD on is fetched ahead, and the
-             * bucket of the key half as far on (in a large run, a cache line
-             * or two), so the misses overlap. */
-            if (q + PREFETCH_AHEAD < count) {
-                uint64_t ahead = queries[q + PREFETCH_AHEAD] >> (40 - bits);
-                if (!(ahead >> bits))
-                    PREFETCH(&fence[ahead]);
-            }
-            if (q + PREFETCH_AHEAD / 2 < count) {
-                uint64_t ahead = queries[q + PREFETCH_AHEAD / 2] >> (40 - bits);
-                if (!(ahead >> bits) && fence[ahead] < (uint64_t)entries)
-                    PREFETCH(&stored[fence[ahead]]);
-            }
-            uint64_t bucket = queries[q] >> (40 - bits);
-            if (bucket >> bits)
-                continue;  /* not a 40-bit key: in no run */
-            uint32_t rest = (uint32_t)queries[q];
-            int64_t low = fence[bucket], high = fence[bucket + 1];
-            if (high > entries)
-                high = entries;  /* a damaged fence reads no further than the run */
-            int64_t at = bucket_search(stored, low, high, rest, 0);
-            if (at < high && stored[at] == rest) {
-                found_at[found] = q;
-                first_at[found] = at;
-                end_at[found] = bucket_search(stored, at + 1, high, rest, 1);
-                found++;
-            }
-        }
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&stored_view);
-    PyBuffer_Release(&fence_view);
-    PyBuffer_Release(&queries_view);
-    PyBuffer_Release(&found_view);
-    PyBuffer_Release(&first_view);
-    PyBuffer_Release(&end_view);
-    return ok ? PyLong_FromSsize_t(found) : NULL;
-}
-
 /* json_scan(text) -> (depth, long_number), for _json.loads, in one pass
  * over a str's characters (no UTF-8 needed, lone surrogates and all), or
  * over the bytes of UTF-8 text (a multi-byte character's bytes are all
@@ -532,7 +445,9 @@ static PyMethodDef methods[] = {
     {"twitter_time", twitter_time, METH_O, "Seconds since the epoch of a Twitter v1.1 time of the usual shape, or None."},
     {"word_edits", sf_word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
     {"best_match", sf_best_match, METH_VARARGS, "The candidate a post duplicates, by the rules (_rules.best_match)."},
-    {"find_in_run", find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
+    {"find_in_run", sf_find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
+    {"mark_run", sf_mark_run, METH_VARARGS, "Marks a run's keys in a key filter's bits or masks (_Bits, RunMasks)."},
+    {"mark_keys", sf_mark_keys, METH_VARARGS, "Marks 40-bit keys in a key filter's bits or masks (_Bits, RunMasks)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,9 @@
-/* What the kernel's source files share: _kernel.c (sketching, the LMDB run
- * search, the JSON scan and the module), _kernel_rules.c (the verification
- * of candidates, by _rules.py's rules), _kernel_judge.c (a batch's
- * candidates, ranked), _kernel_batch.c (the judge's loop over a batch) and
- * _kernel_text.c (the words of an ASCII text, the folding of its
- * non-ASCII runs). */
+/* What the kernel's source files share: _kernel.c (sketching, the JSON scan
+ * and the module), _kernel_rules.c (the verification of candidates, by
+ * _rules.py's rules), _kernel_judge.c (a batch's candidates, ranked),
+ * _kernel_batch.c (the judge's loop over a batch), _kernel_text.c (the words
+ * of an ASCII text, the folding of its non-ASCII runs) and _kernel_index.c
+ * (the LMDB run search, the key filter's marks). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -50,6 +50,9 @@ PyObject *sf_word_edits(PyObject *self, PyObject *args);
 PyObject *sf_best_match(PyObject *self, PyObject *args);
 PyObject *sf_ascii_words(PyObject *self, PyObject *arg);
 PyObject *sf_fold_runs(PyObject *self, PyObject *args);
+PyObject *sf_find_in_run(PyObject *self, PyObject *args);
+PyObject *sf_mark_run(PyObject *self, PyObject *args);
+PyObject *sf_mark_keys(PyObject *self, PyObject *args);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {

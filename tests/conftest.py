@@ -28,6 +28,17 @@ def replay_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "streamfilter", "replay", *args]
 
 
+@pytest.fixture(scope="session")
+def kernel():  # type: ignore[no-untyped-def]
+    """The compiled kernel, for the tests that hold it to its reference."""
+    from streamfilter._compiled import compiled_kernel
+
+    found = compiled_kernel()
+    if found is None:
+        pytest.fail("the compiled kernel is not built")
+    return found
+
+
 # -- real Redis servers, one set per test session ---------------------------------
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]

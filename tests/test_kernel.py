@@ -21,7 +21,6 @@ from streamfilter._rules import CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher
 from streamfilter.stores import Sketch
-from streamfilter.stores.lmdb._runs import SEARCHED_WHOLE, Run, decode_run, encode_run
 
 from .adapters.test_generic_text import deepest_by_characters
 
@@ -45,14 +44,6 @@ def test_the_kernel_is_built() -> None:
     # pip install builds it wherever gcc and the Python headers are; if this
     # fails, the install fell back to the numpy path (see setup.py)
     assert compiled_kernel() is not None
-
-
-@pytest.fixture(scope="module")
-def kernel():  # type: ignore[no-untyped-def]
-    found = compiled_kernel()
-    if found is None:
-        pytest.fail("the compiled kernel is not built")
-    return found
 
 
 @settings(max_examples=200, deadline=None)
@@ -138,55 +129,6 @@ def test_a_sketcher_sent_to_a_worker_process_keeps_the_kernel() -> None:
     records = [(1, '{"id": 1, "text": "a campaign post that many accounts copy word for word"}')]
     mine, theirs = sketcher.prepare(records), copy.prepare(records)
     assert theirs.sketches[0].band_keys.tolist() == mine.sketches[0].band_keys.tolist()
-
-
-def _run_of(keys: np.ndarray) -> Run:
-    return decode_run(b"", encode_run(keys, np.arange(len(keys), dtype=np.uint32), 1000))
-
-
-def _finds_agree(run: Run, queries: np.ndarray) -> int:
-    found, first, end = run.find(queries)
-    expected = run.find_in_numpy(queries)
-    assert [part.tolist() for part in (found, first, end)] == [part.tolist() for part in expected]
-    return len(found)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    pool=st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=50, unique=True),
-    picks=st.lists(st.integers(0, 49), max_size=300),
-    strangers=st.lists(st.integers(0, 2**40 - 1), max_size=50),
-)
-def test_a_run_search_finds_what_numpy_finds(kernel, pool: list[int], picks: list[int], strangers: list[int]) -> None:  # type: ignore[no-untyped-def]
-    # a run whose keys repeat (a key's entries are a range), searched for its
-    # own keys, their neighbours, and keys it does not hold
-    keys = np.array([pool[pick % len(pool)] for pick in picks], dtype=np.uint64)
-    run = _run_of(keys)
-    near = [max(0, key - 1) for key in pool] + [min(2**40 - 1, key + 1) for key in pool]
-    queries = np.array(pool + near + strangers, dtype=np.uint64)
-    held = set(keys.tolist())
-    assert _finds_agree(run, queries) == sum(query in held for query in queries.tolist())
-
-
-def test_a_large_run_is_searched_through_its_fence_as_numpy_does(kernel) -> None:  # type: ignore[no-untyped-def]
-    rng = np.random.default_rng(11)
-    distinct = rng.integers(0, 1 << 40, SEARCHED_WHOLE // 2, dtype=np.uint64)
-    keys = np.concatenate([distinct, distinct[: SEARCHED_WHOLE // 2 + 5000]])  # some keys twice
-    run = _run_of(keys)
-    assert run.bits > 8  # searched through a fence of more than 256 buckets
-    queries = np.concatenate(
-        [distinct[::97], distinct[::89] + np.uint64(1), rng.integers(0, 1 << 40, 5000, dtype=np.uint64)]
-    )
-    assert _finds_agree(run, queries) >= len(distinct[::97])
-
-
-def test_a_bad_run_search_is_refused(kernel) -> None:  # type: ignore[no-untyped-def]
-    out = np.empty(1, dtype=np.int64)
-    stored = np.zeros(4, dtype=np.uint32)
-    with pytest.raises(ValueError):  # a fence of the wrong size for its bits
-        kernel.find_in_run(stored, np.zeros(3, dtype=np.uint32), 8, np.zeros(1, dtype=np.uint64), out, out, out)
-    with pytest.raises(ValueError):  # outputs shorter than the queries
-        kernel.find_in_run(stored, np.zeros(257, dtype=np.uint32), 8, np.zeros(2, dtype=np.uint64), out, out, out)
 
 
 @settings(max_examples=500, deadline=None)

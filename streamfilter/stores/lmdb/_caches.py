@@ -12,10 +12,13 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
+from ..._compiled import compiled_kernel
 from ._runs import KEY_BITS, RUN_KEY, Run, decode_run
 from ._tuning import LMDBTuning
 
 __all__ = ["KeyFilter", "NewRun", "RunCache", "RunMasks"]
+
+_KERNEL = compiled_kernel()
 
 # The run masks' table at most: 2**26 slots of 16 bits, 128 MB, 8 slots an
 # entry for the largest run merging makes.
@@ -103,8 +106,21 @@ class _Bits:
     def capacity(self) -> int:
         return len(self.bytes) * 8
 
+    def add_run(self, run: Run) -> None:
+        """Set the bits of a run's keys."""
+        if not _mark_run(self.bytes, self.width, -1, run):
+            self.add(run.prefixes(self.width))
+
+    def add_keys(self, keys: npt.NDArray[np.uint64]) -> None:
+        """Set the bits of these keys (sorted)."""
+        if _KERNEL is not None:
+            _KERNEL.mark_keys(self.bytes, self.width, -1, np.ascontiguousarray(keys))
+        else:
+            self.add((keys >> self.shift).astype(np.uint32))
+
     def add(self, slots: npt.NDArray[np.uint32]) -> None:
-        """Set the bits of these key prefixes (``width`` bits each)."""
+        """Set the bits of these key prefixes (``width`` bits each): the
+        reference that the kernel's marks are tested against."""
         # sorted prefixes: the bits are set in order, much faster than at random
         np.bitwise_or.at(self.bytes, slots >> np.uint32(3), np.left_shift(1, slots & np.uint32(7)).astype(np.uint8))
 
@@ -189,13 +205,18 @@ class RunMasks:
                 self._add(large[identity], plane)
 
     def _add(self, run: Run, plane: int) -> None:
+        if not _mark_run(self._table, KEY_BITS - int(self._shift), plane, run):
+            self.add_in_numpy(run, plane)
+        self._plane_of[run.identity] = plane
+
+    def add_in_numpy(self, run: Run, plane: int) -> None:
+        """Set a run's keys' slots in ``plane`` without the kernel: the reference it is tested against."""
         bit = np.uint16(1 << plane)
         table, shift = self._table, self._shift
         for start in range(0, run.count, _MASK_CHUNK):  # bounded temporaries
             slots = run.prefixes(KEY_BITS - int(shift), start, start + _MASK_CHUNK)
             # a slot repeated among the keys is written the same value each time
             table[slots] |= bit
-        self._plane_of[run.identity] = plane
 
     def masks(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16] | None:
         """Each key's mask of the planes that may hold it, or None without large runs."""
@@ -277,14 +298,23 @@ class KeyFilter:
             if not all(part in self._seen for part in parts):
                 self._add_run(run)  # a part was another process's, or a large run
             elif fresh is not None:
-                self._bits.add((fresh >> self._bits.shift).astype(np.uint32))
+                self._bits.add_keys(fresh)
                 self._added += len(fresh)
             self._seen.add(run.identity)
 
     def _add_run(self, run: Run) -> None:
-        self._bits.add(run.prefixes(self._bits.width))
+        self._bits.add_run(run)
         self._added += run.count
 
     def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may be in a small run."""
         return self._bits.might_hold(keys)
+
+
+def _mark_run(out: npt.NDArray[np.uint8] | npt.NDArray[np.uint16], width: int, plane: int, run: Run) -> bool:
+    """Mark a run's keys with the kernel, read in place (a pending run's
+    keys are not stored yet); False where it cannot."""
+    if _KERNEL is None or len(run.stored) != run.count:
+        return False
+    _KERNEL.mark_run(out, width, plane, run.stored, run.tops())
+    return True

@@ -131,6 +131,11 @@ class Run:
         low |= np.repeat(np.arange(256, dtype=np.uint32) << np.uint32(width - 8), self._top_counts(start, stop))
         return low
 
+    def tops(self) -> npt.NDArray[np.uint32]:
+        """Where each of the 256 values of a key's top 8 bits starts, and the
+        end (257 entries, from the fence): what the kernel's ``mark_run`` reads."""
+        return np.ascontiguousarray(self.fence[:: 1 << (self.bits - _MIN_FENCE_BITS)])
+
     def _top_counts(self, start: int, stop: int) -> npt.NDArray[np.int64]:
         """How many of entries ``start`` to ``stop`` have each of the 256
         values of a key's top 8 bits, the bits above the 32 stored (the

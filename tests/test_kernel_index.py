@@ -1,0 +1,134 @@
+"""The LMDB index's compiled loops (_kernel_index.c) do what their numpy references do, value for value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamfilter.stores.lmdb import LMDBTuning, _caches
+from streamfilter.stores.lmdb._caches import KeyFilter, NewRun
+from streamfilter.stores.lmdb._runs import KEY_BITS, SEARCHED_WHOLE, Run, decode_run, encode_run
+
+
+def _run_of(keys: np.ndarray, first: int = 1000) -> Run:
+    return decode_run(b"", encode_run(keys, np.arange(len(keys), dtype=np.uint32), first))
+
+
+def _finds_agree(run: Run, queries: np.ndarray) -> int:
+    found, first, end = run.find(queries)
+    expected = run.find_in_numpy(queries)
+    assert [part.tolist() for part in (found, first, end)] == [part.tolist() for part in expected]
+    return len(found)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pool=st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=50, unique=True),
+    picks=st.lists(st.integers(0, 49), max_size=300),
+    strangers=st.lists(st.integers(0, 2**40 - 1), max_size=50),
+)
+def test_a_run_search_finds_what_numpy_finds(kernel, pool: list[int], picks: list[int], strangers: list[int]) -> None:  # type: ignore[no-untyped-def]
+    # a run whose keys repeat (a key's entries are a range), searched for its
+    # own keys, their neighbours, and keys it does not hold
+    keys = np.array([pool[pick % len(pool)] for pick in picks], dtype=np.uint64)
+    run = _run_of(keys)
+    near = [max(0, key - 1) for key in pool] + [min(2**40 - 1, key + 1) for key in pool]
+    queries = np.array(pool + near + strangers, dtype=np.uint64)
+    held = set(keys.tolist())
+    assert _finds_agree(run, queries) == sum(query in held for query in queries.tolist())
+
+
+def test_a_large_run_is_searched_through_its_fence_as_numpy_does(kernel) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(11)
+    distinct = rng.integers(0, 1 << 40, SEARCHED_WHOLE // 2, dtype=np.uint64)
+    keys = np.concatenate([distinct, distinct[: SEARCHED_WHOLE // 2 + 5000]])  # some keys twice
+    run = _run_of(keys)
+    assert run.bits > 8  # searched through a fence of more than 256 buckets
+    queries = np.concatenate(
+        [distinct[::97], distinct[::89] + np.uint64(1), rng.integers(0, 1 << 40, 5000, dtype=np.uint64)]
+    )
+    assert _finds_agree(run, queries) >= len(distinct[::97])
+
+
+def test_a_bad_run_search_is_refused(kernel) -> None:  # type: ignore[no-untyped-def]
+    out = np.empty(1, dtype=np.int64)
+    stored = np.zeros(4, dtype=np.uint32)
+    with pytest.raises(ValueError):  # a fence of the wrong size for its bits
+        kernel.find_in_run(stored, np.zeros(3, dtype=np.uint32), 8, np.zeros(1, dtype=np.uint64), out, out, out)
+    with pytest.raises(ValueError):  # outputs shorter than the queries
+        kernel.find_in_run(stored, np.zeros(257, dtype=np.uint32), 8, np.zeros(2, dtype=np.uint64), out, out, out)
+
+
+def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> int:
+    """A key filter marked by the kernel and one marked by numpy, given the
+    same runs, pass the same keys: every slot of the bits and of the run
+    masks is probed. Returns how many slots of the bits are set."""
+    filters = []
+    for kernel in (_caches._KERNEL, None):
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(_caches, "_KERNEL", kernel)
+            key_filter = KeyFilter(tuning)
+            key_filter.sync(runs)
+            key_filter.taken_in(taken)
+            filters.append(key_filter)
+    compiled, reference = filters
+    assert compiled._bits.width == reference._bits.width
+    width = compiled._bits.width
+    every_slot = np.arange(1 << width, dtype=np.uint64) << np.uint64(KEY_BITS - width)
+    passed = compiled.might_hold(every_slot)
+    assert passed.tolist() == reference.might_hold(every_slot).tolist()
+    masks, expected = compiled.run_masks.masks(every_slot), reference.run_masks.masks(every_slot)
+    assert (masks is None and expected is None) or (masks is not None and masks.tolist() == expected.tolist())
+    return len(passed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    pool=st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=400, unique=True),
+    sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5),
+    filtered_run=st.integers(1, 400),
+    max_bits=st.integers(9, 21),
+)
+def test_a_key_filter_marked_by_the_kernel_passes_what_numpy_passes(  # type: ignore[no-untyped-def]
+    kernel, pool: list[int], sizes: list[int], filtered_run: int, max_bits: int
+) -> None:
+    # runs small and large (the bits and the run masks), the last one taken
+    # in as this process's own write with its fresh keys
+    keys = np.array(pool, dtype=np.uint64)
+    runs = [_run_of(keys[np.arange(size) * 7 % len(keys)], first=step * 1000) for step, size in enumerate(sizes)]
+    *read, written = runs
+    fresh = np.unique(written.keys())
+    tuning = LMDBTuning(filtered_run=filtered_run, max_filter_bits=max_bits)
+    taken: list[NewRun] = [(written, [run.identity for run in read], fresh)]
+    assert _filters_agree(read, taken, tuning) > 0 or not any(run.count < filtered_run for run in runs)
+
+
+def test_a_large_runs_keys_are_marked_through_its_fence_as_numpy_marks_them(kernel) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(5)
+    large = _run_of(rng.integers(0, 1 << 40, SEARCHED_WHOLE + 3000, dtype=np.uint64))
+    assert large.bits > 8  # a fence of more than 256 buckets: the tops are every few of them
+    small = _run_of(rng.integers(0, 1 << 40, 50_000, dtype=np.uint64), first=10**7)
+    as_large = LMDBTuning(filtered_run=100_000)  # the large run in the run masks, the small one in the bits
+    as_small = LMDBTuning(filtered_run=SEARCHED_WHOLE * 2)  # both in the bits
+    for tuning in (as_large, as_small):
+        assert _filters_agree([large, small], [], tuning) > 0
+
+
+def test_bad_marks_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
+    stored, tops = np.zeros(4, dtype=np.uint32), np.zeros(257, dtype=np.uint32)
+    bits, masks = np.zeros(1 << 17, dtype=np.uint8), np.zeros(1 << 20, dtype=np.uint16)
+    with pytest.raises(ValueError):  # bits for another width
+        kernel.mark_run(bits, 21, -1, stored, tops)
+    with pytest.raises(ValueError):  # no such plane
+        kernel.mark_run(masks, 20, 16, stored, tops)
+    with pytest.raises(ValueError):  # tops of the wrong length
+        kernel.mark_run(bits, 20, -1, stored, tops[:256])
+    with pytest.raises(ValueError):  # a key past the 40 bits a run keeps
+        kernel.mark_keys(bits, 20, -1, np.array([1 << 40, 1], dtype=np.uint64))
+    with pytest.raises(TypeError):  # read-only marks
+        kernel.mark_keys(bits.tobytes(), 20, -1, np.zeros(1, dtype=np.uint64))
+    assert not bits.any() and not masks.any()
+    kernel.mark_run(masks, 20, 3, stored, np.full(257, 4, dtype=np.uint32))  # tops past the run: read no further
+    assert not masks.any()
