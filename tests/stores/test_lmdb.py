@@ -172,26 +172,15 @@ def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
 ) -> None:
     # no batch merges runs into more than _INLINE_MERGED_ENTRIES entries; the
     # merge thread does, and the index still keeps a few runs that find every post
-    inline: list[int] = []
-    original = Batch._merge
+    inline: list[int] = []  # the entries of each run a batch writes: its own, or merged
+    put_entries = Batch._put_entries
 
-    def counted(self: Batch, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
-        merged = original(self, older, newer, first_live)
-        inline.append(0 if merged is None else merged[1])
-        return merged
+    def counted(self: Batch, entries: tuple[np.ndarray, np.ndarray, int]) -> Run:
+        run = put_entries(self, entries)
+        inline.append(run.count)
+        return run
 
-    monkeypatch.setattr(Batch, "_merge", counted)
-    write_pending = Batch._write_pending
-
-    def counted_pending(
-        self: Batch, pending: Run, newest: tuple[bytes, int] | None, first_live: int
-    ) -> tuple[tuple[bytes, int], bool]:
-        written, replaced = write_pending(self, pending, newest, first_live)
-        if replaced:  # the batch's run merged with the newest
-            inline.append(written[1])
-        return written, replaced
-
-    monkeypatch.setattr(Batch, "_write_pending", counted_pending)
+    monkeypatch.setattr(Batch, "_put_entries", counted)
     store = LMDBStore(tmp_path / "index", durable=False, tuning=LMDBTuning(inline_merged_entries=200))
     store.open(settings())
     texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(1000)]
@@ -203,7 +192,7 @@ def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
         runs = int(txn.stat(store._runs)["entries"])
     matches = store.check_and_insert([sketch(f"copy{i}", 2000 + i, texts[i]) for i in range(0, 1000, 37)])
     store.close()
-    assert inline and max(inline) <= 200  # batches merged small runs only
+    assert max(inline) <= 200 and max(inline) > 85  # batches merged small runs only (a batch's own is 85)
     assert runs <= 10  # 200 batches of 85 entries: the merge thread merged the rest
     assert [match.duplicate_of if match else None for match in matches] == [f"a{i}" for i in range(0, 1000, 37)]
 
@@ -617,3 +606,41 @@ def test_a_damaged_post_record_is_a_clear_error_and_commits_nothing(tmp_path: Pa
         assert store.post_count() == 40
     finally:
         store.close()
+
+
+def test_lmdb_batch_merges_a_cascade_at_once_into_the_runs_pairwise_merges_make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch whose run would merge with the newest run, then the result with
+    # the next, and so on, writes the final run at once. The index must be
+    # the very one that merging pair by pair makes, purged posts and all.
+    # (The merge thread is kept out: its transactions would number the runs.)
+    tuning = LMDBTuning(inline_merged_entries=3000, max_merged_entries=3000)
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i % 7} about it" for i in range(600)]
+    cascades: list[int] = []
+    write_cascade = Batch._write_cascade
+
+    def counted(self: Batch, pending: Run, sizes: list[tuple[bytes, int]], first_live: int) -> bool:
+        before = len(sizes)
+        written = write_cascade(self, pending, sizes, first_live)
+        if written:
+            cascades.append(before - len(sizes))  # the runs merged into the batch's
+        return written
+
+    contents = []
+    for at_once in (True, False):
+        with monkeypatch.context() as patched:
+            patched.setattr(Batch, "_write_cascade", counted if at_once else lambda *args: False)
+            store = LMDBStore(tmp_path / f"index-{at_once}", durable=False, tuning=tuning)
+            store.open(settings(ttl=150))
+            verdicts = []
+            for start in range(0, 600, 6):  # a copy now and then, and posts purged as time goes on
+                batch = [sketch(f"a{i}", i, texts[i if i % 9 else i // 2]) for i in range(start, start + 6)]
+                verdicts += [match.duplicate_of if match else None for match in store.check_and_insert(batch)]
+            with store._require_env().begin() as txn:
+                runs = dict(txn.cursor(store._runs).iternext())
+            store.close()
+            contents.append((verdicts, runs))
+    assert max(cascades) >= 3  # cascades of three runs and more were written at once
+    assert contents[0] == contents[1]
+    assert any(contents[0][0]) and len(contents[0][1]) > 1
