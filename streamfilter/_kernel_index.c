@@ -113,7 +113,7 @@ static inline void mark(const Marks *marks, uint64_t key) {
  * 2**width uint16 masks (plane 0 to 15), writable; 0, or -1 with an error set
  * (out is then released). */
 static int marks_of(Py_buffer *out, int width, int plane, Marks *marks) {
-    Py_ssize_t slots = width > 8 && width <= 32 ? (Py_ssize_t)1 << width : 0;
+    Py_ssize_t slots = width >= 8 && width <= 32 ? (Py_ssize_t)1 << width : 0;
     int ok = plane == -1 ? out->len * 8 == slots : plane >= 0 && plane < 16 && out->len == slots * 2;
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "bad marks buffer for its width and plane");

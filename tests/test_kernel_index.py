@@ -89,7 +89,7 @@ def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> 
     pool=st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=400, unique=True),
     sizes=st.lists(st.integers(1, 300), min_size=1, max_size=5),
     filtered_run=st.integers(1, 400),
-    max_bits=st.integers(9, 21),
+    max_bits=st.integers(8, 21),
 )
 def test_a_key_filter_marked_by_the_kernel_passes_what_numpy_passes(  # type: ignore[no-untyped-def]
     kernel, pool: list[int], sizes: list[int], filtered_run: int, max_bits: int

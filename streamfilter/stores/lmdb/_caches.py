@@ -114,7 +114,7 @@ class _Bits:
     def add_keys(self, keys: npt.NDArray[np.uint64]) -> None:
         """Set the bits of these keys (sorted)."""
         if _KERNEL is not None:
-            _KERNEL.mark_keys(self.bytes, self.width, -1, np.ascontiguousarray(keys))
+            _KERNEL.mark_keys(self.bytes, self.width, -1, np.ascontiguousarray(keys, dtype=np.uint64))
         else:
             self.add((keys >> self.shift).astype(np.uint32))
 
