@@ -1,8 +1,8 @@
 /* The LMDB index's loops (stores/lmdb/_runs.py, _caches.py): the search of
  * one run for a batch's band keys, and the marking of keys in the key
  * filter's bits or the run masks' table. Each computes what its numpy
- * reference does, value for value (tests/test_kernel.py): Run.find_in_numpy,
- * and _Bits.add or RunMasks._add of Run.prefixes. */
+ * reference does, value for value (tests/test_kernel_index.py):
+ * Run.find_in_numpy, and _Bits.add or RunMasks.add_in_numpy of Run.prefixes. */
 #include "_kernel.h"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -52,10 +52,9 @@ PyObject *sf_find_in_run(PyObject *self, PyObject *args) {
         for (q = 0; q < count; q++) {
             /* The large runs of a large index span gigabytes of the map, and
              * a key's search misses the cache twice: in the fence, then in
-             * its bucket. The
-             * fence of the key PREFETCH_AHEAD on is fetched ahead, and the
-             * bucket of the key half as far on (in a large run, a cache line
-             * or two), so the misses overlap. */
+             * its bucket. The fence of the key PREFETCH_AHEAD on is fetched
+             * ahead, and the bucket of the key half as far on (in a large
+             * run, a cache line or two), so the misses overlap. */
             if (q + PREFETCH_AHEAD < count) {
                 uint64_t ahead = queries[q + PREFETCH_AHEAD] >> (40 - bits);
                 if (!(ahead >> bits))
