@@ -133,3 +133,26 @@ def test_lmdb_batch_merges_a_cascade_at_once_into_the_runs_pairwise_merges_make(
     assert max(cascades) >= 3  # cascades of three runs and more were written at once
     assert contents[0] == contents[1]
     assert any(contents[0][0]) and len(contents[0][1]) > 1
+
+
+def test_lmdb_runs_whose_serials_lie_2_to_the_32_apart_stay_apart(tmp_path: Path) -> None:
+    # A run's serials are offsets of 32 bits at most from its first: runs
+    # further apart than that (an index that lived through 4 G posts) must
+    # never merge into one, however their sizes call for it, nor lose a post.
+    store = LMDBStore(tmp_path / "index", durable=False, tuning=LMDBTuning(inline_merged_entries=3000))
+    store.open(settings())
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(40)]
+    store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(10)])
+    env = store._require_env()
+    with env.begin(write=True) as txn:  # serials jump 2**32 ahead, as after 4 G posts
+        serial = lmdb_store_module._U64.unpack(txn.get(lmdb_store_module._SERIAL_KEY, db=store._meta))[0]
+        txn.put(lmdb_store_module._SERIAL_KEY, lmdb_store_module._U64.pack(serial + (1 << 32)), db=store._meta)
+    for start in (10, 20, 30):  # of similar size: each would merge with the runs before it
+        store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(start, start + 10)])
+    with env.begin() as txn:
+        spans = [(run.first, run.last) for run in store._run_cache.listed(txn, store._runs)]
+    matches = store.check_and_insert([sketch(f"copy{i}", 100 + i, texts[i]) for i in (0, 9, 10, 25, 39)])
+    store.close()
+    assert len(spans) == 2 and all(last - first < 1 << 32 for first, last in spans)
+    assert spans[0][1] < 1 << 32 <= spans[1][0]  # the old posts' run, and the newer posts' merged one
+    assert [match.duplicate_of if match else None for match in matches] == ["a0", "a9", "a10", "a25", "a39"]
