@@ -77,7 +77,7 @@ def test_lmdb_merge_thread_runs_below_the_batches_priority(tmp_path: Path) -> No
 def test_lmdb_merge_thread_error_is_raised_by_the_next_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a failed merge loses nothing: the next batch raises it before judging, and judged again it is novel
 
-    def broken(runs: list[object], tuning: object) -> int | None:
+    def broken(runs: list[object], tuning: object) -> tuple[int, int] | None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(lmdb_store_module, "merge_plan", broken)
@@ -156,3 +156,43 @@ def test_lmdb_runs_whose_serials_lie_2_to_the_32_apart_stay_apart(tmp_path: Path
     assert len(spans) == 2 and all(last - first < 1 << 32 for first, last in spans)
     assert spans[0][1] < 1 << 32 <= spans[1][0]  # the old posts' run, and the newer posts' merged one
     assert [match.duplicate_of if match else None for match in matches] == ["a0", "a9", "a10", "a25", "a39"]
+
+
+def test_lmdb_merge_thread_merges_a_carry_at_once_into_the_runs_pairs_make(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where merging the newest large pair makes a run that merges with the run
+    # before it, and so on, the merge thread merges them all in one swap. The
+    # runs must be those that merging pair by pair makes, purges and all.
+    plans: list[int] = []
+    plan = lmdb_store_module.merge_plan
+
+    def counted(runs: list[Run], tuning: LMDBTuning) -> tuple[int, int] | None:
+        planned = plan(runs, tuning)
+        if planned is not None:
+            plans.append(planned[1] - planned[0])
+        return planned
+
+    def pairwise(runs: list[Run], tuning: LMDBTuning) -> tuple[int, int] | None:
+        planned = plan(runs, tuning)
+        return None if planned is None else (planned[1] - 2, planned[1])
+
+    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i % 7} about it" for i in range(1200)]
+    contents = []
+    for planner in (counted, pairwise):
+        with monkeypatch.context() as patched:
+            patched.setattr(lmdb_store_module, "merge_plan", planner)
+            store = LMDBStore(tmp_path / planner.__name__, durable=False, tuning=LMDBTuning(inline_merged_entries=200))
+            store.open(settings(ttl=900))
+            verdicts = []
+            for start in range(0, 1200, 6):  # a copy now and then; the first posts purged at the end
+                batch = [sketch(f"a{i}", i, texts[i if i % 9 else i // 2]) for i in range(start, start + 6)]
+                verdicts += [match.duplicate_of if match else None for match in store.check_and_insert(batch)]
+                store._merger.settle()  # every merge due is made before the next batch
+            with store._require_env().begin() as txn:
+                runs = sorted(bytes(value) for value in txn.cursor(store._runs).iternext(keys=False, values=True))
+            store.close()
+            contents.append((verdicts, runs))
+    assert max(plans) >= 3  # carries of three runs and more were merged at once
+    assert contents[0] == contents[1]
+    assert any(contents[0][0]) and len(contents[0][1]) > 1

@@ -50,19 +50,37 @@ def one_run_spans(*runs: Run) -> bool:
     return max(run.last for run in runs) - min(run.first for run in runs) < 1 << 32
 
 
-def merge_plan(runs: list[Run], tuning: LMDBTuning) -> int | None:
-    """The index in ``runs`` (live ones, oldest first) of the older run of the
-    newest adjacent pair that is for the merge thread: too large to merge
-    inline, and with offsets that fit 32 bits; None when there is none."""
+def merge_plan(runs: list[Run], tuning: LMDBTuning) -> tuple[int, int] | None:
+    """The slice ``runs[start:stop]`` (live ones, oldest first) that the merge
+    thread merges next, in one merge; None when there is none.
+
+    Pair by pair, it would merge the newest adjacent pair that is for it (too
+    large to merge inline, with offsets that fit 32 bits), then the result
+    with the run before it while that pair is for it too, and the result
+    with the run after it is not (which pair by pair would come first). The
+    slice is those runs, merged into the same run at once: each of their
+    entries is written once, not once a step, in one swap of the store's
+    lock instead of one a step.
+    """
+
+    def for_thread(older: int, newer: int, *parts: Run) -> bool:
+        return (
+            mergeable(older, newer, tuning) and older + newer > tuning.inline_merged_entries and one_run_spans(*parts)
+        )
+
     for at in range(len(runs) - 2, -1, -1):
-        older, newer = runs[at], runs[at + 1]
-        entries = older.count + newer.count
-        if (
-            mergeable(older.count, newer.count, tuning)
-            and entries > tuning.inline_merged_entries
-            and one_run_spans(older, newer)
+        if not for_thread(runs[at].count, runs[at + 1].count, runs[at], runs[at + 1]):
+            continue
+        start, stop = at, at + 2
+        size = runs[at].count + runs[at + 1].count
+        while (
+            start > 0
+            and for_thread(runs[start - 1].count, size, *runs[start - 1 : stop])
+            and not (stop < len(runs) and for_thread(size, runs[stop].count, *runs[start:stop], runs[stop]))
         ):
-            return at
+            start -= 1
+            size += runs[start].count
+        return start, stop
     return None
 
 
@@ -138,11 +156,12 @@ _MERGE_NICENESS = 10
 class Merger:
     """The store's merge thread: merges of runs too large for a batch's transaction.
 
-    A merge reads its two runs in a read transaction, builds the merged run
-    outside any transaction, then swaps it in with a short write transaction
-    of its own: two deletes and one put, if both runs are still there as they
-    were read (a batch, here or in another process, may have merged or dropped
-    them meanwhile; then the work is dropped and the next plan starts over).
+    A merge reads its runs (``merge_plan``: two, or a carry of more) in a read
+    transaction, builds the merged run outside any transaction, then swaps it
+    in with a short write transaction of its own: a delete of each run and
+    one put, if every one is still there as it was read (a batch, here or in
+    another process, may have merged or dropped them meanwhile; then the work
+    is dropped and the next plan starts over).
     Merging never changes a verdict: look-ups take each key's newest entries
     across all runs, whatever their layout. A crash loses at most the merge
     under way, never a post. The thread starts with the first merge it is

@@ -332,11 +332,12 @@ class LMDBStore(TransactionalStore):
                 return False  # every post is purged: the next batch drops the runs
             first_live = _U64.unpack(cursor.key())[0]
             runs = [run for run in self._run_cache.listed(txn, self._runs) if run.last >= first_live]
-            at = merge_plan(runs, self.tuning)
-            if at is None:
+            plan = merge_plan(runs, self.tuning)
+            if plan is None:
                 return False
-            parts = [(run.db_key, run.identity) for run in runs[at : at + 2]]
-            entries = merge_entries(runs[at : at + 2], first_live)
+            merged_runs = runs[plan[0] : plan[1]]
+            parts = [(run.db_key, run.identity) for run in merged_runs]
+            entries = merge_entries(merged_runs, first_live)
         value = encode_run(*entries)
         merged = decode_run(b"", value)
 
