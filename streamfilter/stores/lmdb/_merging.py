@@ -56,11 +56,11 @@ def merge_plan(runs: list[Run], tuning: LMDBTuning) -> tuple[int, int] | None:
 
     Pair by pair, it would merge the newest adjacent pair that is for it (too
     large to merge inline, with offsets that fit 32 bits), then the result
-    with the run before it while that pair is for it too, and the result
-    with the run after it is not (which pair by pair would come first). The
-    slice is those runs, merged into the same run at once: each of their
-    entries is written once, not once a step, in one swap of the store's
-    lock instead of one a step.
+    with the run before it, again and again, while that pair is for it and
+    the result's pair with the run after it is not (that pair, being newer,
+    would come first). The slice is those runs, merged into the same run at
+    once: each of their entries is written once, not once a step, in one
+    swap under the store's lock instead of one a step.
     """
 
     def for_thread(older: int, newer: int, *parts: Run) -> bool:
