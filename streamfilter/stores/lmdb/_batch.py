@@ -183,14 +183,10 @@ class Batch:
             else:
                 sizes.append((db_key, count))
         pending = self.pending
-        if pending is not None and pending.last >= first_live and self._write_cascade(pending, sizes, first_live):
-            return
         if pending is not None and pending.last >= first_live:
-            written, replaced = self._write_pending(pending, sizes[-1] if sizes else None, first_live)
-            if replaced:
-                sizes[-1] = written
-            else:
-                sizes.append(written)
+            if self._write_cascade(pending, sizes, first_live):
+                return
+            sizes.append(self._write_alone(pending, first_live))
         while len(sizes) >= 2:
             (older, older_size), (newer, newer_size) = sizes[-2], sizes[-1]
             if not merged_inline(older_size, newer_size, self.parts.tuning):
@@ -206,7 +202,8 @@ class Batch:
         same run, encoded once instead of once a step (a cascade of four
         merges encoded 60,000 entries for a run of 32,000). False, with
         nothing written, where it merges with none or the serials of the runs
-        might not fit one run's offsets: the pairwise path then writes it."""
+        might not fit one run's offsets: compact then writes it alone and
+        merges pair by pair."""
         tuning = self.parts.tuning
         group: list[Run] = []
         at, size = len(sizes), pending.count
@@ -234,31 +231,11 @@ class Batch:
         self.merge_wanted |= wanted
         return True
 
-    def _write_pending(
-        self, pending: Run, newest: tuple[bytes, int] | None, first_live: int
-    ) -> tuple[tuple[bytes, int], bool]:
-        """Write the batch's run, merged at once with the newest run (db key,
-        entries) when ``compact`` would merge the two: the same runs as
-        writing it alone and then merging, without encoding, writing and
-        reading it back in between (45 k of the 2.3 M instructions a
-        transaction of a dozen posts took). Returns the run's (db key,
-        entries) and whether it took the newest's place."""
-        txn, db = self.txn, self.parts.runs
-        parts = [pending]
-        if newest is not None:
-            newest_key, newest_size = newest
-            if merged_inline(newest_size, pending.count, self.parts.tuning):
-                older = self._run(newest_key)
-                if one_run_spans(older, pending):
-                    parts.insert(0, older)
-        entries = merge_entries(parts, first_live)  # copies, made before a write moves the newest's value
-        if len(parts) == 2:
-            txn.delete(newest_key, db=db)
-        run = self._put_entries(entries)
-        # for the key filter: the batch's keys are fresh, the newest run's it may hold already
-        fresh = np.sort(pending.keys()) if len(parts) == 2 else run.keys()  # alone, the run is its keys sorted
-        self.new_runs.append((run, [part.identity for part in parts[:-1]], fresh))
-        return (run.db_key, run.count), len(parts) == 2
+    def _write_alone(self, pending: Run, first_live: int) -> tuple[bytes, int]:
+        """Write the batch's run by itself; its (db key, entries)."""
+        run = self._put_entries(merge_entries([pending], first_live))
+        self.new_runs.append((run, [], run.keys()))  # for the key filter: its keys are fresh, and sorted
+        return run.db_key, run.count
 
     def _merge(self, older: bytes, newer: bytes, first_live: int) -> tuple[bytes, int] | None:
         txn, db = self.txn, self.parts.runs
