@@ -305,8 +305,7 @@ def best_match(
             return Match(post.post_id, 1.0), serial
         found = _similarity(own, sketch, post, shingle_size)
         if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
-            if own.members is None:
-                own.members = set(sketch.shingles.tolist())
+            assert own.members is not None  # _similarity built it
             found = under_threshold(found, sketch, own.members, _word_list(post), shingle_size, threshold)
         if found >= threshold and (best is None or found > best[0].similarity):
             best = Match(post.post_id, found), serial
