@@ -10,6 +10,11 @@ Prints p50, p99 and max of verdict time minus scheduled arrival time, and
 how far the source fell behind its schedule (backpressure; already part of
 the latency).
 
+``--max-merged-entries`` sets ``LMDBTuning.max_merged_entries``, the
+size at which runs stop merging, and with it the largest run the merge
+thread writes under the store's lock (docs/benchmarks.md, "Streaming
+latency").
+
 ``--pace-collector`` does in this process what the ``streamfilter`` command
 does in its own: Python's cyclic collector is paced for batches
 (``gc.freeze()`` once the filter is open, and ``gc.set_threshold(50_000, 20,
@@ -33,6 +38,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streamfilter import FilterConfig, LMDBStore, StreamFilter  # noqa: E402
+from streamfilter.stores.lmdb import LMDBTuning  # noqa: E402
 
 
 def texts(seed: int = 5) -> Iterator[str]:
@@ -51,7 +57,7 @@ def texts(seed: int = 5) -> Iterator[str]:
             yield text
 
 
-async def run(rate: float, seconds: float, durable: bool, pace_collector: bool) -> None:
+async def run(rate: float, seconds: float, durable: bool, pace_collector: bool, tuning: LMDBTuning) -> None:
     arrivals: dict[str, float] = {}
     total = int(rate * seconds)
     lag = [0.0]
@@ -75,7 +81,7 @@ async def run(rate: float, seconds: float, durable: bool, pace_collector: bool) 
 
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as directory:
-        async with StreamFilter(FilterConfig(), store=LMDBStore(directory, durable=durable)) as sf:
+        async with StreamFilter(FilterConfig(), store=LMDBStore(directory, durable=durable, tuning=tuning)) as sf:
             if pace_collector:
                 gc.freeze()
                 gc.set_threshold(50_000, 20, 100)
@@ -98,9 +104,13 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=5000)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--no-fsync", action="store_true", help="LMDBStore(durable=False)")
+    parser.add_argument(
+        "--max-merged-entries", type=int, default=LMDBTuning().max_merged_entries, help="LMDBTuning.max_merged_entries"
+    )
     parser.add_argument("--pace-collector", action="store_true", help="pace Python's cyclic GC as the command does")
     args = parser.parse_args()
-    anyio.run(run, args.rate, args.seconds, not args.no_fsync, args.pace_collector)
+    tuning = LMDBTuning(max_merged_entries=args.max_merged_entries)
+    anyio.run(run, args.rate, args.seconds, not args.no_fsync, args.pace_collector, tuning)
 
 
 if __name__ == "__main__":
