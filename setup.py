@@ -17,6 +17,7 @@ setup(
                 "streamfilter/_kernel_batch.c",
                 "streamfilter/_kernel_text.c",
                 "streamfilter/_kernel_index.c",
+                "streamfilter/_kernel_objects.c",
             ],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],

@@ -448,6 +448,8 @@ static PyMethodDef methods[] = {
     {"find_in_run", sf_find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
     {"mark_run", sf_mark_run, METH_VARARGS, "Marks a run's keys in a key filter's bits or masks (_Bits, RunMasks)."},
     {"mark_keys", sf_mark_keys, METH_VARARGS, "Marks 40-bit keys in a key filter's bits or masks (_Bits, RunMasks)."},
+    {"entries_from_wire", sf_entries_from_wire, METH_VARARGS, "A worker's entry rows as Entry and Post objects (from_wire)."},
+    {"verdict_lines", sf_verdict_lines, METH_VARARGS, "The --verdicts lines of verdicts, as UTF-8 (Verdict.json_line)."},
     {NULL, NULL, 0, NULL},
 };
 

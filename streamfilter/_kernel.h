@@ -3,7 +3,8 @@
  * _rules.py's rules), _kernel_judge.c (a batch's candidates, ranked),
  * _kernel_batch.c (the judge's loop over a batch), _kernel_text.c (the words
  * of an ASCII text, the folding of its non-ASCII runs) and _kernel_index.c
- * (the LMDB run search, the key filter's marks). */
+ * (the LMDB run search, the key filter's marks), _kernel_objects.c (a
+ * worker's batch rebuilt as objects). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -53,6 +54,8 @@ PyObject *sf_fold_runs(PyObject *self, PyObject *args);
 PyObject *sf_find_in_run(PyObject *self, PyObject *args);
 PyObject *sf_mark_run(PyObject *self, PyObject *args);
 PyObject *sf_mark_keys(PyObject *self, PyObject *args);
+PyObject *sf_entries_from_wire(PyObject *self, PyObject *args);
+PyObject *sf_verdict_lines(PyObject *self, PyObject *args);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring as _json_string
 from typing import Any
 
-__all__ = ["Post", "RetweetPolicy", "Verdict", "VerdictKind"]
+from ._compiled import compiled_kernel
+
+__all__ = ["Post", "RetweetPolicy", "Verdict", "VerdictKind", "verdict_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +62,23 @@ class Post:
         set_author(self, author)
 
 
+def slot_descriptors(cls: type) -> tuple[Any, ...]:
+    """The slots of a slotted dataclass's fields, in field order (the kernel
+    fills them by the offsets they give)."""
+    return tuple(cls.__dict__[item.name] for item in fields(cls))
+
+
 def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
     """The stores of a frozen, slotted dataclass's fields, in order.
 
     Its generated __init__ stores each field with ``object.__setattr__``,
     which looks the slot up every time; these take about half as long, and a
     replay builds a Post and a Verdict a post."""
-    return tuple(cls.__dict__[item.name].__set__ for item in fields(cls))
+    return tuple(slot.__set__ for slot in slot_descriptors(cls))
 
 
 _POST_SETTERS = _slot_setters(Post)
+POST_SLOTS = slot_descriptors(Post)
 
 
 class RetweetPolicy(enum.StrEnum):
@@ -165,3 +174,19 @@ class Verdict:
 
 
 _VERDICT_SETTERS = _slot_setters(Verdict)
+
+
+def verdict_lines(verdicts: list[Verdict]) -> bytes:
+    """The ``--verdicts`` lines of ``verdicts``, each ``json_line()`` and a
+    newline, in UTF-8; a lone surrogate (in an invalid post's id) goes out as
+    JSON's own ``\\udc00`` escape. The kernel writes them where it is built
+    (``_kernel_objects.c``), and leaves a batch with a lone surrogate to this loop."""
+    if _KERNEL is not None:
+        lines = _KERNEL.verdict_lines(verdicts, Verdict, _VERDICT_SLOTS, Post, POST_SLOTS)
+        if lines is not None:
+            return lines  # type: ignore[no-any-return]
+    return "".join([verdict.json_line() + "\n" for verdict in verdicts]).encode("utf-8", "backslashreplace")
+
+
+_KERNEL = compiled_kernel()
+_VERDICT_SLOTS = slot_descriptors(Verdict)

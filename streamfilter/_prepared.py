@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._post import Post, VerdictKind
+from ._compiled import compiled_kernel
+from ._post import POST_SLOTS, Post, VerdictKind, slot_descriptors
 from .stores._base import Sketch
 
 __all__ = ["NO_SHINGLES", "NO_WORDS", "Columns", "Entry", "PreparedBatch", "post_fields"]
@@ -123,6 +124,9 @@ class PreparedBatch:
         """The batch ``Sketcher.prepare_wire`` sent, its raw records put back from ``records``."""
         entry_rows, *columns = wire
         raw_of = dict(records)
+        if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
+            entries = _KERNEL.entries_from_wire(entry_rows, raw_of, Post, POST_SLOTS, Entry, _ENTRY_SLOTS)
+            return cls(entries, Columns(*columns).sketches())
         entries = []
         for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
             raw = raw_of[line]
@@ -132,6 +136,10 @@ class PreparedBatch:
                 post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
             entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, False, deletes))
         return cls(entries, Columns(*columns).sketches())
+
+
+_KERNEL = compiled_kernel()
+_ENTRY_SLOTS = slot_descriptors(Entry)
 
 
 def post_fields(post: Post) -> tuple[Any, ...]:

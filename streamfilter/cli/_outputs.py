@@ -11,7 +11,7 @@ from typing import IO
 
 from .._exceptions import InvalidRecordError
 from .._json import loads
-from .._post import Verdict, VerdictKind
+from .._post import Verdict, VerdictKind, verdict_lines
 from ..adapters import page_of_posts
 from ._console import notice
 from ._inputs import Inputs, Live
@@ -124,9 +124,7 @@ class Writer:
         # Runs inside the store transaction, before its commit: what the index
         # will record as seen is already out of this process.
         if self.verdicts is not None and verdicts:
-            # a lone surrogate (in an invalid post's id) goes out as JSON's own \udc00 escape
-            lines = "".join([verdict.json_line() + "\n" for verdict in verdicts])
-            self.verdicts.write(lines.encode("utf-8", "backslashreplace"))
+            self.verdicts.write(verdict_lines(verdicts))
         if output and self._novel is not None:
             self._novel(output)
         elif output and self.out is not None:

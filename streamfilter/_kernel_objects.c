@@ -1,0 +1,316 @@
+/* A worker's batch rebuilt where the store runs: the loop of
+ * _prepared.PreparedBatch.from_wire, compiled.
+ *
+ * Post and Entry are slotted dataclasses. Their __init__ stores each field
+ * through its slot's descriptor, in Python, and a replay builds one of each
+ * a post; here each object is allocated by its type and its slots are filled
+ * directly, by the offsets their member descriptors give. The descriptors
+ * come from Python in field order and are checked here: each must be an
+ * object slot of that very type, so the objects are the ones __init__ would
+ * build, field for field. tests/test_kernel.py compares the two loops. */
+#include "_kernel.h"
+
+#include <structmember.h>
+
+#define POST_FIELDS 8
+#define ENTRY_FIELDS 9
+#define ROW_FIELDS 7  /* line, kind, reason, sketch index, reference, the post's fields or None, deletes */
+#define POST_VALUES 7 /* id, text, timestamp, retweet of, is retweet, platform, author (raw is the record's) */
+
+/* The offsets of ``type``'s slots, from ``slots``, its member descriptors in
+ * field order (a tuple of ``count``); 0, or -1 with an error set. */
+static int slot_offsets(PyTypeObject *type, PyObject *slots, Py_ssize_t count, Py_ssize_t *offsets) {
+    if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != count) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %zd slot descriptors", type->tp_name, count);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *slot = PyTuple_GET_ITEM(slots, i);
+        if (!Py_IS_TYPE(slot, &PyMemberDescr_Type) || PyDescr_TYPE(slot) != type ||
+            ((PyMemberDescrObject *)slot)->d_member->type != T_OBJECT_EX ||
+            (((PyMemberDescrObject *)slot)->d_member->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "%s: field %zd is not one of its writable object slots", type->tp_name, i);
+            return -1;
+        }
+        offsets[i] = ((PyMemberDescrObject *)slot)->d_member->offset;
+    }
+    return 0;
+}
+
+/* A new object of ``type`` whose slots at ``offsets`` hold ``values`` (borrowed); NULL with an error set. */
+static PyObject *filled(PyTypeObject *type, const Py_ssize_t *offsets, PyObject *const *values, Py_ssize_t count) {
+    PyObject *object = type->tp_alloc(type, 0);
+    if (object == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++)
+        *(PyObject **)((char *)object + offsets[i]) = Py_NewRef(values[i]);
+    return object;
+}
+
+/* entries_from_wire(rows, raw_of, Post, post_slots, Entry, entry_slots): the
+ * batch's Entry objects, each with its Post (from_wire's loop). */
+PyObject *sf_entries_from_wire(PyObject *self, PyObject *args) {
+    PyObject *rows, *raw_of, *post_slots, *entry_slots;
+    PyTypeObject *post_type, *entry_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!O", &PyList_Type, &rows, &PyDict_Type, &raw_of, &PyType_Type, &post_type,
+                          &post_slots, &PyType_Type, &entry_type, &entry_slots))
+        return NULL;
+    Py_ssize_t post_offsets[POST_FIELDS], entry_offsets[ENTRY_FIELDS];
+    if (slot_offsets(post_type, post_slots, POST_FIELDS, post_offsets) < 0 ||
+        slot_offsets(entry_type, entry_slots, ENTRY_FIELDS, entry_offsets) < 0)
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(rows);
+    PyObject *entries = PyList_New(count);
+    if (entries == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != ROW_FIELDS) {
+            PyErr_Format(PyExc_ValueError, "entry row %zd is not a tuple of %d", i, ROW_FIELDS);
+            goto failed;
+        }
+        PyObject *line = PyTuple_GET_ITEM(row, 0), *fields = PyTuple_GET_ITEM(row, 5);
+        PyObject *raw = PyDict_GetItemWithError(raw_of, line); /* borrowed */
+        if (raw == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, line);
+            goto failed;
+        }
+        PyObject *post = Py_None;
+        if (fields != Py_None) {
+            if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != POST_VALUES) {
+                PyErr_Format(PyExc_ValueError, "entry row %zd: a post's fields are not a tuple of %d", i, POST_VALUES);
+                goto failed;
+            }
+            PyObject *const *value = &PyTuple_GET_ITEM(fields, 0);
+            PyObject *values[POST_FIELDS] = {value[0], value[1], value[2], value[3], value[4], value[5], raw, value[6]};
+            if ((post = filled(post_type, post_offsets, values, POST_FIELDS)) == NULL)
+                goto failed;
+        }
+        PyObject *const *value = &PyTuple_GET_ITEM(row, 0);
+        PyObject *values[ENTRY_FIELDS] = {line, raw, post, value[1], value[2], value[3], value[4], Py_False, value[6]};
+        PyObject *entry = filled(entry_type, entry_offsets, values, ENTRY_FIELDS);
+        if (post != Py_None)
+            Py_DECREF(post);
+        if (entry == NULL)
+            goto failed;
+        PyList_SET_ITEM(entries, i, entry);
+    }
+    return entries;
+failed:
+    Py_DECREF(entries);
+    return NULL;
+}
+
+/* The bytes of a batch's --verdicts lines, each Verdict.json_line() and a
+ * newline, in UTF-8: _outputs.Writer's join, compiled. */
+
+typedef struct {
+    char *data;
+    Py_ssize_t size, room;
+} Buffer;
+
+static int reserve(Buffer *buffer, Py_ssize_t more) {
+    if (buffer->size + more <= buffer->room)
+        return 0;
+    Py_ssize_t room = (buffer->room + more) * 2;
+    char *data = PyMem_Realloc(buffer->data, room);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    buffer->data = data;
+    buffer->room = room;
+    return 0;
+}
+
+static int put(Buffer *buffer, const char *text, Py_ssize_t size) {
+    if (reserve(buffer, size) < 0)
+        return -1;
+    memcpy(buffer->data + buffer->size, text, size);
+    buffer->size += size;
+    return 0;
+}
+
+#define PUT_LITERAL(buffer, text) put((buffer), (text), (Py_ssize_t)sizeof(text) - 1)
+
+/* ``text`` (a str) as json.encoder.encode_basestring writes it: quoted, with
+ * '"', '\\' and the control characters escaped, the rest as it is. UTF-8 of
+ * a non-ASCII character holds no byte below 0x80, so escaping bytes escapes
+ * characters. 1 when the text has a lone surrogate (no UTF-8 for it: the
+ * caller takes the Python path), 0, or -1 with an error set. */
+static int put_json_string(Buffer *buffer, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "a verdict's id or reason is not a str");
+        return -1;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    if (reserve(buffer, size * 6 + 2) < 0)
+        return -1;
+    static const char hex[] = "0123456789abcdef";
+    char *out = buffer->data + buffer->size;
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *out++ = (char)c;
+            continue;
+        }
+        *out++ = '\\';
+        switch (c) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\r': *out++ = 'r'; break;
+        case '\t': *out++ = 't'; break;
+        default:
+            memcpy(out, "u00", 3);
+            out[3] = hex[c >> 4];
+            out[4] = hex[c & 15];
+            out += 5;
+        }
+    }
+    *out++ = '"';
+    buffer->size = out - buffer->data;
+    return 0;
+}
+
+static int put_str(Buffer *buffer, PyObject *text) {
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &size) : NULL;
+    if (utf8 == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a verdict's kind is not a str");
+        return -1;
+    }
+    return put(buffer, utf8, size);
+}
+
+/* A float as repr(round(value, 4)) writes it; 0, or -1 with an error set. */
+static int put_similarity(Buffer *buffer, PyObject *value) {
+    static PyObject *round_name = NULL, *four = NULL;
+    if (round_name == NULL && (round_name = PyUnicode_InternFromString("__round__")) == NULL)
+        return -1;
+    if (four == NULL && (four = PyLong_FromLong(4)) == NULL)
+        return -1;
+    PyObject *rounded = PyObject_CallMethodOneArg(value, round_name, four);
+    if (rounded == NULL)
+        return -1;
+    PyObject *text = PyObject_Repr(rounded);
+    Py_DECREF(rounded);
+    if (text == NULL)
+        return -1;
+    int done = put_str(buffer, text);
+    Py_DECREF(text);
+    return done;
+}
+
+enum { V_KIND, V_LINE, V_POST, V_DUPLICATE_OF, V_SIMILARITY, V_REASON, V_RAW, VERDICT_FIELDS };
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* One verdict's line; as put_json_string. */
+static int put_verdict(Buffer *buffer, PyObject *verdict, const Py_ssize_t *offsets, PyTypeObject *post_type,
+                       Py_ssize_t post_id_offset) {
+    static PyObject *value_name = NULL;
+    if (value_name == NULL && (value_name = PyUnicode_InternFromString("_value_")) == NULL)
+        return -1;
+    for (int field = 0; field < V_RAW; field++)
+        if (SLOT(verdict, offsets[field]) == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "a verdict with a field unset");
+            return -1;
+        }
+    PyObject *line = SLOT(verdict, offsets[V_LINE]), *post = SLOT(verdict, offsets[V_POST]);
+    if (!PyLong_CheckExact(line)) {
+        PyErr_SetString(PyExc_TypeError, "a verdict's line is not an int");
+        return -1;
+    }
+    long long number = PyLong_AsLongLong(line);
+    if (number == -1 && PyErr_Occurred())
+        return -1;
+    char digits[32];
+    int length = snprintf(digits, sizeof(digits), "%lld", number);
+    if (post != Py_None && !PyObject_TypeCheck(post, post_type)) {
+        PyErr_SetString(PyExc_TypeError, "a verdict's post is not a Post");
+        return -1;
+    }
+    PyObject *post_id = post == Py_None ? Py_None : SLOT(post, post_id_offset);
+    if (post_id == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a verdict's post has no id set");
+        return -1;
+    }
+    int done;
+    if (PUT_LITERAL(buffer, "{\"id\": ") < 0)
+        return -1;
+    if (post_id != Py_None)
+        done = put_json_string(buffer, post_id);
+    else
+        done = PUT_LITERAL(buffer, "\"line:") < 0 || put(buffer, digits, length) < 0 || PUT_LITERAL(buffer, "\"") < 0
+                   ? -1
+                   : 0;
+    if (done != 0)
+        return done;
+    PyObject *kind = PyObject_GetAttr(SLOT(verdict, offsets[V_KIND]), value_name);
+    if (kind == NULL)
+        return -1;
+    done = PUT_LITERAL(buffer, ", \"verdict\": \"") < 0 || put_str(buffer, kind) < 0 ? -1 : 0;
+    Py_DECREF(kind);
+    if (done < 0 || PUT_LITERAL(buffer, "\", \"duplicate_of\": ") < 0)
+        return -1;
+    PyObject *duplicate_of = SLOT(verdict, offsets[V_DUPLICATE_OF]), *similarity = SLOT(verdict, offsets[V_SIMILARITY]),
+             *reason = SLOT(verdict, offsets[V_REASON]);
+    if ((done = duplicate_of == Py_None ? PUT_LITERAL(buffer, "null") : put_json_string(buffer, duplicate_of)) != 0)
+        return done;
+    if (PUT_LITERAL(buffer, ", \"similarity\": ") < 0 ||
+        (similarity == Py_None ? PUT_LITERAL(buffer, "null") : put_similarity(buffer, similarity)) < 0 ||
+        PUT_LITERAL(buffer, ", \"reason\": ") < 0)
+        return -1;
+    if ((done = reason == Py_None ? PUT_LITERAL(buffer, "null") : put_json_string(buffer, reason)) != 0)
+        return done;
+    if (PUT_LITERAL(buffer, ", \"line\": ") < 0 || put(buffer, digits, length) < 0 || PUT_LITERAL(buffer, "}\n") < 0)
+        return -1;
+    return 0;
+}
+
+/* verdict_lines(verdicts, Verdict, verdict_slots, Post, post_slots): the
+ * UTF-8 bytes of the verdicts' json_line()s, each with its newline; None
+ * when a string holds a lone surrogate, which only the Python path writes
+ * (as JSON's own \udc00 escape). */
+PyObject *sf_verdict_lines(PyObject *self, PyObject *args) {
+    PyObject *verdicts, *verdict_slots, *post_slots;
+    PyTypeObject *verdict_type, *post_type;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O", &PyList_Type, &verdicts, &PyType_Type, &verdict_type, &verdict_slots,
+                          &PyType_Type, &post_type, &post_slots))
+        return NULL;
+    Py_ssize_t offsets[VERDICT_FIELDS], post_offsets[POST_FIELDS];
+    if (slot_offsets(verdict_type, verdict_slots, VERDICT_FIELDS, offsets) < 0 ||
+        slot_offsets(post_type, post_slots, POST_FIELDS, post_offsets) < 0)
+        return NULL;
+    Buffer buffer = {NULL, 0, 0};
+    PyObject *result = NULL;
+    int done = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(verdicts) && done == 0; i++) {
+        PyObject *verdict = PyList_GET_ITEM(verdicts, i);
+        if (!Py_IS_TYPE(verdict, verdict_type)) {
+            PyErr_SetString(PyExc_TypeError, "verdict_lines takes a list of Verdict");
+            done = -1;
+        } else {
+            done = put_verdict(&buffer, verdict, offsets, post_type, post_offsets[0]);
+        }
+    }
+    if (done == 0)
+        result = PyBytes_FromStringAndSize(buffer.data != NULL ? buffer.data : "", buffer.size);
+    else if (done == 1)
+        result = Py_NewRef(Py_None);
+    PyMem_Free(buffer.data);
+    return result;
+}
