@@ -24,13 +24,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._compiled import compiled_kernel
 from ._config import FilterConfig
 from ._exceptions import InvalidRecordError, StreamFilterError
 from ._judge import run_batch
 from ._lsh import id_keys
 from ._normalize import normalize_fallback, words_and_cut
-from ._post import RetweetPolicy, Verdict, VerdictKind
-from ._prepared import NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
+from ._post import VERDICT_SLOTS, RetweetPolicy, Verdict, VerdictKind
+from ._prepared import ENTRY_SLOTS, NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
 from ._shingle import ShingleSets
 from ._sketching import BatchSketcher
 from ._stats import StatsRecorder
@@ -265,6 +266,7 @@ _HELD_JUMP = 86400.0
 # A code point JSON can escape (\udc00) but UTF-8 cannot encode: surrogate
 # pairs are joined when JSON is decoded, so one left in a string is alone.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_KERNEL = compiled_kernel()
 
 
 def _lone_surrogate(text: str | None) -> str | None:
@@ -462,6 +464,19 @@ class Engine:
         logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
 
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
+        if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
+            return _KERNEL.verdicts_of(  # type: ignore[no-any-return]
+                batch.entries,
+                list(matches),
+                Entry,
+                ENTRY_SLOTS,
+                Verdict,
+                VERDICT_SLOTS,
+                VerdictKind.NOVEL,
+                VerdictKind.DUPLICATE,
+                REASON_REPOST_UNSEEN,
+                REASON_REPOST_SEEN,
+            )
         verdicts: list[Verdict] = []
         for entry in batch.entries:
             if entry.kind is not None:

@@ -450,6 +450,8 @@ static PyMethodDef methods[] = {
     {"mark_keys", sf_mark_keys, METH_VARARGS, "Marks 40-bit keys in a key filter's bits or masks (_Bits, RunMasks)."},
     {"entries_from_wire", sf_entries_from_wire, METH_VARARGS, "A worker's entry rows as Entry and Post objects (from_wire)."},
     {"verdict_lines", sf_verdict_lines, METH_VARARGS, "The --verdicts lines of verdicts, as UTF-8 (Verdict.json_line)."},
+    {"sketches_from_columns", sf_sketches_from_columns, METH_VARARGS, "A batch's Sketch objects (Columns.sketches)."},
+    {"verdicts_of", sf_verdicts_of, METH_VARARGS, "A judged batch's Verdict objects (Engine._verdicts)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -56,6 +56,8 @@ PyObject *sf_mark_run(PyObject *self, PyObject *args);
 PyObject *sf_mark_keys(PyObject *self, PyObject *args);
 PyObject *sf_entries_from_wire(PyObject *self, PyObject *args);
 PyObject *sf_verdict_lines(PyObject *self, PyObject *args);
+PyObject *sf_sketches_from_columns(PyObject *self, PyObject *args);
+PyObject *sf_verdicts_of(PyObject *self, PyObject *args);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {

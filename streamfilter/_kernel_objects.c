@@ -314,3 +314,159 @@ PyObject *sf_verdict_lines(PyObject *self, PyObject *args) {
     PyMem_Free(buffer.data);
     return result;
 }
+
+#define SKETCH_FIELDS 8  /* post id, timestamp, band keys, shingles, words, made-up id, refers to, cut off */
+#define SKETCH_VALUES 5  /* a row: post id, timestamp, made-up id, refers to, cut off */
+
+/* column[*start : *start + count] (a view), *start moved past it; NULL with an error set. */
+static PyObject *cut(PyObject *column, Py_ssize_t *start, PyObject *count) {
+    Py_ssize_t length = PyLong_AsSsize_t(count);
+    if (length == -1 && PyErr_Occurred())
+        return NULL;
+    if (length < 0) {
+        PyErr_SetString(PyExc_ValueError, "a negative count in a batch's columns");
+        return NULL;
+    }
+    PyObject *from = PyLong_FromSsize_t(*start), *to = PyLong_FromSsize_t(*start + length), *slice = NULL;
+    if (from != NULL && to != NULL)
+        slice = PySlice_New(from, to, NULL);
+    Py_XDECREF(from);
+    Py_XDECREF(to);
+    if (slice == NULL)
+        return NULL;
+    PyObject *view = PyObject_GetItem(column, slice);
+    Py_DECREF(slice);
+    *start += length;
+    return view;
+}
+
+/* sketches_from_columns(rows, key_counts, shingle_counts, word_counts, keys,
+ * shingles, words, Sketch, sketch_slots): the batch's Sketch objects, each
+ * holding views of the three columns (Columns.sketches' loop). */
+PyObject *sf_sketches_from_columns(PyObject *self, PyObject *args) {
+    PyObject *rows, *counts[3], *columns[3], *slots;
+    PyTypeObject *sketch_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOO!O", &PyList_Type, &rows, &PyList_Type, &counts[0], &PyList_Type,
+                          &counts[1], &PyList_Type, &counts[2], &columns[0], &columns[1], &columns[2], &PyType_Type,
+                          &sketch_type, &slots))
+        return NULL;
+    Py_ssize_t offsets[SKETCH_FIELDS], count = PyList_GET_SIZE(rows), start[3] = {0, 0, 0};
+    if (slot_offsets(sketch_type, slots, SKETCH_FIELDS, offsets) < 0)
+        return NULL;
+    for (int column = 0; column < 3; column++)
+        if (PyList_GET_SIZE(counts[column]) != count) {
+            PyErr_SetString(PyExc_ValueError, "a batch's rows and counts differ in length");
+            return NULL;
+        }
+    PyObject *sketches = PyList_New(count);
+    if (sketches == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *views[3] = {NULL, NULL, NULL}, *sketch = NULL;
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != SKETCH_VALUES) {
+            PyErr_Format(PyExc_ValueError, "sketch row %zd is not a tuple of %d", i, SKETCH_VALUES);
+            goto failed;
+        }
+        for (int column = 0; column < 3; column++)
+            if ((views[column] = cut(columns[column], &start[column], PyList_GET_ITEM(counts[column], i))) == NULL)
+                break;
+        if (views[2] != NULL) {
+            PyObject *const *value = &PyTuple_GET_ITEM(row, 0);
+            PyObject *values[SKETCH_FIELDS] = {value[0], value[1], views[0], views[1], views[2],
+                                               value[2], value[3], value[4]};
+            sketch = filled(sketch_type, offsets, values, SKETCH_FIELDS);
+        }
+        for (int column = 0; column < 3; column++)
+            Py_XDECREF(views[column]);
+        if (sketch == NULL)
+            goto failed;
+        PyList_SET_ITEM(sketches, i, sketch);
+    }
+    return sketches;
+failed:
+    Py_DECREF(sketches);
+    return NULL;
+}
+
+/* verdicts_of(entries, matches, Entry, entry_slots, Verdict, verdict_slots,
+ * NOVEL, DUPLICATE, reason_unseen, reason_seen): a judged batch's Verdict
+ * objects, one an entry (Engine._verdicts' loop). */
+enum { E_LINE, E_RAW, E_POST, E_KIND, E_REASON, E_SKETCH_INDEX, E_REFERENCE, E_CUT_OFF, E_DELETES };
+
+PyObject *sf_verdicts_of(PyObject *self, PyObject *args) {
+    static PyObject *duplicate_of_name = NULL, *similarity_name = NULL;
+    if (duplicate_of_name == NULL && (duplicate_of_name = PyUnicode_InternFromString("duplicate_of")) == NULL)
+        return NULL;
+    if (similarity_name == NULL && (similarity_name = PyUnicode_InternFromString("similarity")) == NULL)
+        return NULL;
+    PyObject *entries, *matches, *entry_slots, *verdict_slots, *novel, *duplicate, *unseen, *seen;
+    PyTypeObject *entry_type, *verdict_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!OOOOO", &PyList_Type, &entries, &PyList_Type, &matches, &PyType_Type,
+                          &entry_type, &entry_slots, &PyType_Type, &verdict_type, &verdict_slots, &novel, &duplicate,
+                          &unseen, &seen))
+        return NULL;
+    Py_ssize_t from[ENTRY_FIELDS], to[VERDICT_FIELDS], count = PyList_GET_SIZE(entries);
+    if (slot_offsets(entry_type, entry_slots, ENTRY_FIELDS, from) < 0 ||
+        slot_offsets(verdict_type, verdict_slots, VERDICT_FIELDS, to) < 0)
+        return NULL;
+    PyObject *verdicts = PyList_New(count);
+    if (verdicts == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (!Py_IS_TYPE(entry, entry_type)) {
+            PyErr_SetString(PyExc_TypeError, "verdicts_of takes a list of Entry");
+            goto failed;
+        }
+        for (int field = 0; field < ENTRY_FIELDS; field++)
+            if (SLOT(entry, from[field]) == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "an entry with a field unset");
+                goto failed;
+            }
+        PyObject *values[VERDICT_FIELDS] = {NULL};
+        values[V_LINE] = SLOT(entry, from[E_LINE]);
+        values[V_POST] = SLOT(entry, from[E_POST]);
+        values[V_RAW] = SLOT(entry, from[E_RAW]);
+        values[V_DUPLICATE_OF] = values[V_SIMILARITY] = Py_None;
+        PyObject *kind = SLOT(entry, from[E_KIND]), *match = NULL, *verdict = NULL;
+        if (kind != Py_None) { /* decided without the store */
+            values[V_KIND] = kind;
+            values[V_REASON] = SLOT(entry, from[E_REASON]);
+            verdict = filled(verdict_type, to, values, VERDICT_FIELDS);
+        } else {
+            Py_ssize_t at = PyLong_AsSsize_t(SLOT(entry, from[E_SKETCH_INDEX]));
+            if (at == -1 && PyErr_Occurred())
+                goto failed;
+            if (at < 0 || at >= PyList_GET_SIZE(matches)) {
+                PyErr_SetString(PyExc_IndexError, "an entry's sketch index is past the batch's matches");
+                goto failed;
+            }
+            int reference = PyObject_IsTrue(SLOT(entry, from[E_REFERENCE]));
+            if (reference < 0)
+                goto failed;
+            match = Py_NewRef(PyList_GET_ITEM(matches, at));
+            PyObject *duplicate_of = NULL, *similarity = NULL;
+            if (match == Py_None) {
+                values[V_KIND] = novel;
+                values[V_REASON] = reference ? unseen : Py_None;
+            } else {
+                values[V_KIND] = duplicate;
+                values[V_REASON] = reference ? seen : Py_None;
+                duplicate_of = values[V_DUPLICATE_OF] = PyObject_GetAttr(match, duplicate_of_name);
+                similarity = values[V_SIMILARITY] = duplicate_of == NULL ? NULL : PyObject_GetAttr(match, similarity_name);
+            }
+            if (match == Py_None || similarity != NULL)
+                verdict = filled(verdict_type, to, values, VERDICT_FIELDS);
+            Py_XDECREF(duplicate_of);
+            Py_XDECREF(similarity);
+            Py_DECREF(match);
+        }
+        if (verdict == NULL)
+            goto failed;
+        PyList_SET_ITEM(verdicts, i, verdict);
+    }
+    return verdicts;
+failed:
+    Py_DECREF(verdicts);
+    return NULL;
+}

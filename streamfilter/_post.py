@@ -182,11 +182,11 @@ def verdict_lines(verdicts: list[Verdict]) -> bytes:
     JSON's own ``\\udc00`` escape. The kernel writes them where it is built
     (``_kernel_objects.c``), and leaves a batch with a lone surrogate to this loop."""
     if _KERNEL is not None:
-        lines = _KERNEL.verdict_lines(verdicts, Verdict, _VERDICT_SLOTS, Post, POST_SLOTS)
+        lines = _KERNEL.verdict_lines(verdicts, Verdict, VERDICT_SLOTS, Post, POST_SLOTS)
         if lines is not None:
             return lines  # type: ignore[no-any-return]
     return "".join([verdict.json_line() + "\n" for verdict in verdicts]).encode("utf-8", "backslashreplace")
 
 
 _KERNEL = compiled_kernel()
-_VERDICT_SLOTS = slot_descriptors(Verdict)
+VERDICT_SLOTS = slot_descriptors(Verdict)

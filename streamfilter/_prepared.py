@@ -18,7 +18,7 @@ from ._compiled import compiled_kernel
 from ._post import POST_SLOTS, Post, VerdictKind, slot_descriptors
 from .stores._base import Sketch
 
-__all__ = ["NO_SHINGLES", "NO_WORDS", "Columns", "Entry", "PreparedBatch", "post_fields"]
+__all__ = ["ENTRY_SLOTS", "NO_SHINGLES", "NO_WORDS", "Columns", "Entry", "PreparedBatch", "post_fields"]
 
 NO_SHINGLES = np.zeros(0, dtype=np.uint64)
 NO_WORDS = np.zeros(0, dtype=np.uint32)
@@ -53,6 +53,18 @@ class Columns:
     words: npt.NDArray[np.uint32]
 
     def sketches(self) -> list[Sketch]:
+        if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
+            return _KERNEL.sketches_from_columns(  # type: ignore[no-any-return]
+                self.rows,
+                self.key_counts,
+                self.shingle_counts,
+                self.word_counts,
+                self.keys,
+                self.shingles,
+                self.words,
+                Sketch,
+                _SKETCH_SLOTS,
+            )
         key_ends = np.cumsum(self.key_counts).tolist()
         shingle_ends = np.cumsum(self.shingle_counts).tolist()
         word_ends = np.cumsum(self.word_counts).tolist()
@@ -125,7 +137,7 @@ class PreparedBatch:
         entry_rows, *columns = wire
         raw_of = dict(records)
         if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
-            entries = _KERNEL.entries_from_wire(entry_rows, raw_of, Post, POST_SLOTS, Entry, _ENTRY_SLOTS)
+            entries = _KERNEL.entries_from_wire(entry_rows, raw_of, Post, POST_SLOTS, Entry, ENTRY_SLOTS)
             return cls(entries, Columns(*columns).sketches())
         entries = []
         for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
@@ -139,7 +151,8 @@ class PreparedBatch:
 
 
 _KERNEL = compiled_kernel()
-_ENTRY_SLOTS = slot_descriptors(Entry)
+ENTRY_SLOTS = slot_descriptors(Entry)
+_SKETCH_SLOTS = slot_descriptors(Sketch)
 
 
 def post_fields(post: Post) -> tuple[Any, ...]:

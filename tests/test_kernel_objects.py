@@ -1,5 +1,6 @@
 """The kernel's object loops (``_kernel_objects.c``) against the Python loops they replace:
-a worker's batch rebuilt as Entry and Post objects, and the ``--verdicts`` lines."""
+a worker's batch rebuilt as Entry, Post and Sketch objects, its Verdict objects, and the
+``--verdicts`` lines."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ import dataclasses
 import gc
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from streamfilter import FilterConfig, Post, Verdict, VerdictKind, _post, _prepared
-from streamfilter._engine import Sketcher
-from streamfilter._post import POST_SLOTS, slot_descriptors, verdict_lines
-from streamfilter._prepared import Entry, PreparedBatch
+from streamfilter import FilterConfig, Post, Verdict, VerdictKind, _engine, _post, _prepared
+from streamfilter._engine import REASON_REPOST_SEEN, Engine, Sketcher
+from streamfilter._post import POST_SLOTS, VERDICT_SLOTS, slot_descriptors, verdict_lines
+from streamfilter._prepared import ENTRY_SLOTS, Entry, PreparedBatch
+from streamfilter._rules import Match
 from streamfilter.adapters import record_adapter
+from streamfilter.stores import Sketch
 
 from .test_post import verdicts
 
@@ -30,6 +34,20 @@ def _fixture_batches(path: Path) -> list[list[tuple[int, bytes]]]:
     return [lines[start : start + 64] for start in range(0, len(lines), 64)]
 
 
+def _same_sketches(built: list[Sketch], reference: list[Sketch]) -> None:
+    assert len(built) == len(reference)
+    for one, other in zip(built, reference, strict=True):
+        for field in dataclasses.fields(Sketch):
+            value, expected = getattr(one, field.name), getattr(other, field.name)
+            if isinstance(expected, np.ndarray):
+                assert value.dtype == expected.dtype
+                assert value.tolist() == expected.tolist()
+                assert value.base is not None  # a view of the column, as slicing gives
+            else:
+                assert type(value) is type(expected)
+                assert value == expected
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
 def test_a_batch_rebuilt_by_the_kernel_is_the_python_loops(kernel, monkeypatch, path: Path) -> None:  # type: ignore[no-untyped-def]
     sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
@@ -40,6 +58,7 @@ def test_a_batch_rebuilt_by_the_kernel_is_the_python_loops(kernel, monkeypatch, 
             patched.setattr(_prepared, "_KERNEL", None)
             python = PreparedBatch.from_wire(wire, records)
         assert compiled.entries == python.entries
+        _same_sketches(compiled.sketches, python.sketches)
         for built, reference in zip(compiled.entries, python.entries, strict=True):
             # raw is left out of Post's equality: the very record object, in both
             assert built.raw is reference.raw
@@ -112,3 +131,45 @@ def test_verdict_lines_without_the_kernel_are_the_same(monkeypatch) -> None:  # 
     monkeypatch.setattr(_post, "_KERNEL", None)
     assert verdict_lines(batch) == compiled == _python_lines(batch)
     assert compiled.splitlines()[1].endswith(b'"similarity": 0.6667, "reason": null, "line": 2}')
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
+def test_verdicts_the_kernel_builds_are_the_python_loops(kernel, monkeypatch, path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine_config = FilterConfig()
+    sketcher = Sketcher(engine_config, record_adapter("auto"))
+    engine = object.__new__(Engine)  # _verdicts needs no store
+    for number, records in enumerate(_fixture_batches(path)):
+        batch = sketcher.prepare(records)
+        # every other sketch a duplicate; every third entry made a repost without text
+        matches = [None if at % 2 else Match(f"earlier {at}", at / 7) for at in range(len(batch.sketches))]
+        batch.entries = [
+            dataclasses.replace(entry, reference=True) if (at + number) % 3 == 0 and entry.kind is None else entry
+            for at, entry in enumerate(batch.entries)
+        ]
+        compiled = engine._verdicts(batch, matches)
+        with monkeypatch.context() as patched:
+            patched.setattr(_engine, "_KERNEL", None)
+            python = engine._verdicts(batch, matches)
+        assert compiled == python
+        assert [verdict.raw for verdict in compiled] == [verdict.raw for verdict in python]
+        assert all(built.raw is reference.raw for built, reference in zip(compiled, python, strict=True))
+        kinds = {verdict.kind for verdict in compiled}
+        assert VerdictKind.DUPLICATE in kinds and VerdictKind.NOVEL in kinds
+    assert REASON_REPOST_SEEN in {verdict.reason for verdict in compiled}
+
+
+def test_the_kernel_refuses_a_sketch_index_past_the_matches(kernel) -> None:  # type: ignore[no-untyped-def]
+    entry = Entry(1, b"x", Post("1", "x"), sketch_index=1)  # one past the one match
+    with pytest.raises(IndexError):
+        kernel.verdicts_of(
+            [entry],
+            [None],
+            Entry,
+            ENTRY_SLOTS,
+            Verdict,
+            VERDICT_SLOTS,
+            VerdictKind.NOVEL,
+            VerdictKind.DUPLICATE,
+            "",
+            "",
+        )
