@@ -369,7 +369,10 @@ class Engine:
         forget = getattr(self.store, "forget", None)
         if forget is None:
             raise StreamFilterError(f"{type(self.store).__name__} cannot forget posts: it has no forget()")
-        ids = list(post_ids)
+        # An id with a lone surrogate is no Unicode text: no such post is ever
+        # indexed (it is invalid), and the id has no UTF-8 to hash (mmh3 dies
+        # of one). A delete notice that names one, hostile or broken, forgets nothing.
+        ids = [post_id for post_id in post_ids if _lone_surrogate(post_id) is None]
         keys = id_keys(ids, self.config.seed).tolist()
         return int(forget(list(zip(ids, keys, strict=True))))
 

@@ -83,6 +83,34 @@ def test_forget_by_id_from_the_library(store: BandStore) -> None:
         assert sf.check({"id": "2", "text": TEXT, "created_at": "2024-05-01T00:00:01Z"}).kind.value == "novel"
 
 
+def test_a_delete_naming_an_id_that_is_not_unicode_forgets_nothing(store: BandStore) -> None:
+    with StreamFilter(store=store) as sf:
+        sf.check({"id": "1", "text": TEXT, "created_at": "2024-05-01T00:00:00Z"})
+        assert sf.forget("\ud800", "1\udfff") == 0
+        assert sf.check({"id": "2", "text": TEXT, "created_at": "2024-05-01T00:00:01Z"}).kind.value == "duplicate"
+
+
+def test_the_cli_goes_on_past_a_delete_notice_of_a_lone_surrogate_id(tmp_path: Path) -> None:
+    # JSON's \ud800 escape is valid JSON that no UTF-8 can hold; hashing such an id killed the process
+    status = {"id_str": "11", "text": TEXT, "user": {"screen_name": "a"}}
+    stream = tmp_path / "s.jsonl"
+    stream.write_text(
+        json.dumps(status)
+        + "\n"
+        + '{"delete": {"status": {"id_str": "\\ud800x"}}}\n'
+        + json.dumps(dict(status, id_str="12"))
+        + "\n"
+    )
+    verdicts = tmp_path / "verdicts.jsonl"
+    command = replay_command(
+        str(stream), "--db", str(tmp_path / "index"), "--verdicts", str(verdicts), "--out", "/dev/null"
+    )
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+    found = [json.loads(line) for line in verdicts.read_text().splitlines()]
+    assert [v["verdict"] for v in found] == ["novel", "skipped", "duplicate"]
+    assert found[1]["reason"] == "twitter status deleted: \ud800x"
+
+
 @pytest.mark.parametrize(
     ("delete", "status"),
     [
