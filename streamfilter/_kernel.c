@@ -64,6 +64,68 @@ static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     return h1;
 }
 
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* The first 64 bits of MurmurHash3 x64 128 (mmh3.hash64(data, seed, signed=False)[0]). */
+static uint64_t murmur3_64(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    uint64_t h1 = seed, h2 = seed, k1, k2;
+    Py_ssize_t blocks = len / 16, i;
+    for (i = 0; i < blocks; i++) {
+        memcpy(&k1, data + i * 16, 8); /* little-endian: compiled_kernel refuses other hosts */
+        memcpy(&k2, data + i * 16 + 8, 8);
+        k1 *= c1;
+        k1 = rotl64(k1, 31);
+        k1 *= c2;
+        h1 ^= k1;
+        h1 = rotl64(h1, 27);
+        h1 += h2;
+        h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2;
+        k2 = rotl64(k2, 33);
+        k2 *= c1;
+        h2 ^= k2;
+        h2 = rotl64(h2, 31);
+        h2 += h1;
+        h2 = h2 * 5 + 0x38495ab5;
+    }
+    const uint8_t *tail = data + blocks * 16;
+    Py_ssize_t rest = len & 15;
+    k1 = k2 = 0;
+    for (i = rest - 1; i >= 8; i--)
+        k2 ^= (uint64_t)tail[i] << (8 * (i - 8));
+    if (rest > 8) {
+        k2 *= c2;
+        k2 = rotl64(k2, 33);
+        k2 *= c1;
+        h2 ^= k2;
+    }
+    for (i = (rest < 8 ? rest : 8) - 1; i >= 0; i--)
+        k1 ^= (uint64_t)tail[i] << (8 * i);
+    if (rest > 0) {
+        k1 *= c1;
+        k1 = rotl64(k1, 31);
+        k1 *= c2;
+        h1 ^= k1;
+    }
+    h1 ^= (uint64_t)len;
+    h2 ^= (uint64_t)len;
+    h1 += h2;
+    h2 += h1;
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    return h1 + h2;
+}
+
 static inline uint64_t finalize64(uint64_t v) {
     v ^= v >> 33;
     v *= 0xFF51AFD7ED558CCDULL;
@@ -434,10 +496,63 @@ static PyObject *twitter_time(PyObject *self, PyObject *text) {
     return PyFloat_FromDouble((double)(midnight + hour * 3600 + minute * 60 + second));
 }
 
+/* id_keys(post_ids, seed) -> bytearray of uint64: each id's key, the first 64
+ * bits of MurmurHash3 x64 128 of "\x01post-id:" and the id in UTF-8 (_lsh.id_keys). */
+static PyObject *id_keys(PyObject *self, PyObject *args) {
+    static const char prefix[] = "\x01post-id:";
+    const Py_ssize_t prefix_size = sizeof(prefix) - 1;
+    PyObject *ids;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "O!K", &PyList_Type, &ids, &seed))
+        return NULL;
+    if (seed > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "seed is out of range");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(ids), room = 256;
+    PyObject *keys = PyByteArray_FromStringAndSize(NULL, count * 8);
+    uint8_t *scratch = PyMem_Malloc(room);
+    if (keys == NULL || scratch == NULL) {
+        Py_XDECREF(keys);
+        PyMem_Free(scratch);
+        return PyErr_NoMemory();
+    }
+    memcpy(scratch, prefix, prefix_size);
+    uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(keys);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *post_id = PyList_GET_ITEM(ids, i);
+        Py_ssize_t size;
+        const char *utf8 = PyUnicode_Check(post_id) ? PyUnicode_AsUTF8AndSize(post_id, &size) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "a post id is a %s, not a str", Py_TYPE(post_id)->tp_name);
+            goto failed;
+        }
+        if (prefix_size + size > room) {
+            room = 2 * (prefix_size + size);
+            uint8_t *larger = PyMem_Realloc(scratch, room);
+            if (larger == NULL) {
+                PyErr_NoMemory();
+                goto failed;
+            }
+            scratch = larger;
+        }
+        memcpy(scratch + prefix_size, utf8, size);
+        out[i] = murmur3_64(scratch, prefix_size + size, (uint32_t)seed);
+    }
+    PyMem_Free(scratch);
+    return keys;
+failed:
+    PyMem_Free(scratch);
+    Py_DECREF(keys);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"verification", sf_verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
     {"jaccard", sf_jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
     {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
+    {"id_keys", id_keys, METH_VARARGS, "Posts' id keys (MurmurHash3 x64 128 of their ids, as _lsh.id_keys)."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
     {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
     {"ascii_words", sf_ascii_words, METH_O, "The words of an ASCII text, mentions out (_normalize._ascii_words)."},

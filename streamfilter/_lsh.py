@@ -39,6 +39,8 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
+from ._compiled import compiled_kernel
+
 __all__ = [
     "BandPlan",
     "band_keys",
@@ -46,6 +48,8 @@ __all__ = [
     "choose_bands",
     "choose_for_rates",
 ]
+
+_KERNEL = compiled_kernel()
 
 _BAND_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
@@ -165,6 +169,8 @@ def id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
     with a band key only proposes a candidate, which verification then
     weighs like any other.
     """
+    if _KERNEL is not None:  # the list below, compiled; tests/test_kernel.py holds it to mmh3
+        return np.frombuffer(_KERNEL.id_keys(list(post_ids), seed), dtype=np.uint64)
     return np.array(
         [mmh3.hash64("\x01post-id:" + post_id, seed, signed=False)[0] for post_id in post_ids], dtype=np.uint64
     )

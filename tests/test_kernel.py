@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamfilter import _judge, _rules
+from streamfilter import _judge, _lsh, _rules
 from streamfilter._compiled import compiled_kernel
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
@@ -53,6 +53,29 @@ def test_word_hashes_are_mmh3s(kernel, posts: list[list[str]], seed: int) -> Non
     expected = [mmh3.hash(word, seed, signed=False) for post in posts for word in post]
     assert np.frombuffer(words, dtype=np.uint32).tolist() == expected
     assert np.frombuffer(offsets, dtype=np.int64).tolist() == np.cumsum([0] + [len(p) for p in posts]).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.text(max_size=40) | _WORD, max_size=30), seed=st.integers(0, 2**32 - 1))
+@example(ids=["", "1" * 7, "1" * 8, "1" * 15, "1" * 16, "1" * 17, "é" * 9], seed=0)
+def test_id_keys_are_mmh3s(kernel, ids: list[str], seed: int) -> None:  # type: ignore[no-untyped-def]
+    # no lone surrogates: mmh3 crashes on one (Engine.forget keeps them from id_keys)
+    ids = [post_id for post_id in ids if not any("\ud800" <= c <= "\udfff" for c in post_id)]
+    expected = [mmh3.hash64("\x01post-id:" + post_id, seed, signed=False)[0] for post_id in ids]
+    assert np.frombuffer(kernel.id_keys(ids, seed), dtype=np.uint64).tolist() == expected
+    assert _lsh.id_keys(ids, seed).tolist() == expected
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_lsh, "_KERNEL", None)
+        assert _lsh.id_keys(ids, seed).tolist() == expected
+
+
+def test_id_keys_refuse_what_has_no_key(kernel) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="seed"):
+        kernel.id_keys(["1"], 2**32)
+    with pytest.raises(TypeError, match="int"):
+        kernel.id_keys([1], 1)
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate has no UTF-8 (where mmh3 crashes)
+        kernel.id_keys(["\ud800"], 1)
 
 
 @settings(max_examples=200, deadline=None)
