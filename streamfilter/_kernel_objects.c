@@ -1,13 +1,17 @@
-/* A worker's batch rebuilt where the store runs: the loop of
- * _prepared.PreparedBatch.from_wire, compiled.
+/* The replay's per-post objects, built in C: a worker's batch rebuilt as
+ * Entry, Post and Sketch objects (_prepared.PreparedBatch.from_wire and
+ * Columns.sketches), its Verdict objects (Engine._verdicts), and the bytes
+ * of its --verdicts lines (Verdict.json_line).
  *
- * Post and Entry are slotted dataclasses. Their __init__ stores each field
- * through its slot's descriptor, in Python, and a replay builds one of each
- * a post; here each object is allocated by its type and its slots are filled
- * directly, by the offsets their member descriptors give. The descriptors
- * come from Python in field order and are checked here: each must be an
- * object slot of that very type, so the objects are the ones __init__ would
- * build, field for field. tests/test_kernel.py compares the two loops. */
+ * Post, Entry, Sketch and Verdict are slotted dataclasses whose __init__
+ * only stores each field; here each object is allocated by its type and its
+ * slots are filled directly, by the offsets their member descriptors give.
+ * The descriptors come from Python in field order and are checked here:
+ * each must be a writable object slot of that very type, so the objects are
+ * the ones __init__ would build, field for field. Should one of those
+ * __init__s ever do more than store its fields, this file must do it too.
+ * The Python loops stay as the reference: tests/test_kernel_objects.py
+ * holds each loop here to its own, on every fixture. */
 #include "_kernel.h"
 
 #include <structmember.h>
@@ -103,7 +107,7 @@ failed:
 }
 
 /* The bytes of a batch's --verdicts lines, each Verdict.json_line() and a
- * newline, in UTF-8: _outputs.Writer's join, compiled. */
+ * newline, in UTF-8 (_post.verdict_lines). */
 
 typedef struct {
     char *data;
@@ -218,17 +222,24 @@ enum { V_KIND, V_LINE, V_POST, V_DUPLICATE_OF, V_SIMILARITY, V_REASON, V_RAW, VE
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
+/* Whether every slot at ``offsets`` of ``object`` is set; 0 with AttributeError set if not. */
+static int all_set(PyObject *object, const Py_ssize_t *offsets, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (SLOT(object, offsets[i]) == NULL) {
+            PyErr_Format(PyExc_AttributeError, "a %s with a field unset", Py_TYPE(object)->tp_name);
+            return 0;
+        }
+    return 1;
+}
+
 /* One verdict's line; as put_json_string. */
 static int put_verdict(Buffer *buffer, PyObject *verdict, const Py_ssize_t *offsets, PyTypeObject *post_type,
                        Py_ssize_t post_id_offset) {
     static PyObject *value_name = NULL;
     if (value_name == NULL && (value_name = PyUnicode_InternFromString("_value_")) == NULL)
         return -1;
-    for (int field = 0; field < V_RAW; field++)
-        if (SLOT(verdict, offsets[field]) == NULL) {
-            PyErr_SetString(PyExc_AttributeError, "a verdict with a field unset");
-            return -1;
-        }
+    if (!all_set(verdict, offsets, V_RAW))
+        return -1;
     PyObject *line = SLOT(verdict, offsets[V_LINE]), *post = SLOT(verdict, offsets[V_POST]);
     if (!PyLong_CheckExact(line)) {
         PyErr_SetString(PyExc_TypeError, "a verdict's line is not an int");
@@ -320,7 +331,7 @@ PyObject *sf_verdict_lines(PyObject *self, PyObject *args) {
 
 /* column[*start : *start + count] (a view), *start moved past it; NULL with an error set. */
 static PyObject *cut(PyObject *column, Py_ssize_t *start, PyObject *count) {
-    Py_ssize_t length = PyLong_AsSsize_t(count);
+    Py_ssize_t length = PyNumber_AsSsize_t(count, PyExc_OverflowError); /* an int, or what indexes as one */
     if (length == -1 && PyErr_Occurred())
         return NULL;
     if (length < 0) {
@@ -418,49 +429,52 @@ PyObject *sf_verdicts_of(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "verdicts_of takes a list of Entry");
             goto failed;
         }
-        for (int field = 0; field < ENTRY_FIELDS; field++)
-            if (SLOT(entry, from[field]) == NULL) {
-                PyErr_SetString(PyExc_AttributeError, "an entry with a field unset");
-                goto failed;
-            }
-        PyObject *values[VERDICT_FIELDS] = {NULL};
-        values[V_LINE] = SLOT(entry, from[E_LINE]);
-        values[V_POST] = SLOT(entry, from[E_POST]);
-        values[V_RAW] = SLOT(entry, from[E_RAW]);
-        values[V_DUPLICATE_OF] = values[V_SIMILARITY] = Py_None;
-        PyObject *kind = SLOT(entry, from[E_KIND]), *match = NULL, *verdict = NULL;
-        if (kind != Py_None) { /* decided without the store */
-            values[V_KIND] = kind;
-            values[V_REASON] = SLOT(entry, from[E_REASON]);
-            verdict = filled(verdict_type, to, values, VERDICT_FIELDS);
+        if (!all_set(entry, from, ENTRY_FIELDS))
+            goto failed;
+        /* The match's fields are read first: a getattr may run Python code,
+         * and the entry's slots are read after it, the entry held meanwhile. */
+        PyObject *values[VERDICT_FIELDS] = {NULL}, *verdict = NULL, *duplicate_of = NULL, *similarity = NULL;
+        int decided = SLOT(entry, from[E_KIND]) != Py_None;
+        Py_INCREF(entry);
+        if (decided) { /* decided without the store */
+            values[V_DUPLICATE_OF] = values[V_SIMILARITY] = Py_None;
         } else {
-            Py_ssize_t at = PyLong_AsSsize_t(SLOT(entry, from[E_SKETCH_INDEX]));
+            Py_ssize_t at = PyNumber_AsSsize_t(SLOT(entry, from[E_SKETCH_INDEX]), PyExc_IndexError);
             if (at == -1 && PyErr_Occurred())
-                goto failed;
+                goto next;
             if (at < 0 || at >= PyList_GET_SIZE(matches)) {
                 PyErr_SetString(PyExc_IndexError, "an entry's sketch index is past the batch's matches");
-                goto failed;
+                goto next;
             }
             int reference = PyObject_IsTrue(SLOT(entry, from[E_REFERENCE]));
             if (reference < 0)
-                goto failed;
-            match = Py_NewRef(PyList_GET_ITEM(matches, at));
-            PyObject *duplicate_of = NULL, *similarity = NULL;
-            if (match == Py_None) {
-                values[V_KIND] = novel;
-                values[V_REASON] = reference ? unseen : Py_None;
-            } else {
-                values[V_KIND] = duplicate;
-                values[V_REASON] = reference ? seen : Py_None;
-                duplicate_of = values[V_DUPLICATE_OF] = PyObject_GetAttr(match, duplicate_of_name);
-                similarity = values[V_SIMILARITY] = duplicate_of == NULL ? NULL : PyObject_GetAttr(match, similarity_name);
-            }
-            if (match == Py_None || similarity != NULL)
-                verdict = filled(verdict_type, to, values, VERDICT_FIELDS);
-            Py_XDECREF(duplicate_of);
-            Py_XDECREF(similarity);
+                goto next;
+            PyObject *match = Py_NewRef(PyList_GET_ITEM(matches, at));
+            if (match != Py_None && (duplicate_of = PyObject_GetAttr(match, duplicate_of_name)) != NULL)
+                similarity = PyObject_GetAttr(match, similarity_name);
+            int found = match != Py_None;
             Py_DECREF(match);
+            if (found && similarity == NULL)
+                goto next;
+            values[V_KIND] = found ? duplicate : novel;
+            values[V_REASON] = reference ? (found ? seen : unseen) : Py_None;
+            values[V_DUPLICATE_OF] = found ? duplicate_of : Py_None;
+            values[V_SIMILARITY] = found ? similarity : Py_None;
         }
+        if (!all_set(entry, from, ENTRY_FIELDS))
+            goto next;
+        if (decided) {
+            values[V_KIND] = SLOT(entry, from[E_KIND]);
+            values[V_REASON] = SLOT(entry, from[E_REASON]);
+        }
+        values[V_LINE] = SLOT(entry, from[E_LINE]);
+        values[V_POST] = SLOT(entry, from[E_POST]);
+        values[V_RAW] = SLOT(entry, from[E_RAW]);
+        verdict = filled(verdict_type, to, values, VERDICT_FIELDS);
+    next:
+        Py_XDECREF(duplicate_of);
+        Py_XDECREF(similarity);
+        Py_DECREF(entry);
         if (verdict == NULL)
             goto failed;
         PyList_SET_ITEM(verdicts, i, verdict);

@@ -10,7 +10,16 @@ from typing import Any
 
 from ._compiled import compiled_kernel
 
-__all__ = ["Post", "RetweetPolicy", "Verdict", "VerdictKind", "verdict_lines"]
+__all__ = [
+    "POST_SLOTS",
+    "VERDICT_SLOTS",
+    "Post",
+    "RetweetPolicy",
+    "Verdict",
+    "VerdictKind",
+    "slot_descriptors",
+    "verdict_lines",
+]
 
 
 @dataclass(frozen=True, slots=True)
