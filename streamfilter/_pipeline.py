@@ -41,6 +41,7 @@ from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
 from ._normalize import load_tables
 from ._post import Verdict
+from ._prepared import WireBatch
 from ._workers import SketchProcess, WorkerLost, default_sketch_processes
 
 __all__ = ["Chunks", "CommitHooks", "Resumable", "run_pipeline"]
@@ -216,9 +217,13 @@ def _judge_now(
 
 
 def _commit_now(
-    engine: Engine, prepared: PreparedBatch, options: dict[str, Any], hooks: CommitHooks | None, last_line: int
+    engine: Engine,
+    prepared: PreparedBatch | WireBatch,
+    options: dict[str, Any],
+    hooks: CommitHooks | None,
+    last_line: int,
 ) -> list[Verdict]:
-    verdicts = engine.commit(prepared, **options)
+    verdicts = engine.commit(prepared.prepared(), **options)  # a worker's batch is rebuilt here (WireBatch)
     if hooks is not None and hooks.after_commit is not None:
         hooks.after_commit(last_line)
     return verdicts
@@ -251,14 +256,14 @@ class _Pending:
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.batch: PreparedBatch | None = None
+        self.batch: PreparedBatch | WireBatch | None = None
         self.error: BaseException | None = None
 
 
 async def _sketch(
     engine: Engine,
     receive: MemoryObjectReceiveStream[list[tuple[int, Any]]],
-    send: ObjectSendStream[PreparedBatch],
+    send: ObjectSendStream[PreparedBatch | WireBatch],
     limiter: anyio.CapacityLimiter,
     processes: int,
 ) -> None:
@@ -388,7 +393,9 @@ async def _batches(
         yield slot, batch
 
 
-async def _in_order(order_receive: ObjectReceiveStream[_Pending], send: ObjectSendStream[PreparedBatch]) -> None:
+async def _in_order(
+    order_receive: ObjectReceiveStream[_Pending], send: ObjectSendStream[PreparedBatch | WireBatch]
+) -> None:
     async with order_receive, send:
         async for pending in order_receive:
             await pending.done.wait()
@@ -400,7 +407,7 @@ async def _in_order(order_receive: ObjectReceiveStream[_Pending], send: ObjectSe
 
 async def _commit(
     engine: Engine,
-    receive: ObjectReceiveStream[PreparedBatch],
+    receive: ObjectReceiveStream[PreparedBatch | WireBatch],
     send: ObjectSendStream[list[Verdict] | BaseException],
     hooks: CommitHooks | None,
     limiter: anyio.CapacityLimiter,
@@ -410,7 +417,7 @@ async def _commit(
     async with receive:
         async for prepared in receive:
             last_line = prepared.last_line
-            first_line = prepared.entries[0].line if prepared.entries else last_line
+            first_line = prepared.first_line
             while marks and marks[0][0] <= first_line:
                 arrived = marks.popleft()[1]
             # Not cancellable mid-transaction: a cancelled pipeline still
@@ -483,7 +490,7 @@ async def _run_chunked(
     # Room for a whole batch to gather while the previous one is in the
     # store: the reader sends big lists, so a few of them are enough.
     records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](4)
-    prepared_send, prepared_receive = anyio.create_memory_object_stream[PreparedBatch](1)
+    prepared_send, prepared_receive = anyio.create_memory_object_stream[PreparedBatch | WireBatch](1)
     marks: deque[_Mark] = deque()
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(_read, source, records_send, marks)

@@ -18,7 +18,7 @@ from ._compiled import compiled_kernel
 from ._post import POST_SLOTS, Post, VerdictKind, slot_descriptors
 from .stores._base import Sketch
 
-__all__ = ["ENTRY_SLOTS", "NO_SHINGLES", "NO_WORDS", "Columns", "Entry", "PreparedBatch", "post_fields"]
+__all__ = ["ENTRY_SLOTS", "NO_SHINGLES", "NO_WORDS", "Columns", "Entry", "PreparedBatch", "WireBatch", "post_fields"]
 
 NO_SHINGLES = np.zeros(0, dtype=np.uint64)
 NO_WORDS = np.zeros(0, dtype=np.uint32)
@@ -110,8 +110,15 @@ class PreparedBatch:
     sketches: list[Sketch]
 
     @property
+    def first_line(self) -> int:
+        return self.entries[0].line if self.entries else 0
+
+    @property
     def last_line(self) -> int:
         return self.entries[-1].line if self.entries else 0
+
+    def prepared(self) -> PreparedBatch:
+        return self
 
     def split_after_deletes(self) -> list[PreparedBatch]:
         """This batch cut after each delete notice, so that the posts after one
@@ -148,6 +155,33 @@ class PreparedBatch:
                 post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
             entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, False, deletes))
         return cls(entries, Columns(*columns).sketches())
+
+
+@dataclass(slots=True)
+class WireBatch:
+    """A batch as a worker process answered it (``Sketcher.prepare_wire``),
+    with its raw records: ``prepared()`` rebuilds the PreparedBatch.
+
+    A replay's process rebuilds it in the store stage, just before judging
+    it, not on the event loop as it arrives: the two share one interpreter
+    lock, and a rebuild there (about 1.4 ms a batch of 1,024) held the store
+    stage back at whatever point of its batch it fell (docs/design/pipeline.md)."""
+
+    wire: tuple[Any, ...]
+    records: Sequence[tuple[int, object]]
+
+    @property
+    def first_line(self) -> int:
+        rows = self.wire[0]
+        return int(rows[0][0]) if rows else 0
+
+    @property
+    def last_line(self) -> int:
+        rows = self.wire[0]
+        return int(rows[-1][0]) if rows else 0
+
+    def prepared(self) -> PreparedBatch:
+        return PreparedBatch.from_wire(self.wire, self.records)
 
 
 _KERNEL = compiled_kernel()

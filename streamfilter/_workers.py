@@ -33,7 +33,8 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ._engine import PreparedBatch, Sketcher
+from ._engine import Sketcher
+from ._prepared import WireBatch
 from ._protocol import FRAME_HEADER, batch_frame, default_sketch_processes, spawn_worker
 
 __all__ = [
@@ -123,8 +124,9 @@ class SketchProcess:
             raise
         return self
 
-    async def prepare(self, records: Sequence[tuple[int, Any]]) -> PreparedBatch:
-        """The child's ``Sketcher.prepare(records)``; records must be raw lines.
+    async def prepare(self, records: Sequence[tuple[int, Any]]) -> WireBatch:
+        """The child's ``Sketcher.prepare(records)``, as it sent it (its
+        ``prepared()`` is the PreparedBatch); records must be raw lines.
 
         Calls may overlap: the child answers in the order it was asked, so a
         second batch waits in its pipe while the first is sketched, and the
@@ -147,7 +149,7 @@ class SketchProcess:
             raise
         if answer.status == "error":
             raise answer.value
-        return PreparedBatch.from_wire(answer.value, records)
+        return WireBatch(answer.value, records)
 
     async def _send(self, payload: bytes) -> None:
         try:

@@ -51,12 +51,14 @@ async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> No
     worker = await SketchProcess.start(sketcher)
     try:
         before = time.time()
-        there = await worker.prepare(records)
+        sent = await worker.prepare(records)
+        there = sent.prepared()  # rebuilt where the store stage judges it
         after = time.time()
-        again = await worker.prepare(records[:7])  # the same child serves batch after batch
+        again = (await worker.prepare(records[:7])).prepared()  # the same child serves batch after batch
     finally:
         await worker.aclose()
     assert entry_view(there) == entry_view(here)
+    assert (sent.first_line, sent.last_line) == (here.first_line, here.last_line) == (1, records[-1][0])
     assert {e.kind for e in here.entries} >= {None, "invalid"}  # the lines cover decided and sketched entries
     assert len(there.sketches) == len(here.sketches) > 100
     assert any(s.cut_off for s in there.sketches)
@@ -79,7 +81,7 @@ async def test_batches_sent_before_the_first_answer_come_back_to_their_callers()
     try:
 
         async def prepare(index: int) -> None:
-            results[index] = await worker.prepare(batches[index])
+            results[index] = (await worker.prepare(batches[index])).prepared()
 
         async with anyio.create_task_group() as task_group:
             for index in range(len(batches)):
@@ -104,7 +106,7 @@ async def test_a_worker_started_before_the_imports_is_the_one_used() -> None:
     worker = await SketchProcess.start(sketcher)
     try:
         assert process.pid in before and set(children(os.getpid())) == before  # no other child started
-        there = await worker.prepare(records)
+        there = (await worker.prepare(records)).prepared()
     finally:
         await worker.aclose()
     assert entry_view(there) == entry_view(sketcher.prepare(records))
@@ -123,7 +125,7 @@ async def test_a_worker_started_early_that_died_is_replaced() -> None:
     _workers.hand_over(process, connection)
     worker = await SketchProcess.start(sketcher)  # a new child, started the usual way
     try:
-        there = await worker.prepare(mixed_lines()[:50])
+        there = (await worker.prepare(mixed_lines()[:50])).prepared()
     finally:
         await worker.aclose()
     assert entry_view(there) == entry_view(sketcher.prepare(mixed_lines()[:50]))
