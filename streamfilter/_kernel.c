@@ -75,6 +75,11 @@ static inline uint64_t fmix64(uint64_t k) {
     return k;
 }
 
+/* One 8-byte lane of a MurmurHash3 x64 128 block, mixed. */
+static inline uint64_t scrambled(uint64_t k, uint64_t first, uint64_t second, int rotation) {
+    return rotl64(k * first, rotation) * second;
+}
+
 /* The first 64 bits of MurmurHash3 x64 128 (mmh3.hash64(data, seed, signed=False)[0]). */
 static uint64_t murmur3_64(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
@@ -83,40 +88,22 @@ static uint64_t murmur3_64(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     for (i = 0; i < blocks; i++) {
         memcpy(&k1, data + i * 16, 8); /* little-endian: compiled_kernel refuses other hosts */
         memcpy(&k2, data + i * 16 + 8, 8);
-        k1 *= c1;
-        k1 = rotl64(k1, 31);
-        k1 *= c2;
-        h1 ^= k1;
-        h1 = rotl64(h1, 27);
-        h1 += h2;
-        h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2;
-        k2 = rotl64(k2, 33);
-        k2 *= c1;
-        h2 ^= k2;
-        h2 = rotl64(h2, 31);
-        h2 += h1;
-        h2 = h2 * 5 + 0x38495ab5;
+        h1 ^= scrambled(k1, c1, c2, 31);
+        h1 = (rotl64(h1, 27) + h2) * 5 + 0x52dce729;
+        h2 ^= scrambled(k2, c2, c1, 33);
+        h2 = (rotl64(h2, 31) + h1) * 5 + 0x38495ab5;
     }
     const uint8_t *tail = data + blocks * 16;
     Py_ssize_t rest = len & 15;
     k1 = k2 = 0;
     for (i = rest - 1; i >= 8; i--)
         k2 ^= (uint64_t)tail[i] << (8 * (i - 8));
-    if (rest > 8) {
-        k2 *= c2;
-        k2 = rotl64(k2, 33);
-        k2 *= c1;
-        h2 ^= k2;
-    }
+    if (rest > 8)
+        h2 ^= scrambled(k2, c2, c1, 33);
     for (i = (rest < 8 ? rest : 8) - 1; i >= 0; i--)
         k1 ^= (uint64_t)tail[i] << (8 * i);
-    if (rest > 0) {
-        k1 *= c1;
-        k1 = rotl64(k1, 31);
-        k1 *= c2;
-        h1 ^= k1;
-    }
+    if (rest > 0)
+        h1 ^= scrambled(k1, c1, c2, 31);
     h1 ^= (uint64_t)len;
     h2 ^= (uint64_t)len;
     h1 += h2;

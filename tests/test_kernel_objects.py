@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from streamfilter import FilterConfig, Post, Verdict, VerdictKind, _engine, _post, _prepared
 from streamfilter._engine import REASON_REPOST_SEEN, Engine, Sketcher
-from streamfilter._post import POST_SLOTS, VERDICT_SLOTS, slot_descriptors, verdict_lines
-from streamfilter._prepared import ENTRY_SLOTS, Entry, PreparedBatch
+from streamfilter._post import POST_SLOTS, slot_descriptors, verdict_lines
+from streamfilter._prepared import Entry, PreparedBatch
 from streamfilter._rules import Match
 from streamfilter.adapters import record_adapter
 from streamfilter.stores import Sketch
@@ -161,15 +161,4 @@ def test_verdicts_the_kernel_builds_are_the_python_loops(kernel, monkeypatch, pa
 def test_the_kernel_refuses_a_sketch_index_past_the_matches(kernel) -> None:  # type: ignore[no-untyped-def]
     entry = Entry(1, b"x", Post("1", "x"), sketch_index=1)  # one past the one match
     with pytest.raises(IndexError):
-        kernel.verdicts_of(
-            [entry],
-            [None],
-            Entry,
-            ENTRY_SLOTS,
-            Verdict,
-            VERDICT_SLOTS,
-            VerdictKind.NOVEL,
-            VerdictKind.DUPLICATE,
-            "",
-            "",
-        )
+        object.__new__(Engine)._verdicts(PreparedBatch([entry], []), [None])
