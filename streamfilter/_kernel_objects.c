@@ -21,6 +21,9 @@
 #define ROW_FIELDS 7  /* line, kind, reason, sketch index, reference, the post's fields or None, deletes */
 #define POST_VALUES 7 /* id, text, timestamp, retweet of, is retweet, platform, author (raw is the record's) */
 
+/* The object slot at ``offset`` bytes into ``object``. */
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
 /* The offsets of ``type``'s slots, from ``slots``, its member descriptors in
  * field order (a tuple of ``count``); 0, or -1 with an error set. */
 static int slot_offsets(PyTypeObject *type, PyObject *slots, Py_ssize_t count, Py_ssize_t *offsets) {
@@ -47,7 +50,7 @@ static PyObject *filled(PyTypeObject *type, const Py_ssize_t *offsets, PyObject 
     if (object == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < count; i++)
-        *(PyObject **)((char *)object + offsets[i]) = Py_NewRef(values[i]);
+        SLOT(object, offsets[i]) = Py_NewRef(values[i]);
     return object;
 }
 
@@ -219,8 +222,6 @@ static int put_similarity(Buffer *buffer, PyObject *value) {
 }
 
 enum { V_KIND, V_LINE, V_POST, V_DUPLICATE_OF, V_SIMILARITY, V_REASON, V_RAW, VERDICT_FIELDS };
-
-#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
 /* Whether every slot at ``offsets`` of ``object`` is set; 0 with AttributeError set if not. */
 static int all_set(PyObject *object, const Py_ssize_t *offsets, Py_ssize_t count) {

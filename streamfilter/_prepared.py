@@ -145,15 +145,15 @@ class PreparedBatch:
         raw_of = dict(records)
         if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
             entries = _KERNEL.entries_from_wire(entry_rows, raw_of, Post, POST_SLOTS, Entry, ENTRY_SLOTS)
-            return cls(entries, Columns(*columns).sketches())
-        entries = []
-        for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
-            raw = raw_of[line]
-            post = None
-            if fields is not None:
-                post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
-                post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
-            entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, False, deletes))
+        else:
+            entries = []
+            for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
+                raw = raw_of[line]
+                post = None
+                if fields is not None:
+                    post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
+                    post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
+                entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, False, deletes))
         return cls(entries, Columns(*columns).sketches())
 
 

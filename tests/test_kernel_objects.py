@@ -135,8 +135,7 @@ def test_verdict_lines_without_the_kernel_are_the_same(monkeypatch) -> None:  # 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
 def test_verdicts_the_kernel_builds_are_the_python_loops(kernel, monkeypatch, path: Path) -> None:  # type: ignore[no-untyped-def]
-    engine_config = FilterConfig()
-    sketcher = Sketcher(engine_config, record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
     engine = object.__new__(Engine)  # _verdicts needs no store
     for number, records in enumerate(_fixture_batches(path)):
         batch = sketcher.prepare(records)
