@@ -16,6 +16,19 @@ unseen), and so are ideographs, and the Greek and basic Cyrillic letters:
 the fold of Cyrillic and Greek letters in ``_normalize`` runs before this,
 as it always did, and Russian or Greek text is left as that fold leaves it.
 
+Spoofs spelled by look. The fold above runs after case folding, which
+loses how a letter looked: Greek small ``η`` looks like ``n`` while its
+capital ``Η`` looks like ``H``, and Cherokee capitals fold to small letters
+the table may not have. So before any folding, ``spell_spoofs`` spells a
+word made of Latin letters and look-alikes alone by how each character
+looks, where it mixes the two, or where every letter of the post is Latin
+or a look-alike: each character by how it looks in its own case (``joiη
+ηow`` reads ``join now``, ``ᏟLᎪIᎷ ᎪᎢ`` reads ``CLAIM AT``), or, in a post
+whose words mostly begin with a capital, each by how its capital looks: its
+small look-alikes are mostly capitals that a case change made small
+(``Sηоuld Ηаvе``, a title-cased ``SΗОULD ΗАVЕ``, reads ``SHould HAvE``). A post in Greek, Cyrillic or Cherokee has letters
+of its script that look like no Latin letter, and keeps its words.
+
 To take a newer Unicode release, replace ``data/confusables.txt`` with the
 file of that release and bump ``NORMALIZER_VERSION``.
 
@@ -34,7 +47,7 @@ from importlib import resources
 
 import regex
 
-__all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes"]
+__all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes", "spell_spoofs"]
 
 CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
 
@@ -46,6 +59,8 @@ _RIGHT_TO_LEFT_LETTER = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}]")
 # (Russian and Greek text stays as it was; Cyrillic extensions such as ү, ԝ fold here).
 _KEPT = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}\u0370-\u03ff\u0400-\u045f]")
 _ASCII_LETTER = regex.compile(r"[a-z]")
+# Letters ``spell_spoofs`` never reads as Latin: right to left, and ideographs.
+_FOREIGN = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}]")
 
 
 def displayed(text: str) -> str:
@@ -88,6 +103,91 @@ def _to_ascii() -> dict[int, str]:
     """``ascii_lookalikes`` without the letters of scripts the filter keeps as
     their own (``_KEPT``: Greek, basic Cyrillic, right-to-left scripts, ideographs)."""
     return {code: prototype for code, prototype in ascii_lookalikes().items() if not _KEPT.match(chr(code))}
+
+
+@functools.cache
+def _by_look() -> dict[int, str]:
+    """Every non-ASCII character that looks like an ASCII letter or digit in
+    its own case -> that letter (Greek ``η`` -> ``n``, ``Η`` -> ``H``),
+    from the confusables data with marks dropped from the prototype; a
+    character whose other case has no entry of its own looks like its
+    letter too (Cherokee small ``ꮯ`` as its capital ``Ꮯ``). Right-to-left
+    letters and ideographs are left out, as in ``_to_ascii``."""
+    table: dict[int, str] = {}
+    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
+    for line in data.splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        source = fields[0].split() if len(fields) >= 2 else []
+        if len(source) != 1 or int(source[0], 16) <= 0x7F or _FOREIGN.match(chr(int(source[0], 16))):
+            continue
+        prototype = unicodedata.normalize("NFKD", "".join(chr(int(part, 16)) for part in fields[1].split()))
+        if not _LATIN.match(chr(int(source[0], 16))):  # a Latin letter with a mark is a letter of its own (ł, ø)
+            prototype = "".join(char for char in prototype if not unicodedata.combining(char))
+        if len(prototype) == 1 and prototype.isascii() and prototype.isalnum():
+            # Unicode's prototype of a capital I is "l" (they look alike); a
+            # capital that looks like either stands for the capital
+            upper = chr(int(source[0], 16)).isupper()
+            table[int(source[0], 16)] = "I" if prototype == "l" and upper else prototype
+    for code, letter in list(table.items()):
+        for other in {chr(code).lower(), chr(code).upper(), chr(code).casefold()}:
+            if len(other) == 1 and not other.isascii() and ord(other) not in table:
+                table[ord(other)] = letter.lower() if other.islower() else letter.upper()
+    return table
+
+
+@functools.cache
+def _by_capital_look() -> dict[int, str]:
+    """``_by_look`` with each small letter read as its capital looks (``η``
+    as ``H``): for a word written in capitals or title case, whose small
+    look-alikes are mostly capitals a case change made small ("SΗОULD",
+    title-cased, is "Sηоuld")."""
+    table = dict(_by_look())
+    for code in list(table):
+        capital = chr(code).upper()
+        if chr(code).islower() and len(capital) == 1 and ord(capital) in table:
+            table[code] = table[ord(capital)].lower()
+    return table
+
+
+@functools.cache
+def _spoof_patterns() -> tuple[regex.Pattern[str], regex.Pattern[str], regex.Pattern[str]]:
+    """(any look-alike; a word of Latin letters, digits, marks and
+    look-alikes alone; a letter that is neither Latin nor a look-alike)."""
+    members = "".join(regex.escape(chr(code)) for code in sorted(_by_look()))
+    return (
+        regex.compile(f"[{members}]"),
+        regex.compile(f"(?:[0-9\\p{{Latin}}\\p{{M}}]|[{members}])+"),
+        regex.compile(f"[^\\P{{L}}\\p{{Latin}}{members}]"),
+    )
+
+
+_LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
+_LATIN = regex.compile(r"\p{Latin}")
+
+
+def spell_spoofs(text: str) -> str:
+    """``text`` with its spoofed words spelled by how they look (see the
+    module docstring); any other text as it is."""
+    lookalike, spoof_word, other_letter = _spoof_patterns()
+    if lookalike.search(text) is None:
+        return text
+    # every letter of the post Latin or a look-alike: even its words with no
+    # Latin letter are spoofs (a post in a script of its own has letters that
+    # look like none); otherwise only its words that mix the two are
+    every_word = other_letter.search(text) is None
+    words = _LETTER_RUN.findall(text)
+    # a post whose words mostly begin with a capital was written in capitals
+    # or title case: its small look-alikes are mostly capitals a case change made small
+    capitalised = sum(word[:1].isupper() for word in words) * 2 >= len(words)
+    table = _by_capital_look() if capitalised else _by_look()
+
+    def spelled(run: regex.Match[str]) -> str:
+        word = str(run.group())
+        if spoof_word.fullmatch(word) and lookalike.search(word) and (every_word or _LATIN.search(word)):
+            return word.translate(table)
+        return word
+
+    return str(_LETTER_RUN.sub(spelled, text))
 
 
 def fold_lookalikes(words: list[str]) -> list[str]:

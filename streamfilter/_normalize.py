@@ -63,7 +63,7 @@ from collections.abc import Callable
 import regex
 
 from ._compiled import compiled_kernel
-from ._confusables import displayed, fold_lookalikes
+from ._confusables import displayed, fold_lookalikes, spell_spoofs
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -78,7 +78,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 6
+NORMALIZER_VERSION = 7
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -436,7 +436,8 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
     """The words of ``normalize(text)``, and whether the text was cut off
     (``is_cut_off``), found in one pass."""
     if not text.isascii():
-        text = displayed(text)  # a span under a bidi override, as a reader sees it
+        # a span under a bidi override as a reader sees it; a spoof spelled by its letters' looks
+        text = spell_spoofs(displayed(text))
     truncated = is_cut_off(text)
     if "&" in text:
         text = html.unescape(text)
