@@ -33,11 +33,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from make_stream import DEFAULT_CSV, thin  # noqa: E402
 
-from streamfilter import FilterConfig  # noqa: E402
+from streamfilter import (
+    FilterConfig,  # noqa: E402
+    _rules,  # noqa: E402
+)
 from streamfilter._engine import Sketcher  # noqa: E402
 from streamfilter._rules import jaccard, judged_similarity  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
-from streamfilter.stores import Sketch, _base  # noqa: E402
+from streamfilter.stores import Sketch  # noqa: E402
 
 RANGES = ((0.8, 0.92), (0.6, 0.8), (0.4, 0.6), (0.25, 0.4))
 
@@ -53,12 +56,12 @@ def main() -> None:
     parser.add_argument(
         "--min-words",
         type=int,
-        default=_base.CUT_OFF_MIN_WORDS,
+        default=_rules.CUT_OFF_MIN_WORDS,
         help="measure the rule with another minimum of words (the library's is the default)",
     )
     args = parser.parse_args()
-    _base.CUT_OFF_MIN_WORDS = min_words = args.min_words
-    config = FilterConfig()
+    _rules.CUT_OFF_MIN_WORDS = min_words = args.min_words
+    config = FilterConfig(seed=1)
     sketcher = Sketcher(config, record_adapter("generic"))
     threshold, size = config.jaccard_threshold, config.shingle_size
 

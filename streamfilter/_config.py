@@ -16,7 +16,7 @@ from ._shingle import MAX_SHINGLE_SIZE
 __all__ = ["FilterConfig", "parse_duration"]
 
 # Bump when shingle hashing, MinHash permutations or band keys change.
-SKETCH_VERSION = 5  # 5: character bigrams in scripts written without spaces, and in Hangul
+SKETCH_VERSION = 6  # 6: an exact-words key per post; id keys scoped by platform
 
 _DURATION = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", regex.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -47,7 +47,11 @@ class FilterConfig:
       candidates), and the longest run of words verification compares.
     - ``num_perm``: MinHash permutations; ``bands * rows`` always equals it.
     - ``bands``/``rows``: leave both None to derive them from the threshold.
-    - ``seed``: seeds word hashing and the permutations.
+    - ``seed``: seeds word hashing, the permutations and so every band key.
+      None (the default) leaves it to the index: a new index draws a secret
+      seed and pins it, so band keys cannot be computed offline and posts
+      crafted to share them with an original cannot be made; an existing
+      index keeps its own. Give one to compare two runs verdict for verdict.
     - ``ttl_seconds``: how long, in event time, a post keeps catching copies; 0 = forever.
     - ``retweet_policy``: see RetweetPolicy.
     - ``batch_size``/``max_delay``: internal batching. A live source's posts
@@ -71,7 +75,7 @@ class FilterConfig:
     num_perm: int = 32
     bands: int | None = None
     rows: int | None = None
-    seed: int = 1
+    seed: int | None = None
     ttl_seconds: float = 7 * 86400
     retweet_policy: RetweetPolicy = RetweetPolicy.CONTENT
     batch_size: int = 1024
@@ -104,8 +108,9 @@ class FilterConfig:
             f"num_perm must be an integer from 1 to 1024, got {self.num_perm!r}",
         )
         _check(
-            isinstance(self.seed, int) and 0 <= self.seed < 2**32,
-            f"seed must be an integer in [0, 2**32), got {self.seed!r}",
+            self.seed is None
+            or (isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed < 2**32),
+            f"seed must be None (the index's own) or an integer in [0, 2**32), got {self.seed!r}",
         )
         _check(
             isinstance(self.ttl_seconds, int | float) and math.isfinite(self.ttl_seconds) and self.ttl_seconds >= 0,
@@ -138,8 +143,9 @@ class FilterConfig:
         object.__setattr__(self, "bands", plan.bands)
         object.__setattr__(self, "rows", plan.rows)
 
-    def fingerprint(self) -> dict[str, int | str]:
-        """The settings that shape signatures and band keys; an index pins these."""
+    def fingerprint(self) -> dict[str, int | str | None]:
+        """The settings that shape signatures and band keys; an index pins
+        these (a seed of None: the index's own, drawn when it is created)."""
         assert self.bands is not None and self.rows is not None
         return {
             "shingle_size": self.shingle_size,

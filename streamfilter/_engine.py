@@ -13,6 +13,7 @@ even then cannot be compared: it passes as novel and is not indexed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -24,17 +25,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _rules
+from ._clock import EventClock
 from ._compiled import compiled_kernel
 from ._config import FilterConfig
-from ._exceptions import InvalidRecordError, StreamFilterError
-from ._judge import run_batch
-from ._lsh import id_keys
+from ._exceptions import ConfigError, InvalidRecordError, StreamFilterError
+from ._judge import Judgement, run_batch
+from ._lsh import PLATFORMS, exact_keys, id_keys, scoped_id
 from ._normalize import normalize_fallback, words_and_cut
 from ._post import VERDICT_SLOTS, RetweetPolicy, Verdict, VerdictKind
 from ._prepared import ENTRY_SLOTS, NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
 from ._shingle import ShingleSets
 from ._sketching import BatchSketcher
-from ._stats import StatsRecorder
+from ._stats import StatsRecorder, duration_text
 from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match, Sketch
 
@@ -59,6 +62,8 @@ class Sketcher:
     def __init__(self, config: FilterConfig, adapter: RecordAdapter) -> None:
         self.config = config
         self.adapter = adapter
+        if config.seed is None:
+            raise ConfigError("a Sketcher needs the seed of its index: FilterConfig(seed=...), or the Engine's")
         assert config.bands is not None and config.rows is not None
         self._sketcher = BatchSketcher(config.num_perm, config.seed, config.shingle_size, config.bands, config.rows)
 
@@ -77,14 +82,18 @@ class Sketcher:
         """(the verification sets, with the word hashes; the band keys) of a batch."""
         return self._sketcher.sketch(*self._sketcher.words(word_lists))
 
-    def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
-        """The band keys a stored post was filed under, its id key included,
-        from its word hashes as stored."""
+    def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
+        """The keys stored posts' texts filed them under (their band keys and
+        exact-words key; ``IndexSettings.rekey``), from their word hashes as stored."""
         offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
         words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else NO_WORDS
         _, keys = self._sketcher.sketch(words, offsets)
-        return np.column_stack([keys, id_keys(post_ids, self.config.seed)])
+        return np.column_stack([keys, self._exact_keys(words, offsets)])
+
+    def _exact_keys(self, words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        assert self.config.seed is not None
+        return exact_keys(words, offsets, self.config.seed)
 
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
@@ -157,7 +166,8 @@ class Sketcher:
             try:
                 posts = self.adapter.adapt(record)
             except NotAPost as exc:
-                entries.append(Entry(line, record, None, VerdictKind.SKIPPED, exc.reason, deletes=exc.deletes))
+                deletes = None if exc.deletes is None else (exc.platform, exc.deletes)
+                entries.append(Entry(line, record, None, VerdictKind.SKIPPED, exc.reason, deletes=deletes))
                 continue
             except InvalidRecordError as exc:
                 entries.append(Entry(line, record, None, VerdictKind.INVALID, exc.reason))
@@ -190,6 +200,7 @@ class Sketcher:
         that are not references), in that order, as columns."""
         now = time.time()
         seed = self.config.seed
+        assert seed is not None
         rows: list[tuple[str, float, bool, str | None, bool]] = []
         for index, entry in enumerate(to_sketch):
             post = entry.post
@@ -202,9 +213,15 @@ class Sketcher:
             )
         if word_lists:
             shingles, keys = self._sketch_words(word_lists)
-            # every post is filed under its id too, for reposts that carry no text
-            text_ids = [row[0] for row, entry in zip(rows, to_sketch, strict=True) if not entry.reference]
-            keys = np.column_stack([keys, id_keys(text_ids, seed)])
+            # every post is filed under its words in order, and under its id,
+            # for reposts that carry no text
+            text_ids = [
+                scoped_id(entry.post.platform, row[0])
+                for row, entry in zip(rows, to_sketch, strict=True)
+                if not entry.reference and entry.post is not None
+            ]
+            exact = exact_keys(shingles.words, shingles.word_offsets, seed)
+            keys = np.column_stack([keys, exact, id_keys(text_ids, seed)])
             shingle_counts = np.diff(shingles.offsets).tolist()
             word_counts = np.diff(shingles.word_offsets).tolist()
         if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are
@@ -214,7 +231,11 @@ class Sketcher:
             return Columns(rows, key_counts, shingle_counts, word_counts, keys.ravel(), shingles.hashes, shingles.words)
         # Reposts without text among them: their one key is their reposted
         # post's id key, and they have no shingles and no words.
-        referenced = [entry.post.retweet_of or "" for entry in to_sketch if entry.reference and entry.post]
+        referenced = [
+            scoped_id(entry.post.platform, entry.post.retweet_of or "")
+            for entry in to_sketch
+            if entry.reference and entry.post
+        ]
         reference_keys = id_keys(referenced, seed)
         key_parts: list[npt.NDArray[np.uint64]] = []
         shingle_parts: list[npt.NDArray[np.uint64]] = []
@@ -258,11 +279,6 @@ def _utc(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-# A post this far (or a TTL, if longer) ahead of the clock is held at the
-# clock's time unless the next dated post is as far ahead (see _place_in_time).
-_HELD_JUMP = 86400.0
-
-
 # A code point JSON can escape (\udc00) but UTF-8 cannot encode: surrogate
 # pairs are joined when JSON is decoded, so one left in a string is alone.
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -284,6 +300,8 @@ def _without_lone_surrogates(text: str) -> str:
 
 def _span(seconds: float) -> str:
     days = seconds / 86400
+    if days < 1:
+        return duration_text(seconds)
     return f"{days / 365.25:.1f} years" if days >= 365.25 else f"{days:.1f} days"
 
 
@@ -291,29 +309,34 @@ class Engine:
     """Sketcher and store, wired by one FilterConfig."""
 
     def __init__(self, config: FilterConfig, store: BandStore, adapter: RecordAdapter) -> None:
-        self.config = config
         self.store = store
         self.adapter = adapter
-        self.sketcher = Sketcher(config, adapter)
-        self.prepare = self.sketcher.prepare
         # the newest event time judged, from the index's own clock when the store tells it
         self._latest = -math.inf
         self._latest_dated = -math.inf  # the same, of dated posts only (see _place_in_time)
         self._warned_behind = False
-        # the last dated post was more than a TTL after the clock, and was held at it (see _place_in_time)
-        self._held_jump = False
+        self._warned_ahead = False
         self.stats = StatsRecorder()
-        store.open(
+        pinned = store.open(
             IndexSettings(
                 fingerprint=config.fingerprint(),
                 jaccard_threshold=config.jaccard_threshold,
                 ttl_seconds=config.ttl_seconds,
-                rekey=self.sketcher.rekey,
+                rekey=self._rekey,
                 max_candidates_per_band=config.max_candidates_per_band,
                 purge_limit=config.purge_limit,
             )
         )
+        if config.seed is None:  # the index's own (drawn when it was created)
+            config = dataclasses.replace(config, seed=int(pinned["seed"]))
+        self.config = config
+        self.sketcher = Sketcher(config, adapter)
+        self.prepare = self.sketcher.prepare
         self._latest = float(store.clock())
+        self._clock = EventClock(config.ttl_seconds, self._latest)
+
+    def _rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
+        return self.sketcher.rekey(word_seqs)
 
     def commit(
         self,
@@ -342,7 +365,7 @@ class Engine:
             verdicts += self._commit_part(part, progress if number == len(parts) else None, deliver)
             deleted = [entry.deletes for entry in part.entries if entry.deletes is not None]
             if honour and deleted:
-                self.forget(deleted)
+                self._honour(deleted)
         self.stats.committed(verdicts, time.monotonic() - began)
         return verdicts
 
@@ -360,21 +383,65 @@ class Engine:
                 deliver(verdicts)
             built.append(verdicts)
 
-        run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out)
+        run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out, judged=self._noticed)
         return built[-1]
 
-    def forget(self, post_ids: Sequence[str]) -> int:
-        """Remove these posts from the index: a later copy of one no longer
+    def _noticed(self, judgement: Judgement) -> None:
+        """A committed batch's attack signals (``_stats.ATTACK_SIGNALS``)."""
+        if judgement.capped or judgement.full_buckets:
+            self.stats.noticed(verification_capped=judgement.capped, full_buckets=judgement.full_buckets)
+
+    def forget(self, post_ids: Sequence[str], platform: str | None = None) -> int:
+        """Remove these posts of ``platform`` (``Post.platform``'s names;
+        None: of any platform) from the index: a later copy of one no longer
         matches it. Returns how many live posts were forgotten."""
         forget = getattr(self.store, "forget", None)
         if forget is None:
             raise StreamFilterError(f"{type(self.store).__name__} cannot forget posts: it has no forget()")
+        if platform is not None and platform not in PLATFORMS:
+            raise ConfigError(f"platform must be one of {', '.join(PLATFORMS)} (or None for any), got {platform!r}")
         # An id with a lone surrogate is no Unicode text: no such post is ever
         # indexed (it is invalid), and the id has no UTF-8 to hash (mmh3 dies
         # of one). A delete notice that names one, hostile or broken, forgets nothing.
         ids = [post_id for post_id in post_ids if _lone_surrogate(post_id) is None]
-        keys = id_keys(ids, self.config.seed).tolist()
-        return int(forget(list(zip(ids, keys, strict=True))))
+        platforms = PLATFORMS if platform is None else (platform,)
+        pairs = [(post_id, scoped_id(name, post_id)) for name in platforms for post_id in ids]
+        keys = id_keys([scoped for _, scoped in pairs], self.config.seed or 0).tolist()
+        return int(forget([(post_id, key) for (post_id, _), key in zip(pairs, keys, strict=True)]))
+
+    def _honour(self, deletes: Sequence[tuple[str, str]]) -> None:
+        """Forget the posts that delete notices ((platform, id)) name, each
+        in its own platform; count those that name no post of their own
+        platform but one of another's (``stats``: ignored as cross-platform)."""
+        by_platform: dict[str, list[str]] = {}
+        for platform, post_id in deletes:
+            by_platform.setdefault(platform, []).append(post_id)
+        for platform, post_ids in by_platform.items():
+            if self.forget(post_ids, platform) < len(post_ids):
+                others = [name for name in PLATFORMS if name != platform]
+                self.stats.noticed(cross_platform_deletes=self._live_elsewhere(post_ids, others))
+
+    def _live_elsewhere(self, post_ids: Sequence[str], platforms: Sequence[str]) -> int:
+        """How many of ``post_ids`` name a live post of one of ``platforms``:
+        read in an index transaction given up at once, which changes nothing."""
+        ids = [post_id for post_id in post_ids if _lone_surrogate(post_id) is None]
+        if not ids:
+            return 0
+        scoped = [scoped_id(name, post_id) for post_id in ids for name in platforms]
+        txn = self.store.begin()
+        try:
+            queries = np.unique(txn.index_keys(id_keys(scoped, self.config.seed or 0)))
+            _, serials = txn.members(queries)
+            horizon = _rules.horizon(txn.clock, self.config.ttl_seconds)
+            wanted = set(ids)
+            found = {
+                post.post_id
+                for serial in serials.tolist()
+                if (post := txn.post(serial)) is not None and post.post_id in wanted and post.timestamp > horizon
+            }
+        finally:
+            txn.abort()
+        return len(found)
 
     @property
     def newest_event_time(self) -> float | None:
@@ -382,32 +449,26 @@ class Engine:
         return self._latest if math.isfinite(self._latest) else None
 
     def _place_in_time(self, batch: PreparedBatch, where: Callable[[int], str]) -> None:
-        """Give undated posts the stream's time, and warn where one post
-        moves the clock past every post before it, or arrives behind it, by
-        more than a TTL.
+        """Place each post in event time (``_clock.EventClock``), give
+        undated posts the stream's time, and warn where a post is dated
+        ahead of the clock, or arrives more than a TTL behind it.
 
         An undated post takes the newest event time among the dated posts
         judged so far, or, before any, that of the first dated post after
         it in its batch; only in a stream with no dated post yet does it keep
-        the wall clock (a plain-text stream expires in wall time). Before,
-        it always took the wall clock, so in a replay of old posts one
-        undated line moved the clock to now and expired everything.
+        the wall clock (a plain-text stream expires in wall time), so one
+        undated line in a replay of old posts does not move the clock to now.
 
-        The store's clock is the newest event time seen, so a post dated
-        more than a TTL after every post before it expires everything
-        earlier at once, and one more than a TTL behind the clock is
-        recorded already expired: nothing after it can match it. A
-        mis-dated line in an old replay, or posts replayed into an index
-        that saw newer ones, silently stop the filtering. So one post more
-        than a TTL ahead of the clock is judged and recorded at the clock's
-        time; only when the next dated post is past the TTL too has the
-        stream moved on, and that post moves the clock (a replay of two
-        recordings months apart holds back one post). A gap of less than a
-        day is no mis-dating (a quiet hour of a live stream under a short
-        TTL): such a post moves the clock at once. The warnings say where."""
+        A dated post later than the corroborated time plus the slack is
+        judged and recorded at that limit, and counted as dated ahead: a few
+        posts dated tomorrow cannot expire the index. One more than a TTL
+        behind the clock is recorded already expired: nothing after it can
+        match it (posts replayed into an index that saw newer ones)."""
         ttl = self.config.ttl_seconds
+        clock = self._clock
         latest, dated = self._latest, self._latest_dated
         waiting: list[Sketch] = []  # undated, before the stream's first dated post
+        ahead = 0
         for entry in batch.entries:
             if entry.kind is not None:
                 continue
@@ -419,18 +480,20 @@ class Engine:
                     waiting.append(sketch)
                     continue
             else:
-                ahead = sketch.timestamp - latest if ttl > 0 and math.isfinite(latest) else 0.0
-                held, self._held_jump = self._held_jump, ahead > max(ttl, _HELD_JUMP) and not self._held_jump
-                if self._held_jump:
-                    self._warn(
-                        entry,
-                        where,
-                        sketch.timestamp,
-                        f"is {_span(ahead)} newer than every post before it, more than the TTL: it is "
-                        f"judged at the stream's time ({_utc(latest)}), so that one mis-dated post does not "
-                        "expire the index; if the next dated post is that far ahead too, the clock moves",
-                    )
-                    sketch.timestamp = latest
+                placed = clock.place(sketch.timestamp)
+                if placed < sketch.timestamp:
+                    ahead += 1
+                    if not self._warned_ahead:
+                        self._warned_ahead = True
+                        self._warn(
+                            entry,
+                            where,
+                            sketch.timestamp,
+                            f"is dated {_span(sketch.timestamp - clock.stream_time)} ahead of the stream's time "
+                            f"({_utc(clock.stream_time)}), further than a few posts may move the clock: it is judged "
+                            f"and recorded at {_utc(placed)} (later such posts are counted in the stats, not reported)",
+                        )
+                    sketch.timestamp = placed
                 for undated in waiting:
                     undated.timestamp = sketch.timestamp
                 waiting.clear()
@@ -442,9 +505,8 @@ class Engine:
                         entry,
                         where,
                         timestamp,
-                        f"is {_span(timestamp - latest)} newer than every post before it, more than the TTL"
-                        f"{', as was the dated post before it' if held else ''}: every earlier post has "
-                        "expired and matches no more",
+                        f"is {_span(timestamp - latest)} newer than every post before it, more than the TTL, "
+                        "and the stream's posts since have reached its time: every earlier post has expired",
                     )
                 elif latest - timestamp > ttl and not self._warned_behind:
                     self._warned_behind = True
@@ -458,7 +520,10 @@ class Engine:
                     )
             latest = max(latest, timestamp)
         for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
+            undated.timestamp = clock.place(undated.timestamp)
             latest = max(latest, undated.timestamp)
+        if ahead:
+            self.stats.noticed(dated_ahead=ahead)
         self._latest, self._latest_dated = latest, dated
 
     def _warn(self, entry: Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:

@@ -118,8 +118,11 @@ class StreamFilter:
 
     # -- lifecycle -------------------------------------------------------------
     def open(self) -> None:
+        """Open the index; ``config`` is then the one it runs with (its
+        ``seed`` the index's own, where the config left it to the index)."""
         if self._engine is None:
             self._engine = Engine(self.config, self.store, self._adapter)
+            self.config = self._engine.config
 
     def close(self) -> None:
         """Close the index; a temporary one is removed (and made anew if the filter is opened again)."""
@@ -288,16 +291,26 @@ class StreamFilter:
             )
         return engine.commit(prepared)[0]
 
-    def forget(self, *post_ids: str) -> int:
+    def forget(self, *post_ids: str | int, platform: str | None = None) -> int:
         """Remove posts from the index by id, as a platform's delete asks: a
         later copy of a forgotten post is no longer its duplicate (it is novel,
         or the duplicate of another live copy). Returns how many live posts
         were forgotten; an id the index does not hold is not an error.
 
+        Ids are unique only within a platform: ``platform`` (``"twitter"``,
+        ``"mastodon"``, ``"bluesky"``, ``"generic"`` or ``"text"``, as
+        ``Post.platform`` names it) forgets only that platform's posts, and
+        None those of every platform with these ids. An id that is not a
+        string or an integer is a TypeError.
+
         Delete notices in the stream are honoured without this call unless
-        ``FilterConfig(honour_deletes=False)``. One store call, which blocks:
-        async code calls ``await anyio.to_thread.run_sync(sf.forget, post_id)``."""
-        return self._require_engine().forget([str(post_id) for post_id in post_ids])
+        ``FilterConfig(honour_deletes=False)``, each forgetting only a post of
+        its own platform. One store call, which blocks: async code calls
+        ``await anyio.to_thread.run_sync(sf.forget, post_id)``."""
+        for post_id in post_ids:
+            if not isinstance(post_id, str | int) or isinstance(post_id, bool):
+                raise TypeError(f"forget() takes post ids as strings (or integers), got {type(post_id).__name__}")
+        return self._require_engine().forget([str(post_id) for post_id in post_ids], platform)
 
     def is_novel(self, record: Any) -> bool:
         """True when the record's post is novel (and is now indexed).

@@ -10,8 +10,8 @@ once:
 2. it keeps the batch's own novel posts under the keys a later post of the
    batch holds too, so a post sees the ones recorded before it in its batch,
    and a key offers its newest ``max_candidates_per_band`` posts wherever the
-   batch boundaries fall (stored posts give way to the batch's newer ones:
-   ``_InBatch``);
+   batch boundaries fall, and its oldest ``OLDEST_PER_KEY`` (stored posts
+   give way to the batch's newer ones: ``_InBatch``);
 3. it ranks and verifies the candidates (``_rules.rank_candidates``,
    ``_rules.best_match``, ``_rules.referenced``).
 
@@ -36,7 +36,7 @@ import numpy.typing as npt
 from . import _rules
 from ._compiled import compiled_kernel
 from ._exceptions import StoreError
-from ._rules import CachedPost, Match
+from ._rules import OLDEST_PER_KEY, CachedPost, Match
 from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch, is_same_post
 
 __all__ = ["Judgement", "judge_batch", "run_batch"]
@@ -58,6 +58,10 @@ class Judgement:
     # earlier in the batch: ``first_serial`` + its position in ``recorded``)
     matched: dict[int, int] = field(default_factory=dict)
     first_serial: int = 0
+    # what an operator watches for (_stats.ATTACK_SIGNALS): posts with more
+    # candidates than are verified, and band keys offering all they may
+    capped: int = 0
+    full_buckets: int = 0
 
 
 def _stored_sharers(
@@ -127,9 +131,11 @@ class _InBatch:
     such key it keeps the serials of the batch's recorded posts, oldest first:
     like the index, recorded posts only, so a campaign's thousand copies in one
     batch are checked against its one original. A key offers its newest
-    ``limit`` posts wherever the batch boundaries fall: under a key that holds
-    recorded posts of this batch, the stored ones fill only what is left,
-    oldest dropped first.
+    ``limit`` posts and its oldest ``OLDEST_PER_KEY`` wherever the batch
+    boundaries fall (``_rules.offered_per_key``): under a key that holds
+    recorded posts of this batch, the stored ones fill only what is left of
+    the newest, oldest dropped first, and the oldest stay; where the key has
+    fewer stored posts than that, the batch's first ones are its oldest.
     """
 
     def __init__(
@@ -178,11 +184,12 @@ class _InBatch:
                 continue
             for serial in under:
                 in_batch[serial] = in_batch.get(serial, 0) + 1
-            crowded = len(under) + self.hit_counts[query] - self.limit
-            if crowded > 0:
-                end = self.hit_starts[query] + self.hit_counts[query]
-                for serial in self.hit_serials[end - crowded : end]:
-                    crowded_out[serial] = crowded_out.get(serial, 0) + 1
+            # the stored hits (newest first) that are neither among the newest
+            # ``limit`` with the batch's nor among the oldest
+            start = self.hit_starts[query]
+            first = start + max(0, self.limit - len(under))
+            for serial in self.hit_serials[first : start + max(0, self.hit_counts[query] - OLDEST_PER_KEY)]:
+                crowded_out[serial] = crowded_out.get(serial, 0) + 1
         if not in_batch:
             return _first(stored)
         return _with_batch_sharers(stored, in_batch, crowded_out)
@@ -195,8 +202,11 @@ class _InBatch:
                 self.recorded_under[query] = [serial]
             else:
                 under.append(serial)
-                if len(under) > self.limit:  # like the index's look-ups: the newest ``limit`` a key
-                    del under[0]
+                # like the index's look-ups: the newest ``limit`` a key, and
+                # the first ones while the key has fewer stored than its oldest
+                kept_first = max(0, OLDEST_PER_KEY - self.hit_counts[query])
+                if len(under) > max(self.limit, 1) + kept_first:
+                    del under[kept_first]
 
 
 class _Ranking:
@@ -230,10 +240,19 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
     limit = settings.max_candidates_per_band
+    if len(hits[0]):
+        judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= limit + OLDEST_PER_KEY))
     if _KERNEL is not None:  # the kernel's Ranker ranks, and judges the batch as the loop below does
         arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
-        ranker = _KERNEL.Ranker(*arrays, len(queries), count, limit, _rules.MAX_VERIFIED)
-        judgement.matches, judgement.matched, judgement.recorded, judgement.posts, judgement.clock = ranker.judge(
+        ranker = _KERNEL.Ranker(*arrays, len(queries), count, limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
+        (
+            judgement.matches,
+            judgement.matched,
+            judgement.recorded,
+            judgement.posts,
+            judgement.clock,
+            judgement.capped,
+        ) = ranker.judge(
             list(sketches),
             txn.post,
             judgement.first_serial,
@@ -244,6 +263,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
             _rules._KERNEL_RULES,
             (CachedPost, Match),
             is_same_post if txn.replays_seen else None,
+            getattr(txn, "recent_posts", None),
         )
         return judgement
     ranking = _Ranking(
@@ -269,6 +289,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
         elif serials is not None:
             own = CachedPost.of(sketch)
             ranked = serials[: _rules.MAX_VERIFIED]
+            judgement.capped += len(serials) > _rules.MAX_VERIFIED
             candidates = posts(ranked)
             if txn.replays_seen:
                 candidates = _without_itself(candidates, sketch)
@@ -310,8 +331,10 @@ def run_batch(
     *,
     progress: Mapping[str, int | str] | None = None,
     deliver: Callable[[list[Match | None]], None] | None = None,
+    judged: Callable[[Judgement], None] | None = None,
 ) -> list[Match | None]:
-    """Judge a batch in one index transaction and commit it with ``progress``.
+    """Judge a batch in one index transaction and commit it with ``progress``;
+    ``judged`` gets the Judgement of the attempt that committed.
 
     The steps are explicit: judge, record, ``deliver`` the results, commit.
     Whatever ``deliver`` writes out is on its way before the index says these
@@ -332,6 +355,8 @@ def run_batch(
             if deliver is not None:
                 deliver(matches)
             txn.commit(progress)
+            if judged is not None:
+                judged(judgement)
             return matches
         except RetryBatch:
             continue

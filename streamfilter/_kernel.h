@@ -61,7 +61,7 @@ PyObject *sf_verdicts_of(PyObject *self, PyObject *args);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {
-    PyObject_HEAD Py_ssize_t count, queries, limit, verified;
+    PyObject_HEAD Py_ssize_t count, queries, limit, verified, oldest;
     int64_t *hit_start, *hit_count, *hit_serial; /* per query: its stored members, newest first */
     int64_t *inverse;                            /* per band key occurrence: its query */
     Py_ssize_t *sketch_start;                    /* per sketch: its first occurrence (count + 1 values) */

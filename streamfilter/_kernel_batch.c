@@ -28,17 +28,24 @@ int sf_intern_names(void) {
 /* What a batch being judged keeps: the posts it recorded (serials from first_serial on). */
 typedef struct {
     PyObject *fetch, *posts; /* txn.post; Judgement.posts */
+    PyObject *recent;        /* txn.recent_posts: serial -> post, a dict, or None */
     long long first_serial;
 } Known;
 
-/* The post under ``serial``: the batch's own, or fetch(serial); a new reference, or NULL with an error set. */
+/* The post under ``serial``: the batch's own, one of the store's recent posts, or fetch(serial); a new
+ * reference, or NULL with an error set. A flood's candidates are mostly recent: no Python call for them. */
 static PyObject *post_of(const Known *known, int64_t serial) {
     if (serial >= known->first_serial && serial - known->first_serial < PyList_GET_SIZE(known->posts))
         return Py_NewRef(PyList_GET_ITEM(known->posts, serial - known->first_serial));
     PyObject *number = PyLong_FromLongLong(serial);
     if (number == NULL)
         return NULL;
-    PyObject *post = PyObject_CallOneArg(known->fetch, number);
+    PyObject *post = known->recent == Py_None ? NULL : PyDict_GetItemWithError(known->recent, number);
+    if (post != NULL || PyErr_Occurred()) {
+        Py_DECREF(number);
+        return post == NULL ? NULL : Py_NewRef(post);
+    }
+    post = PyObject_CallOneArg(known->fetch, number);
     Py_DECREF(number);
     return post;
 }
@@ -179,8 +186,8 @@ done:
     return found;
 }
 
-/* judge(sketches, fetch, first_serial, clock, ttl, threshold, shingle_size, rules, types, same_post)
- *   -> (matches, matched, recorded, posts, clock)
+/* judge(sketches, fetch, first_serial, clock, ttl, threshold, shingle_size, rules, types, same_post, recent)
+ *   -> (matches, matched, recorded, posts, clock, capped)
  * _judge.judge_batch's loop over the whole batch, exactly, for a Ranker not
  * used before: sketches, a list of Sketch; fetch, the transaction's post();
  * types, (CachedPost, Match); same_post, is_same_post for a shared index, or
@@ -191,11 +198,16 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
     double clock, ttl;
     Judged judged;
     Rules rules;
-    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnld)(OO)O", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
+    Py_ssize_t capped = 0; /* sketches with more candidates than are verified */
+    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnld)(OO)OO", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
                           &clock, &ttl, &judged.threshold, &judged.shingle_size, &rules.cut_off_min_words,
                           &rules.cut_off_min_similarity, &rules.edit_min_words, &rules.edit_max_edits,
-                          &rules.edit_min_jaccard, &cached_post, &match_type, &same_post))
+                          &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent))
         return NULL;
+    if (known.recent != Py_None && !PyDict_Check(known.recent)) {
+        PyErr_SetString(PyExc_TypeError, "recent posts must be a dict or None");
+        return NULL;
+    }
     if (self->sketch_start == NULL || self->spent || PyList_GET_SIZE(sketches) != self->count ||
         judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE || rules.edit_max_edits < 0) {
         PyErr_SetString(PyExc_ValueError, "bad judge arguments (a Ranker judges its own batch, once)");
@@ -230,6 +242,7 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
             if ((found = referred(&known, ranked, n, refers_to, after, &serial)) > 0)
                 match = PyObject_CallFunction(match_type, "Od", refers_to, 1.0);
         } else if (!none) {
+            capped += n > self->verified;
             if ((own = sf_post_of(cached_post, sketch, timestamp)) != NULL)
                 found = matched_by(&known, ranked, n < self->verified ? n : self->verified, sketch, own, same_post,
                                    &judged, &rules, after, match_type, &match, &serial);
@@ -266,7 +279,7 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
         if (failed)
             goto done;
     }
-    result = Py_BuildValue("(OOOOd)", matches, matched, recorded, known.posts, clock);
+    result = Py_BuildValue("(OOOOdn)", matches, matched, recorded, known.posts, clock, capped);
 done:
     Py_XDECREF(matches);
     Py_XDECREF(matched);

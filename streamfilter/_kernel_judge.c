@@ -2,7 +2,7 @@
  * uses where the kernel is built in place of _stored_sharers, _InBatch,
  * _with_batch_sharers and _rules.rank_candidates.
  *
- * Ranker(hit_query, hit_serial, inverse, owner, queries, count, limit, verified)
+ * Ranker(hit_query, hit_serial, inverse, owner, queries, count, limit, verified, oldest)
  * takes the batch's look-up as judge_batch holds it (int64 buffers): the
  * stored members of each query, sorted by query, newest first; each band key
  * occurrence's query and sketch, sketches in order. Then, for the sketches in
@@ -75,19 +75,19 @@ static int64_t *copied(const Py_buffer *view) {
 
 static int ranker_init(Ranker *self, PyObject *args, PyObject *kwargs) {
     Py_buffer hit_query, hit_serial, inverse, owner;
-    Py_ssize_t queries, count, limit, verified, i;
+    Py_ssize_t queries, count, limit, verified, oldest, i;
     if (self->hit_start != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Ranker is set up once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "y*y*y*y*nnnn", &hit_query, &hit_serial, &inverse, &owner, &queries, &count, &limit,
-                          &verified))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*nnnnn", &hit_query, &hit_serial, &inverse, &owner, &queries, &count, &limit,
+                          &verified, &oldest))
         return -1;
     int result = -1;
     Py_ssize_t hits = hit_query.len / 8, occurrences = inverse.len / 8;
     const int64_t *query_of = hit_query.buf, *owner_of = owner.buf;
     if (hit_query.len % 8 || hit_serial.len != hit_query.len || inverse.len % 8 || owner.len != inverse.len ||
-        queries < 0 || count < 0 || limit < 0 || verified < 0) {
+        queries < 0 || count < 0 || limit < 0 || verified < 0 || oldest < 0) {
         PyErr_SetString(PyExc_ValueError, "bad Ranker arguments");
         goto done;
     }
@@ -95,6 +95,7 @@ static int ranker_init(Ranker *self, PyObject *args, PyObject *kwargs) {
     self->count = count;
     self->limit = limit;
     self->verified = verified;
+    self->oldest = oldest;
     self->hit_start = PyMem_Calloc(queries + 1, sizeof(int64_t));
     self->hit_count = PyMem_Calloc(queries + 1, sizeof(int64_t));
     self->first_holder = PyMem_Malloc((queries + 1) * sizeof(int64_t));
@@ -205,8 +206,9 @@ Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **r
             continue;
         for (j = 0; j < self->filed_count[q]; j++)
             in_batch_serials[in_batch++] = self->filed[q][j];
-        int64_t over = self->filed_count[q] + self->hit_count[q] - self->limit;
-        for (j = over > 0 ? self->hit_count[q] - over : self->hit_count[q]; j < self->hit_count[q]; j++)
+        /* the stored hits neither among the newest ``limit`` with the batch's nor among the oldest */
+        int64_t first = self->limit - self->filed_count[q], last = self->hit_count[q] - self->oldest;
+        for (j = first > 0 ? first : 0; j < last; j++)
             crowded_serials[crowded++] = self->hit_serial[self->hit_start[q] + j];
     }
     if (in_batch == 0) { /* _first: the stored sharers as they are, all of them */
@@ -238,7 +240,7 @@ Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **r
             shared[kept++] = shared[j];
     kept += counted(in_batch_serials, in_batch, shared + kept); /* new serials: none is stored */
     qsort(shared, kept, sizeof(Shared), by_rank);
-    return kept < self->verified ? kept : self->verified;
+    return kept;
 }
 
 /* candidates(index, recorded) -> list or None: the sketch's candidate serials
@@ -271,21 +273,24 @@ int sf_filed_as(Ranker *self, Py_ssize_t index, int64_t serial) {
         PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
         return -1;
     }
-    /* a key keeps its newest ``limit`` serials, and its first one even at a limit of 0, as _InBatch.file */
-    Py_ssize_t room = self->limit > 0 ? self->limit : 1;
+    /* a key keeps its newest ``limit`` serials (its first one even at a limit of 0), and its first ones
+     * while it has fewer stored than its oldest, as _InBatch.file */
+    Py_ssize_t newest = self->limit > 0 ? self->limit : 1;
     for (Py_ssize_t occ = self->sketch_start[index]; occ < self->sketch_start[index + 1]; occ++) {
         int64_t q = self->inverse[occ];
         if (index >= self->last_holder[q]) /* no later sketch holds the key */
             continue;
+        Py_ssize_t kept_first = self->oldest > self->hit_count[q] ? self->oldest - self->hit_count[q] : 0;
+        Py_ssize_t room = kept_first + newest;
         if (self->filed[q] == NULL && (self->filed[q] = PyMem_Malloc(room * sizeof(int64_t))) == NULL) {
             PyErr_NoMemory();
             return -1;
         }
         if (self->filed_count[q] < room) {
             self->filed[q][self->filed_count[q]++] = serial;
-        } else { /* the oldest gives way: order within a key does not count */
-            self->filed[q][self->filed_head[q]] = serial;
-            self->filed_head[q] = (self->filed_head[q] + 1) % room;
+        } else { /* the oldest of the newest gives way: order within a key does not count */
+            self->filed[q][kept_first + self->filed_head[q]] = serial;
+            self->filed_head[q] = (self->filed_head[q] + 1) % newest;
         }
     }
     return 0;

@@ -36,7 +36,7 @@ _REPLAY_OPTIONS = frozenset(
     {
         "--db", "--store", "--out", "--verdicts", "--rejects", "--format", "--id-field", "--text-field",
         "--time-field", "--threshold", "--shingle-size", "--num-perm", "--bands", "--rows", "--ttl",
-        "--retweets", "--deletes", "--batch-size", "--sketch-processes", "--metrics",
+        "--retweets", "--deletes", "--batch-size", "--sketch-processes", "--metrics", "--seed",
     }
 )  # fmt: skip
 

@@ -47,6 +47,10 @@ __all__ = [
     "candidate_probability",
     "choose_bands",
     "choose_for_rates",
+    "exact_keys",
+    "id_keys",
+    "scoped_id",
+    "PLATFORMS",
 ]
 
 _KERNEL = compiled_kernel()
@@ -161,8 +165,51 @@ def band_keys(signatures: npt.NDArray[np.uint32], bands: int, rows: int) -> npt.
     return keys
 
 
+# Every platform a post can come from (``Post.platform``). Ids are unique
+# within a platform only: Twitter's 123 is not Mastodon's 123.
+PLATFORMS = ("twitter", "mastodon", "bluesky", "generic", "text")
+
+
+def scoped_id(platform: str, post_id: str) -> str:
+    """A post id as its id key is computed: within its platform, so a delete
+    notice of one platform never names another platform's post."""
+    return f"{platform}\x00{post_id}"
+
+
+def _fmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """MurmurHash3's 64-bit finaliser, element by element."""
+    values = values ^ (values >> np.uint64(33))
+    values *= np.uint64(0xFF51AFD7ED558CCD)
+    values ^= values >> np.uint64(33)
+    values *= np.uint64(0xC4CEB9FE1A85EC53)
+    values ^= values >> np.uint64(33)
+    return values
+
+
+def exact_keys(words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], seed: int) -> npt.NDArray[np.uint64]:
+    """One more band key per post, from all its words in order (post i has
+    ``words[offsets[i]:offsets[i + 1]]``).
+
+    A post with the very same normalised text as a live one shares this key
+    with it, and no other post does, whatever the posts in between: posts
+    crafted to share every band key with an original, and so to push it out
+    of each band's candidates, cannot push it out of this one's. Its words
+    are hashed with the index's seed, so the key cannot be computed offline
+    either."""
+    counts = np.diff(offsets)
+    with np.errstate(over="ignore"):
+        salt = _fmix64(np.array([seed + 0x9E3779B97F4A7C15], dtype=np.uint64))[0]
+        positions = np.arange(len(words), dtype=np.int64) - np.repeat(offsets[:-1], counts)
+        mixed = _fmix64((words.astype(np.uint64) | (positions.astype(np.uint64) << np.uint64(32))) ^ salt)
+        sums = np.zeros(len(counts), dtype=np.uint64)
+        filled = counts > 0
+        if len(words):
+            sums[filled] = np.add.reduceat(mixed, offsets[:-1][filled])
+        return _fmix64(sums ^ (counts.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ salt)
+
+
 def id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
-    """One extra band key per post, from its id alone.
+    """One extra band key per post, from its id alone (``scoped_id``).
 
     Every indexed post is also filed under it, so a repost that carries no
     text can find the post it reposts (``Sketch.refers_to``). A collision

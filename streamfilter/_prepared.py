@@ -34,7 +34,8 @@ class Entry:
     sketch_index: int = -1
     reference: bool = False  # a repost without text, judged by the post it reposts
     cut_off: bool = False  # its text ends in a word cut by "…" (``is_cut_off``)
-    deletes: str | None = None  # the post a platform's delete notice removes (NotAPost.deletes)
+    # the post a platform's delete notice removes: (NotAPost.platform, NotAPost.deletes)
+    deletes: tuple[str, str] | None = None
 
 
 @dataclass(slots=True)

@@ -4,10 +4,13 @@ The one batch judge (``_judge``) applies these for every store; the stores
 only keep the index.
 
 1. **Candidates.** LSH proposes, for each band key a post holds, the newest
-   ``max_candidates_per_band`` recorded, not yet purged posts under that key
-   (``newest_per_key``). They are ranked by how many of the post's band keys
+   ``max_candidates_per_band`` and the oldest ``OLDEST_PER_KEY`` recorded,
+   not yet purged posts under that key (``offered_per_key``): posts crafted
+   to share a key with an original can push it out of the newest, never out
+   of the oldest. They are ranked by how many of the post's band keys
    they share, then newest first, and the first ``MAX_VERIFIED`` are verified
-   (``rank_candidates``).
+   (``rank_candidates``): a post's work is bounded, however many candidates a
+   flood of look-alike posts gives it.
 2. **Liveness.** A candidate counts while its event time is newer than the
    clock (the highest event time seen) minus the TTL (``horizon``).
 3. **Similarity.** The exact Jaccard of the two posts' verification sets
@@ -51,7 +54,8 @@ __all__ = [
     "horizon",
     "jaccard",
     "judged_similarity",
-    "newest_per_key",
+    "OLDEST_PER_KEY",
+    "offered_per_key",
     "rank_candidates",
     "referenced",
     "similarity_to_words",
@@ -62,11 +66,14 @@ __all__ = [
 _KERNEL = compiled_kernel()
 _Member = TypeVar("_Member")  # what a store files under a band key: a serial, a record key
 
-# A band key offers at most this many of its newest posts as candidates.
+# A band key offers at most this many of its newest posts as candidates,
+# and its oldest OLDEST_PER_KEY besides.
 MAX_CANDIDATES_PER_BAND = 64
+OLDEST_PER_KEY = 2
 # A post sharing band keys with more earlier posts than this is verified
-# against the ones that share the most keys with it.
-MAX_VERIFIED = 64
+# against the ones that share the most keys with it (a copy shares most of
+# them, and ranks first: docs/design/rules.md, "Floods").
+MAX_VERIFIED = 8
 # A post cut off by "…" is also compared with the same number of words at the
 # start of each earlier post, when it keeps at least this many words and the
 # start matches at least this well (docs/design/rules.md, "Truncated copies").
@@ -94,15 +101,19 @@ def horizon(clock: float, ttl_seconds: float) -> float:
     return clock - ttl_seconds if ttl_seconds > 0 else float("-inf")
 
 
-def newest_per_key(members: Sequence[_Member], limit: int) -> Sequence[_Member]:
-    """The candidates one band key offers: its newest ``limit`` members (``members`` oldest first)."""
-    return members[-limit:] if limit > 0 else members[:0]
+def offered_per_key(members: Sequence[_Member], limit: int) -> list[_Member]:
+    """The candidates one band key offers (``members`` oldest first): its
+    oldest ``OLDEST_PER_KEY`` and its newest ``limit``, oldest first."""
+    if len(members) <= OLDEST_PER_KEY + max(limit, 0):
+        return list(members)
+    return [*members[:OLDEST_PER_KEY], *(members[-limit:] if limit > 0 else [])]
 
 
 def rank_candidates(shared: Mapping[int, int]) -> list[int]:
     """Candidate serials (serial -> band keys shared with the post) in the
-    order they are verified: most keys shared, then newest; at most ``MAX_VERIFIED``."""
-    return sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)[:MAX_VERIFIED]
+    order they are verified: most keys shared, then newest (the first
+    ``MAX_VERIFIED`` are)."""
+    return sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)
 
 
 class CachedPost:

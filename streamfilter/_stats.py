@@ -8,6 +8,7 @@ object, so the three never disagree.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,7 +17,16 @@ from typing import Protocol, runtime_checkable
 
 from ._post import Verdict, VerdictKind
 
-__all__ = ["BATCH_SECONDS_BUCKETS", "FilterStats", "LatencyHistogram", "SourceState", "StatsRecorder"]
+__all__ = ["ATTACK_SIGNALS", "BATCH_SECONDS_BUCKETS", "FilterStats", "LatencyHistogram", "SourceState", "StatsRecorder"]
+
+# What an adversary's work looks like from inside the filter, each a counter
+# (docs/guides/production.md has an alert for each):
+ATTACK_SIGNALS = {
+    "dated_ahead": "posts dated ahead of the stream's clock, judged at the clock's time",
+    "full_buckets": "band keys found holding as many live posts as a look-up offers",
+    "verification_capped": "posts with more candidates than the verification bound",
+    "cross_platform_deletes": "delete notices ignored, naming only another platform's post",
+}
 
 # Upper bounds, in seconds, of the arrival-to-verdict histogram: a post
 # judged alone takes well under a millisecond, a loaded replay's batch tens.
@@ -69,6 +79,8 @@ class FilterStats:
     last_commit_time: float | None
     started: float
     taken_at: float  # when this snapshot was taken
+    # ATTACK_SIGNALS' counters since the filter opened, each by its name
+    signals: Mapping[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(ATTACK_SIGNALS, 0))
 
     @property
     def posts_total(self) -> int:
@@ -95,6 +107,9 @@ class FilterStats:
             parts.append(f"lag {duration_text(lag)}")
         if self.source_connected is not None:
             parts.append(("connected" if self.source_connected else "disconnected") + f", {self.reconnects} reconnects")
+        seen = [f"{count:,} {name.replace('_', ' ')}" for name, count in self.signals.items() if count]
+        if seen:
+            parts.append("attack signals: " + ", ".join(seen))
         return "; ".join(parts)
 
 
@@ -109,6 +124,7 @@ class StatsRecorder:
         self._seconds = 0.0
         self._batches = 0
         self._last_commit: float | None = None
+        self._signals = dict.fromkeys(ATTACK_SIGNALS, 0)
         self._sources: list[SourceState] = []  # being filtered now
         self._ended_reconnects = 0  # of the sources no longer filtered
 
@@ -121,6 +137,12 @@ class StatsRecorder:
             self._seconds += seconds
             self._batches += 1
             self._last_commit = time.time()
+
+    def noticed(self, **counts: int) -> None:
+        """Add to the ATTACK_SIGNALS counters named."""
+        with self._lock:
+            for name, count in counts.items():
+                self._signals[name] += count
 
     def watch(self, source: object) -> None:
         """Report ``source``'s connection state too, when it keeps one (SourceState)."""
@@ -151,6 +173,7 @@ class StatsRecorder:
                 last_commit_time=self._last_commit,
                 started=self.started,
                 taken_at=time.time(),
+                signals=dict(self._signals),
             )
 
 

@@ -17,7 +17,7 @@ __all__ = ["parse_timestamp"]
 _KERNEL = compiled_kernel()
 
 _EARLIEST = datetime(1990, 1, 1, tzinfo=UTC).timestamp()
-_FUTURE_SLACK = 86400.0
+FUTURE_SLACK = 86400.0  # how far ahead of this machine's clock a post may be dated
 _HUGE = 10**20  # past this, an epoch number in any unit is centuries off
 _SHOWN_CHARS = 40
 
@@ -68,7 +68,7 @@ def parse_timestamp(value: object, field: str = "timestamp") -> float:
         raise InvalidRecordError(f"{field} {_shown(value)} is not a finite number")
     if seconds < _EARLIEST:
         raise InvalidRecordError(f"{field} {_shown(value)} is in the far past (before 1990)")
-    if seconds > time.time() + _FUTURE_SLACK:
+    if seconds > time.time() + FUTURE_SLACK:
         raise InvalidRecordError(f"{field} {_shown(value)} is in the far future")
     if type(value) is str:
         if len(_ACCEPTED) >= _ACCEPTED_SIZE:

@@ -12,8 +12,10 @@ Series (all prefixed ``streamfilter_``): ``posts_total{verdict}``,
 ``batch_seconds`` (histogram, a batch's first record arriving to its
 verdicts), ``index_posts``, ``purged_total`` (not for Redis, which expires
 keys itself), ``reconnects_total``, ``source_lag_seconds``,
-``source_connected``, ``last_commit_timestamp_seconds``, and the
-process's own ``process_*`` series.
+``source_connected``, ``last_commit_timestamp_seconds``, the attack
+signals (``dated_ahead_total``, ``full_buckets_total``,
+``verification_capped_total``, ``cross_platform_deletes_total``: see
+``_stats.ATTACK_SIGNALS``), and the process's own ``process_*`` series.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ._exceptions import ConfigError, MissingDependencyError, StreamFilterError
-from ._stats import FilterStats
+from ._stats import ATTACK_SIGNALS, FilterStats
 
 if TYPE_CHECKING:
     from ._filter import StreamFilter
@@ -107,6 +109,8 @@ class _Collector:
             yield core.GaugeMetricFamily(
                 "streamfilter_source_lag_seconds", "Wall clock minus the newest event time seen.", lag
             )
+        for name, count in stats.signals.items():
+            yield core.CounterMetricFamily(f"streamfilter_{name}", ATTACK_SIGNALS[name].capitalize() + ".", count)
         if stats.last_commit_time is not None:
             yield core.GaugeMetricFamily(
                 "streamfilter_last_commit_timestamp_seconds",

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from streamfilter._clock import CORROBORATION
 from tests.conftest import FIXTURES
 
 from .conftest import distinct_text
@@ -254,12 +256,13 @@ def _warnings(result: subprocess.CompletedProcess[bytes], phrase: str) -> list[s
 def test_one_post_dated_past_the_ttl_does_not_expire_the_index(tmp_path: Path) -> None:
     # One mis-dated line would move the index's clock years ahead: every
     # earlier post would expire at once, and the copies after it pass as
-    # novel. It is judged at the stream's time instead, and stderr names it.
-    # An undated line takes the stream's time, and moves nothing.
+    # novel. It is placed a slack past the stream's time instead, stderr
+    # names it once, and the stats line counts it. An undated line takes the
+    # stream's time, and moves nothing.
     lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
     expected = [json.loads(line) for line in (FIXTURES / "campaign.expected.jsonl").read_text().splitlines()]
     clean = replay(str(FIXTURES / "campaign.jsonl"))
-    assert clean.returncode == 0 and b"newer than every post before it" not in clean.stderr
+    assert clean.returncode == 0 and b"ahead of the stream's time" not in clean.stderr
     misdated = json.loads(lines[0])
     misdated.update(id_str="misdated", created_at="Wed Oct 10 20:19:24 +0000 2018", text="an unrelated post")
     undated = {"id_str": "undated", "text": "another unrelated post, with no time at all"}
@@ -269,56 +272,82 @@ def test_one_post_dated_past_the_ttl_does_not_expire_the_index(tmp_path: Path) -
         + b"\n"
     )
     result = replay(str(mixed), "--verdicts", str(tmp_path / "v"))
-    warnings = _warnings(result, "newer than every post before it")
+    warnings = _warnings(result, "ahead of the stream's time")
     assert len(warnings) == 1, result.stderr.decode()
     assert warnings[0].startswith(
-        f"streamfilter: {mixed}:5 (post misdated, dated 2018-10-10 20:19:24Z) is 6.4 years newer"
+        f"streamfilter: {mixed}:5 (post misdated, dated 2018-10-10 20:19:24Z) is dated 6.4 years ahead"
     )
-    assert "it is judged at the stream's time (2012-05-04 14:" in warnings[0]
+    assert "it is judged and recorded at 2012-05-04 " in warnings[0]
+    assert not _warnings(result, "newer than every post before it")
     judged = {v["id"]: v["verdict"] for v in map(json.loads, (tmp_path / "v").read_text().splitlines())}
     assert judged.pop("misdated") == judged.pop("undated") == "novel"
     assert judged == {post["id"]: post["verdict"] for post in expected}  # the copies after it are still found
 
 
-def test_two_posts_in_a_row_past_the_ttl_move_the_clock(tmp_path: Path) -> None:
-    # The stream moved on (a second recording, months later): the second post
-    # that far ahead moves the clock, every earlier post expires, and the
-    # copies after it pass as novel. stderr names both lines.
+def test_a_few_posts_dated_ahead_anywhere_leave_every_verdict_as_it_was(tmp_path: Path) -> None:
+    # Fifteen posts dated years ahead, in a row or spread out, are fewer than
+    # the clock needs to move: the campaign's verdicts are those of the clean replay
+    lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
+    expected_lines = (FIXTURES / "campaign.expected.jsonl").read_text().splitlines()
+    expected = {post["id"]: post["verdict"] for post in map(json.loads, expected_lines)}
+    ahead = []
+    for index in range(CORROBORATION - 1):
+        post = json.loads(lines[0])
+        post.update(id_str=f"ahead{index}", created_at="Wed Oct 10 20:19:24 +0000 2018", text=distinct_text(index))
+        ahead.append(json.dumps(post).encode())
+    in_a_row = [*lines[:1], *ahead, *lines[1:]]
+    spread = [line for pair in itertools.zip_longest(lines, ahead) for line in pair if line is not None]
+    for name, stream in (("in_a_row", in_a_row), ("spread", spread)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(b"\n".join(stream) + b"\n")
+        result = replay(str(path), "--verdicts", str(tmp_path / f"{name}.v"))
+        assert result.returncode == 0, result.stderr.decode()
+        judged = {v["id"]: v["verdict"] for v in map(json.loads, (tmp_path / f"{name}.v").read_text().splitlines())}
+        assert {post_id: judged[post_id] for post_id in expected} == expected, name
+
+
+def test_a_stream_that_moves_on_moves_the_clock(tmp_path: Path) -> None:
+    # The stream moved on (a second recording, years later): once as many
+    # posts as the clock needs are dated there, it moves, every earlier post
+    # expires, and the copies after it pass as novel. stderr names the post
+    # that moved it.
     lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
     later = []
-    for index in range(2):
-        post = json.loads(lines[index])
+    for index in range(CORROBORATION):
+        post = json.loads(lines[0])
         post.update(id_str=f"later{index}", created_at="Wed Oct 10 20:19:24 +0000 2018", text=distinct_text(index))
         later.append(json.dumps(post).encode())
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_bytes(b"\n".join([*lines[:4], *later, *lines[4:]]) + b"\n")
     result = replay(str(mixed), "--verdicts", str(tmp_path / "v"))
     warnings = _warnings(result, "newer than every post before it")
-    assert [warning.split(" (post ")[0] for warning in warnings] == [
-        f"streamfilter: {mixed}:5",
-        f"streamfilter: {mixed}:6",
-    ], result.stderr.decode()
-    assert "as was the dated post before it: every earlier post has expired" in warnings[1]
+    assert [warning.split(" (post ")[0] for warning in warnings] == [f"streamfilter: {mixed}:{4 + CORROBORATION}"], (
+        result.stderr.decode()
+    )
+    assert "every earlier post has expired" in warnings[0]
     judged = [json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()]
-    assert judged[6:].count("duplicate") == 0  # the originals expired with the jump
+    assert judged[4 + CORROBORATION :].count("duplicate") == 0  # the originals expired with the move
 
 
-def test_a_quiet_spell_longer_than_a_short_ttl_moves_the_clock_at_once(tmp_path: Path) -> None:
-    # Under --ttl 5m, a live stream that falls quiet for ten minutes is not
-    # mis-dated: the first post after the gap moves the clock, and the post
-    # before the gap has expired for it
-    def post(post_id: str, when: str) -> bytes:
-        text = "the same announcement posted twice, ten minutes apart"
+def test_a_quiet_spell_longer_than_a_short_ttl_expires_what_came_before(tmp_path: Path) -> None:
+    # Under --ttl 5m, a stream that falls quiet for ten minutes is not
+    # mis-dated: once the posts after the gap have moved the clock, the post
+    # before the gap has expired for them (live, the wall clock's ten minutes
+    # move it at the first: tests/test_clock.py)
+    def post(post_id: str, when: str, text: str) -> bytes:
         return json.dumps({"id_str": post_id, "text": text, "created_at": f"Mon Feb 16 {when} +0000 2015"}).encode()
 
+    announcement = "the same announcement posted twice, ten minutes apart"
+    after = [post(f"after{i}", f"10:10:{i:02d}", distinct_text(i)) for i in range(CORROBORATION)]
     stream = tmp_path / "quiet.jsonl"
-    stream.write_bytes(b"\n".join([post("before", "10:00:00"), post("after", "10:10:00")]) + b"\n")
+    stream.write_bytes(
+        b"\n".join([post("before", "10:00:00", announcement), *after, post("copy", "10:10:30", announcement)]) + b"\n"
+    )
     result = replay(str(stream), "--ttl", "5m", "--verdicts", str(tmp_path / "v"))
     warnings = _warnings(result, "newer than every post before it")
-    assert len(warnings) == 1 and warnings[0].endswith(
-        "more than the TTL: every earlier post has expired and matches no more"
-    )
-    assert [json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()] == ["novel", "novel"]
+    assert len(warnings) == 1 and warnings[0].endswith("every earlier post has expired")
+    verdicts = {v["id"]: v["verdict"] for v in map(json.loads, (tmp_path / "v").read_text().splitlines())}
+    assert verdicts["before"] == verdicts["copy"] == "novel"
 
 
 def test_a_time_warning_names_the_input_and_its_line(tmp_path: Path) -> None:
@@ -331,7 +360,7 @@ def test_a_time_warning_names_the_input_and_its_line(tmp_path: Path) -> None:
     misdated.update(id_str="misdated", created_at="Wed Oct 10 20:19:24 +0000 2018")
     second.write_bytes(b"\n".join([lines[7], json.dumps(misdated).encode(), b"{broken", *lines[8:10]]) + b"\n")
     result = replay(str(first), str(second), "--verdicts", str(tmp_path / "v"))
-    warnings = _warnings(result, "newer than every post before it")
+    warnings = _warnings(result, "ahead of the stream's time")
     assert len(warnings) == 1 and warnings[0].startswith(f"streamfilter: {second}:2 (post misdated,"), result.stderr
     assert f"streamfilter: {second}:3: invalid".encode() in result.stderr
 
@@ -535,7 +564,9 @@ def test_a_cut_off_copy_and_a_two_word_edit_are_duplicates_through_the_command(t
             for n, text in enumerate(texts, 1)
         )
     )
-    result = replay(str(stream), "--db", str(tmp_path / "db"), "--verdicts", str(tmp_path / "v"))
+    # the word-edit pair shares under half its word pairs: LSH proposes it
+    # under most seeds, not all, so the run is made reproducible with one
+    result = replay(str(stream), "--db", str(tmp_path / "db"), "--verdicts", str(tmp_path / "v"), "--seed", "1")
     assert result.returncode == 0, result.stderr
     verdicts = [json.loads(line) for line in (tmp_path / "v").read_text().splitlines()]
     assert [(v["verdict"], v["duplicate_of"]) for v in verdicts] == [

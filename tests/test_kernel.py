@@ -17,7 +17,7 @@ from streamfilter._compiled import compiled_kernel
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
 from streamfilter._prepared import NO_SHINGLES, NO_WORDS
-from streamfilter._rules import CachedPost, jaccard, word_edits
+from streamfilter._rules import OLDEST_PER_KEY, CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher
 from streamfilter.stores import Sketch
@@ -146,7 +146,7 @@ def test_a_sketcher_sent_to_a_worker_process_keeps_the_kernel() -> None:
     from streamfilter._engine import Sketcher
     from streamfilter.adapters import record_adapter
 
-    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     copy = pickle.loads(pickle.dumps(sketcher, protocol=pickle.HIGHEST_PROTOCOL))
     assert copy._sketcher.compiled
     records = [(1, '{"id": 1, "text": "a campaign post that many accounts copy word for word"}')]
@@ -406,20 +406,22 @@ def test_a_batch_ranks_its_candidates_as_the_python_judge_does(  # type: ignore[
     kernel, keys: list[list[int]], members: list[set[int]], recorded: list[bool], limit: int, verified: int
 ) -> None:
     # a few band keys shared by many sketches, some held twice by one, each
-    # with up to ``limit`` stored members (newest first), and sketches filed
+    # with up to ``limit`` newest stored members and its oldest, and sketches filed
     # as the batch goes, so that keys crowd their stored members out
     every = np.array([key for sketch in keys for key in sketch], dtype=np.uint64)
     owner = np.repeat(np.arange(len(keys)), [len(sketch) for sketch in keys])
     queries, inverse = np.unique(every, return_inverse=True)
     hit_query, hit_serial = [], []
     for query, key in enumerate(queries.tolist()):
-        newest = sorted(members[key], reverse=True)[:limit]
+        newest = _rules.offered_per_key(sorted(members[key]), limit)[::-1]
         hit_query += [query] * len(newest)
         hit_serial += newest
     hits = (np.array(hit_query, dtype=np.int64), np.array(hit_serial, dtype=np.int64))
-    compiled = kernel.Ranker(*hits, inverse.astype(np.int64), owner, len(queries), len(keys), limit, verified)
+    compiled = kernel.Ranker(
+        *hits, inverse.astype(np.int64), owner, len(queries), len(keys), limit, verified, OLDEST_PER_KEY
+    )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_rules, "MAX_VERIFIED", verified)  # what rank_candidates keeps
+        patch.setattr(_rules, "MAX_VERIFIED", verified)
         python = _judge._Ranking(
             _judge._stored_sharers(*hits, inverse, owner, len(queries)),
             _judge._InBatch(inverse, owner, len(queries), len(keys), hits, limit),
@@ -436,12 +438,12 @@ def test_a_batch_ranks_its_candidates_as_the_python_judge_does(  # type: ignore[
 def test_a_ranker_takes_only_a_batch_it_can_read(kernel) -> None:  # type: ignore[no-untyped-def]
     one = np.zeros(1, dtype=np.int64)
     with pytest.raises(ValueError):  # hits not sorted by query
-        kernel.Ranker(np.array([1, 0]), np.array([5, 6]), one, one, 2, 1, 4, 64)
+        kernel.Ranker(np.array([1, 0]), np.array([5, 6]), one, one, 2, 1, 4, 64, 2)
     with pytest.raises(ValueError):  # a band key's query past the queries
-        kernel.Ranker(one[:0], one[:0], np.array([3]), one, 2, 1, 4, 64)
+        kernel.Ranker(one[:0], one[:0], np.array([3]), one, 2, 1, 4, 64, 2)
     with pytest.raises(ValueError):  # sketches out of order
-        kernel.Ranker(one[:0], one[:0], np.array([0, 0]), np.array([1, 0]), 1, 2, 4, 64)
-    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64)
+        kernel.Ranker(one[:0], one[:0], np.array([0, 0]), np.array([1, 0]), 1, 2, 4, 64, 2)
+    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
     assert ranker.candidates(0, False) is None
     with pytest.raises(IndexError):
         ranker.candidates(1, False)
@@ -455,17 +457,17 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     types = (CachedPost, _rules.Match)
 
     def judge(ranker, sketches):  # type: ignore[no-untyped-def]
-        return ranker.judge(sketches, lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None)
+        return ranker.judge(sketches, lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None)
 
-    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64)
+    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
     with pytest.raises(ValueError):  # a batch of another size
         judge(ranker, [post, post])
-    matches, matched, recorded, posts, clock = judge(ranker, [post])
-    assert (matches, matched, recorded, clock) == ([None], {}, [0], post.timestamp)
+    matches, matched, recorded, posts, clock, capped = judge(ranker, [post])
+    assert (matches, matched, recorded, clock, capped) == ([None], {}, [0], post.timestamp, 0)
     assert [(p.post_id, p.words) for p in posts] == [(post.post_id, post.words.astype("<u4").tobytes())]
     with pytest.raises(ValueError):  # its filings are this batch's now
         judge(ranker, [post])
-    filed = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64)
+    filed = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
     filed.file(0, 7)
     with pytest.raises(ValueError):
         judge(filed, [post])
@@ -473,16 +475,16 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     def broken(serial: int) -> None:
         raise KeyError(f"no post {serial}")
 
-    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64)  # one candidate
+    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)  # one candidate
     with pytest.raises(KeyError, match="no post 5"):  # a fetch's error is the judge's
-        stored.judge([post], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None)
+        stored.judge([post], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None)
     reference = Sketch("r", 100.0, np.zeros(1, dtype=np.uint64), NO_SHINGLES, NO_WORDS, refers_to="p5")
-    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64)
+    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)
     with pytest.raises(KeyError, match="no post 5"):  # a reference's too
-        stored.judge([reference], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None)
+        stored.judge([reference], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None)
     wide = _judged([1, 2, 3], 2, False)
     wide.words = wide.words.astype(np.int64)  # not uint32 words: recorded as CachedPost.of records them
-    _, _, _, posts, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64), [wide])
+    _, _, _, posts, _, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2), [wide])
     assert posts[0].words == np.array([1, 2, 3], dtype="<u4").tobytes()
 
 

@@ -50,7 +50,7 @@ def _same_sketches(built: list[Sketch], reference: list[Sketch]) -> None:
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
 def test_a_batch_rebuilt_by_the_kernel_is_the_python_loops(kernel, monkeypatch, path: Path) -> None:  # type: ignore[no-untyped-def]
-    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     for records in _fixture_batches(path):
         wire = sketcher.prepare_wire(records)
         compiled = PreparedBatch.from_wire(wire, records)
@@ -135,7 +135,7 @@ def test_verdict_lines_without_the_kernel_are_the_same(monkeypatch) -> None:  # 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda path: path.stem)
 def test_verdicts_the_kernel_builds_are_the_python_loops(kernel, monkeypatch, path: Path) -> None:  # type: ignore[no-untyped-def]
-    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     engine = object.__new__(Engine)  # _verdicts needs no store
     for number, records in enumerate(_fixture_batches(path)):
         batch = sketcher.prepare(records)

@@ -45,7 +45,7 @@ def entry_view(batch: PreparedBatch) -> list[tuple[object, ...]]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("retweets", ["content", "drop", "keep"])
 async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> None:
-    sketcher = Sketcher(FilterConfig(retweet_policy=RetweetPolicy(retweets)), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1, retweet_policy=RetweetPolicy(retweets)), record_adapter("auto"))
     records = mixed_lines()
     here = sketcher.prepare(records)
     worker = await SketchProcess.start(sketcher)
@@ -73,7 +73,7 @@ async def test_a_worker_prepares_what_this_process_prepares(retweets: str) -> No
 @pytest.mark.anyio
 async def test_batches_sent_before_the_first_answer_come_back_to_their_callers() -> None:
     # A replay keeps two batches in each worker; five at once exercise the queue.
-    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     records = mixed_lines()
     batches = [records[start : start + 40] for start in range(0, 200, 40)]
     results: dict[int, PreparedBatch] = {}
@@ -96,7 +96,7 @@ async def test_batches_sent_before_the_first_answer_come_back_to_their_callers()
 async def test_a_worker_started_before_the_imports_is_the_one_used() -> None:
     # the command starts its worker first thing (_launch); the pipeline's
     # first SketchProcess.start takes it instead of starting another
-    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     records = mixed_lines()
     started = _launch._prestart_worker(["replay", "in.jsonl", "--sketch-processes", "1"])
     assert started is not None
@@ -116,7 +116,7 @@ async def test_a_worker_started_before_the_imports_is_the_one_used() -> None:
 
 @pytest.mark.anyio
 async def test_a_worker_started_early_that_died_is_replaced() -> None:
-    sketcher = Sketcher(FilterConfig(), record_adapter("auto"))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     started = _launch._prestart_worker(["replay", "in.jsonl"])
     assert started is not None
     process, connection = started

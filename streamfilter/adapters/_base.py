@@ -34,12 +34,16 @@ class NotAPost(Exception):  # noqa: N818 - a verdict, not an error
 
     ``deletes`` is the id of the post a platform's delete notice removes
     (a Twitter ``delete``, a Mastodon ``delete`` event, a Bluesky post
-    deleted), which the filter forgets unless told to ignore deletes."""
+    deleted), which the filter forgets unless told to ignore deletes;
+    ``platform`` is the platform that sent the notice (``Post.platform``'s
+    names): a notice forgets only a post of its own platform, for ids are
+    not unique across platforms."""
 
-    def __init__(self, reason: str, deletes: str | None = None) -> None:
+    def __init__(self, reason: str, deletes: str | None = None, platform: str = "text") -> None:
         super().__init__(reason)
         self.reason = reason
         self.deletes = deletes
+        self.platform = platform
 
 
 @runtime_checkable

@@ -44,7 +44,7 @@ class BlueskyAdapter:
         operation = commit.get("operation")
         if operation == "delete" and collection == _POST and isinstance(commit.get("rkey"), str):
             deleted = f"at://{record.get('did')}/{collection}/{commit['rkey']}"
-            raise NotAPost(f"bluesky post deleted: {deleted}", deletes=deleted)
+            raise NotAPost(f"bluesky post deleted: {deleted}", deletes=deleted, platform="bluesky")
         if operation != "create" or collection not in (_POST, _REPOST):
             raise NotAPost(f"bluesky {collection} {operation}")
         body = commit.get("record")

@@ -187,7 +187,7 @@ class MastodonAdapter:
         if event == "delete" and "payload" in record:
             deleted = record["payload"]
             if isinstance(deleted, str | int) and not isinstance(deleted, bool) and str(deleted):
-                raise NotAPost(f"mastodon status deleted: {deleted}", deletes=str(deleted))
+                raise NotAPost(f"mastodon status deleted: {deleted}", deletes=str(deleted), platform="mastodon")
             raise InvalidRecordError("mastodon delete event names no status id")
         if event in _EVENTS and event != "update" and "payload" in record:
             raise NotAPost(f"mastodon {event} event")

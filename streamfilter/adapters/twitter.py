@@ -74,7 +74,7 @@ def _notice(record: Mapping[str, Any]) -> None:
     if isinstance(status, Mapping):
         deleted = status.get("id_str", status.get("id"))
         if isinstance(deleted, str | int) and not isinstance(deleted, bool):
-            raise NotAPost(f"twitter status deleted: {deleted}", deletes=str(deleted))
+            raise NotAPost(f"twitter status deleted: {deleted}", deletes=str(deleted), platform="twitter")
     raise NotAPost(f"twitter {name} notice")
 
 

@@ -349,6 +349,12 @@ def _add_filtering(parser: argparse.ArgumentParser) -> None:
     _add_quiet(parser)
     _add_tuning(parser)
     parser.add_argument(
+        "--seed",
+        type=_seed,
+        help="seed of the word hashes and band keys, 0 to 4294967295, for runs to compare verdict for verdict "
+        "(default: a new index draws a secret one and keeps it; an existing index keeps its own)",
+    )
+    parser.add_argument(
         "--ttl",
         type=_duration,
         metavar="DURATION",
@@ -377,6 +383,16 @@ def _add_filtering(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 4294967295, got {text!r}")
+    return seed
+
+
 def _add_tuning(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=_threshold, help="Jaccard similarity that makes a duplicate (default: 0.5)")
     parser.add_argument(
@@ -401,6 +417,8 @@ def config_of(args: argparse.Namespace, stored: dict[str, Any] | None) -> Filter
         settings["num_perm"] = args.num_perm
     if args.bands is not None or args.rows is not None:
         settings["bands"], settings["rows"] = args.bands, args.rows
+    if getattr(args, "seed", None) is not None:
+        settings["seed"] = args.seed
     if getattr(args, "ttl", None) is not None:
         settings["ttl_seconds"] = args.ttl
     if getattr(args, "retweets", None) is not None:

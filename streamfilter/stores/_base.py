@@ -6,6 +6,7 @@ differential test runs every store over the same streams."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -14,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._exceptions import ConfigMismatchError
-from .._rules import MAX_CANDIDATES_PER_BAND, CachedPost, Match
+from .._rules import MAX_CANDIDATES_PER_BAND, OLDEST_PER_KEY, CachedPost, Match
 from ._records import decode_record
 
 if TYPE_CHECKING:
@@ -30,10 +31,12 @@ __all__ = [
     "RetryBatch",
     "Sketch",
     "check_fingerprint",
+    "with_seed",
     "is_same_post",
     "TransactionalStore",
     "key_bytes",
     "rank_in_group",
+    "offered",
 ]
 
 
@@ -70,23 +73,24 @@ class IndexSettings:
     """How a store verifies and expires.
 
     ``fingerprint`` holds the settings that shape signatures and band keys; a
-    store pins it on first use and refuses to open with a different one.
-    ``rekey`` turns stored word hashes and post ids back into band keys (the
-    id key included), so a store can delete an expired post's bands without
-    storing them. ``shingle_size`` is the longest run of words verification
+    store pins it on first use (drawing the seed, when it is None:
+    ``with_seed``) and refuses to open with a different one. ``rekey`` turns
+    stored word hashes back into the keys a post's text filed it under (its
+    band keys and its exact-words key; not its id key), so a store can find
+    another post's keys without storing them. ``shingle_size`` is the longest run of words verification
     compares (``_shingle.verification_set``).
     """
 
-    fingerprint: Mapping[str, int | str]
+    fingerprint: Mapping[str, int | str | None]
     jaccard_threshold: float
     ttl_seconds: float
-    rekey: Callable[[Sequence[npt.NDArray[np.uint32]], Sequence[str]], npt.NDArray[np.uint64]] = field(repr=False)
+    rekey: Callable[[Sequence[npt.NDArray[np.uint32]]], npt.NDArray[np.uint64]] = field(repr=False)
     max_candidates_per_band: int = MAX_CANDIDATES_PER_BAND
     purge_limit: int = 1024
 
     @property
     def shingle_size(self) -> int:
-        return int(self.fingerprint["shingle_size"])
+        return int(self.fingerprint["shingle_size"] or 0)
 
 
 class RetryBatch(Exception):  # noqa: N818 - a signal to the judge, not an error
@@ -117,8 +121,9 @@ class IndexTransaction(Protocol):
 
     def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query index, serial) of the posts filed under each of ``queries``
-        (distinct index keys): sorted by query, newest first, the newest
-        ``max_candidates_per_band`` of each, none that is purged."""
+        (distinct index keys): sorted by query, newest first, those each
+        offers (``_rules.offered_per_key``: its newest ``max_candidates_per_band``
+        and oldest ``OLDEST_PER_KEY``), none that is purged."""
 
     def post(self, serial: int) -> CachedPost | None:
         """A stored post, or None when it is gone."""
@@ -141,8 +146,9 @@ class IndexTransaction(Protocol):
 class BandStore(Protocol):
     """An LSH index with an atomic check-and-insert."""
 
-    def open(self, settings: IndexSettings) -> None:
-        """Open (creating if needed) and pin or check ``settings.fingerprint``."""
+    def open(self, settings: IndexSettings) -> Mapping[str, int | str]:
+        """Open (creating if needed) and pin or check ``settings.fingerprint``;
+        returns the fingerprint pinned, with the index's seed."""
 
     def begin(self) -> IndexTransaction:
         """An index transaction for one batch (see ``_judge.run_batch``)."""
@@ -208,7 +214,21 @@ def is_same_post(sketch: Sketch, post_id: str, timestamp: float) -> bool:
 FORGOTTEN = float("-inf")
 
 
+def with_seed(requested: Mapping[str, object]) -> dict[str, object]:
+    """``requested`` as a new index pins it: a seed left to the index (None)
+    drawn now, from the operating system's secure source, and kept secret
+    in the index, so nobody can compute its band keys offline."""
+    pinned = dict(requested)
+    if pinned.get("seed") is None:
+        pinned["seed"] = secrets.randbelow(2**32)
+    return pinned
+
+
 def check_fingerprint(location: str, stored: Mapping[str, object], requested: Mapping[str, object]) -> None:
+    """ConfigMismatchError unless ``requested`` is what the index pinned; a
+    seed of None asks for the index's own, whatever it is."""
+    if requested.get("seed") is None:
+        requested = {**requested, "seed": stored.get("seed")}
     differences = {
         name: (stored.get(name), requested.get(name))
         for name in set(stored) | set(requested)
@@ -245,6 +265,11 @@ class PostCache:
         self._new: dict[int, CachedPost] = {}
         self._old: dict[int, CachedPost] = {}
 
+    @property
+    def recent(self) -> dict[int, CachedPost]:
+        """The newer generation, serial -> post: what ``get`` returns as it is."""
+        return self._new
+
     def clear(self) -> None:
         self._new.clear()
         self._old.clear()
@@ -273,3 +298,14 @@ def rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     count = len(groups)
     starts = np.flatnonzero(np.concatenate(([True], groups[1:] != groups[:-1])))
     return np.arange(count) - np.repeat(starts, np.diff(np.append(starts, count)))
+
+
+def offered(query_of: npt.NDArray[np.int64], limit: int) -> npt.NDArray[np.bool_]:
+    """Which hits each query offers (``_rules.offered_per_key``), of hits
+    sorted by query, newest first, each once: its newest ``limit`` and its
+    oldest ``OLDEST_PER_KEY``."""
+    rank = rank_in_group(query_of)
+    starts = np.flatnonzero(np.concatenate(([True], query_of[1:] != query_of[:-1]))) if len(query_of) else query_of
+    sizes = np.diff(np.append(starts, len(query_of)))
+    from_oldest = np.repeat(sizes, sizes) - 1 - rank
+    return (rank < limit) | (from_oldest < OLDEST_PER_KEY)

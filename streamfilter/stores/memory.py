@@ -19,7 +19,7 @@ import numpy.typing as npt
 from .. import _rules
 from .._exceptions import StoreError
 from .._rules import CachedPost, Match
-from ._base import FORGOTTEN, IndexSettings, Sketch, TransactionalStore, check_fingerprint
+from ._base import FORGOTTEN, IndexSettings, Sketch, TransactionalStore, check_fingerprint, with_seed
 
 if TYPE_CHECKING:
     from .._judge import Judgement
@@ -35,6 +35,7 @@ class MemoryStore(TransactionalStore):
     def __init__(self) -> None:
         self._bands: dict[int, list[int]] = {}  # band key -> serials, oldest first
         self._posts: dict[int, CachedPost] = {}  # serial -> post, oldest first
+        self._keys: dict[int, list[int]] = {}  # serial -> the band keys it is filed under
         self._clock = float("-inf")
         self._next_serial = 1
         self._fingerprint: dict[str, int | str] | None = None
@@ -43,13 +44,15 @@ class MemoryStore(TransactionalStore):
         self._settings: IndexSettings | None = None
         self._lock = threading.Lock()
 
-    def open(self, settings: IndexSettings) -> None:
+    def open(self, settings: IndexSettings) -> dict[str, int | str]:
         requested = dict(settings.fingerprint)
         if self._fingerprint is None:
-            self._fingerprint = requested
+            self._fingerprint = with_seed(requested)  # type: ignore[assignment]
         else:
             check_fingerprint("memory store", self._fingerprint, requested)
         self._settings = settings
+        assert self._fingerprint is not None
+        return dict(self._fingerprint)
 
     def begin(self) -> _Transaction:
         if self._settings is None:
@@ -64,8 +67,7 @@ class MemoryStore(TransactionalStore):
             post = self._posts[serial]
             if post.timestamp > cutoff:
                 break
-            keys = self._settings.rekey([np.frombuffer(post.words, dtype=np.uint32)], [post.post_id])[0]
-            for band_key in keys.tolist():
+            for band_key in self._keys.pop(serial):
                 members = self._bands.get(band_key)
                 if members is not None and serial in members:
                     members.remove(serial)
@@ -131,7 +133,7 @@ class _Transaction:
         for index, key in enumerate(queries.tolist()):
             members = bands.get(key)
             if members:
-                newest = _rules.newest_per_key(members, limit)[::-1]
+                newest = _rules.offered_per_key(members, limit)[::-1]
                 hit_query += [index] * len(newest)
                 hit_serial += newest
         if not hit_serial:
@@ -154,7 +156,8 @@ class _Transaction:
                     serial = judgement.first_serial + offset
                     # a copy, as a record read back would be: the judge's set stays its own
                     store._posts[serial] = CachedPost(post.timestamp, post.post_id, post.words)
-                    for band_key in self._sketches[index].band_keys.tolist():
+                    store._keys[serial] = self._sketches[index].band_keys.tolist()
+                    for band_key in store._keys[serial]:
                         store._bands.setdefault(band_key, []).append(serial)
                 store._next_serial = judgement.first_serial + len(judgement.recorded)
                 store._clock = judgement.clock

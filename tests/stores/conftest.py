@@ -29,7 +29,7 @@ def make_store(request: pytest.FixtureRequest, store_kind: str, tmp_path: Path) 
     elif store_kind == "redis-cluster":
         url = unique_prefix(request.getfixturevalue("redis_cluster").url)
 
-    def make(ttl: float = 0, purge_limit: int = 1024, index: str = "") -> BandStore:
+    def make(ttl: float = 0, purge_limit: int = 1024, index: str = "", limit: int = 64) -> BandStore:
         """A store on the test's index, or on another one named ``index``."""
         store: BandStore
         if store_kind == "memory":
@@ -38,7 +38,7 @@ def make_store(request: pytest.FixtureRequest, store_kind: str, tmp_path: Path) 
             store = LMDBStore(tmp_path / f"index{index}")
         else:
             store = RedisStore(url + index)
-        store.open(settings(ttl, purge_limit))
+        store.open(settings(ttl, purge_limit, limit=limit))
         opened.append(store)
         return store
 

@@ -16,41 +16,46 @@ from streamfilter import (
     LMDBStore,
     normalize,
 )
-from streamfilter._lsh import band_keys, id_keys
+from streamfilter._lsh import band_keys, exact_keys, id_keys
 from streamfilter._minhash import MinHasher
 from streamfilter._normalize import is_cut_off
 from streamfilter._rules import word_edits
 from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
 from streamfilter.stores import BandStore, IndexSettings, Sketch
 
-CONFIG = FilterConfig()
-HASHER = MinHasher(CONFIG.num_perm, CONFIG.seed)
+CONFIG = FilterConfig(seed=1)
+SEED = 1
+HASHER = MinHasher(CONFIG.num_perm, SEED)
 
 
-def rekey(word_seqs: Sequence[npt.NDArray[np.uint32]], post_ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+def rekey(word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
     offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in word_seqs], out=offsets[1:])
-    shingles = shingles_of_words(np.concatenate(word_seqs).astype(np.uint32), offsets, CONFIG.shingle_size)
+    words = np.concatenate(word_seqs).astype(np.uint32)
+    shingles = shingles_of_words(words, offsets, CONFIG.shingle_size)
     keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
-    return np.column_stack([keys, id_keys(post_ids, CONFIG.seed)])
+    return np.column_stack([keys, exact_keys(words, offsets, SEED)])
 
 
-def settings(ttl: float = 0, purge_limit: int = 1024, fingerprint: dict[str, Any] | None = None) -> IndexSettings:
+def settings(
+    ttl: float = 0, purge_limit: int = 1024, fingerprint: dict[str, Any] | None = None, limit: int = 64
+) -> IndexSettings:
     return IndexSettings(
         fingerprint=fingerprint or CONFIG.fingerprint(),
         jaccard_threshold=CONFIG.jaccard_threshold,
         ttl_seconds=ttl,
         rekey=rekey,
         purge_limit=purge_limit,
+        max_candidates_per_band=limit,
     )
 
 
 def sketch(post_id: str, timestamp: float, text: str) -> Sketch:
-    words, offsets = hash_words([normalize(text).split()], CONFIG.seed)
+    words, offsets = hash_words([normalize(text).split()], SEED)
     shingles = shingles_of_words(words, offsets, CONFIG.shingle_size)
     keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
     verified = verification_hashes(words, offsets, CONFIG.shingle_size)
-    keys = np.append(keys[0], id_keys([post_id], CONFIG.seed))
+    keys = np.concatenate([keys[0], exact_keys(words, offsets, SEED), id_keys([post_id], SEED)])
     return Sketch(post_id, timestamp, keys, verified[0], words, cut_off=is_cut_off(text))
 
 
@@ -59,7 +64,7 @@ def repost(post_id: str, timestamp: float, reposted: str) -> Sketch:
     return Sketch(
         post_id,
         timestamp,
-        id_keys([reposted], CONFIG.seed),
+        id_keys([reposted], SEED),
         np.zeros(0, dtype=np.uint64),
         np.zeros(0, dtype=np.uint32),
         refers_to=reposted,
@@ -359,3 +364,27 @@ def test_verdicts_do_not_depend_on_batch_boundaries_under_crowded_keys(make_stor
         store.close()
     assert all(named[batch_size] == named[1] for batch_size in named)
     assert 300 < named[1].count(None) < 700  # both kinds, and the crowded keys among them
+
+
+def test_a_crowded_key_keeps_offering_its_oldest_posts(make_store: Callable[..., BandStore]) -> None:
+    # Chaff filed under every key of an original pushes it out of each key's
+    # newest places, never out of its oldest: the store still offers it.
+    store = make_store(limit=4)
+    shared_key = np.array([0x5EED5EED5EED5EED], dtype=np.uint64)
+
+    def filed(post_id: str, timestamp: float, text: str) -> Sketch:
+        made = sketch(post_id, timestamp, text)
+        return Sketch(post_id, timestamp, shared_key, made.shingles, made.words + np.uint32(timestamp))
+
+    assert store.check_and_insert([filed("original", 1000, "the original post about the harbour")]) == [None]
+    chaff = [filed(f"chaff{n}", 1001 + n, f"unrelated chaff number {n} with other words") for n in range(12)]
+    for start in range(0, 12, 5):  # in batches, so the stores' own look-ups do the offering
+        assert store.check_and_insert(chaff[start : start + 5]) == [None] * len(chaff[start : start + 5])
+    txn = store.begin()
+    try:
+        queries = txn.index_keys(shared_key)
+        _, serials = txn.members(queries)
+        offered = [post.post_id for serial in serials.tolist() if (post := txn.post(serial)) is not None]
+    finally:
+        txn.abort()
+    assert offered == ["chaff11", "chaff10", "chaff9", "chaff8", "chaff0", "original"]  # newest four, oldest two

@@ -262,10 +262,15 @@ def test_missing_extra_names_the_install() -> None:
     )
 
 
-def test_filter_config_defaults_are_pinned_on_redis(url: str) -> None:
-    store = opened(url)
-    store.close()
-    assert RedisStore(url).pinned_settings() == FilterConfig().fingerprint()
+def test_filter_config_defaults_are_pinned_on_redis_with_a_drawn_seed(url: str) -> None:
+    # the first worker draws the seed and pins it; the next adopts it
+    first, second = RedisStore(url), RedisStore(url)
+    drawn = first.open(settings(fingerprint=FilterConfig().fingerprint()))
+    assert isinstance(drawn["seed"], int)
+    assert second.open(settings(fingerprint=FilterConfig().fingerprint())) == drawn
+    first.close()
+    second.close()
+    assert RedisStore(url).pinned_settings() == {**FilterConfig().fingerprint(), "seed": drawn["seed"]}
 
 
 def test_a_batch_lost_before_its_output_passes_again_on_resume(url: str) -> None:

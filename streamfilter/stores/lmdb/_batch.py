@@ -16,8 +16,8 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
-from ..._rules import CachedPost
-from .._base import IndexSettings, PostCache, Sketch, rank_in_group
+from ..._rules import OLDEST_PER_KEY, CachedPost
+from .._base import IndexSettings, PostCache, Sketch, offered
 from .._records import encode_record
 from ._caches import KeyFilter, NewRun, RunCache
 from ._merging import merge_entries, mergeable, merged_inline, one_run_spans, pending_run
@@ -72,7 +72,7 @@ class Batch:
         self, queries: npt.NDArray[np.uint64], first_live: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query index, serial) of each hit, by query, newest first: for each
-        query, its newest live serials, at most ``max_candidates_per_band``."""
+        query, the live serials it offers (``_base.offered``)."""
         nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         if len(queries) == 0:
             return nothing
@@ -103,11 +103,20 @@ class Batch:
             if len(hits) == 0:
                 continue
             hits = passed[hits]
-            counts = np.minimum(high - low, limit)
-            # the last ``counts`` entries of each key's range: its newest, since
-            # equal keys sit in serial order within a run
+            if run.first < first_live:  # its oldest entries may be purged: each key's live ones start later
+                low = _first_at_least(run, low, high, first_live)
+            # equal keys sit in serial order within a run: each key's newest
+            # entries end its range, and its oldest live ones begin it
+            newest = np.minimum(high - low, limit)
+            oldest = np.minimum(high - low - newest, OLDEST_PER_KEY)
+            counts = newest + oldest
             ends = np.cumsum(counts)
-            positions = np.repeat(high - ends, counts) + np.arange(int(ends[-1]))
+            if int(ends[-1]) == 0:
+                continue
+            within = np.arange(int(ends[-1])) - np.repeat(ends - counts, counts)
+            positions = within + np.repeat(high - newest, counts)
+            old = within >= np.repeat(newest, counts)
+            positions[old] -= np.repeat(high - low, counts)[old]
             serials = run.serials(positions)
             live = serials >= first_live
             hit_queries.append(np.repeat(hits, counts)[live])
@@ -118,9 +127,9 @@ class Batch:
         serial_of = np.concatenate(hit_serials)
         order = np.lexsort((-serial_of, query_of))  # by query, newest first
         query_of, serial_of = query_of[order], serial_of[order]
-        if len(hit_queries) == 1:  # hits of one run: at most ``limit`` a query already
+        if len(hit_queries) == 1:  # hits of one run: what each query offers already
             return query_of, serial_of
-        keep = rank_in_group(query_of) < limit
+        keep = offered(query_of, limit)
         return query_of[keep], serial_of[keep]
 
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
@@ -271,3 +280,20 @@ class Batch:
         run.whole = whole
         self.written[run.db_key] = run
         return run
+
+
+def _first_at_least(
+    run: Run, low: npt.NDArray[np.int64], high: npt.NDArray[np.int64], serial: int
+) -> npt.NDArray[np.int64]:
+    """For each key's range of entries ``low`` to ``high`` in ``run`` (in
+    serial order), the position of its first entry of ``serial`` or later
+    (``high`` for none): a binary search of every range at once."""
+    low, high = low.copy(), high.copy()
+    while True:
+        active = np.flatnonzero(low < high)
+        if len(active) == 0:
+            return low
+        middle = (low[active] + high[active]) // 2
+        before = run.serials(middle) < serial
+        low[active[before]] = middle[before] + 1
+        high[active[~before]] = middle[~before]

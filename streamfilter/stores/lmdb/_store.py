@@ -41,9 +41,19 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
+from ..._clock import checked_clock
 from ..._exceptions import StoreError, StoreFullError
 from ..._rules import CachedPost, Match
-from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, TransactionalStore, check_fingerprint
+from .._base import (
+    FORGOTTEN,
+    IndexSettings,
+    PostCache,
+    RetryBatch,
+    Sketch,
+    TransactionalStore,
+    check_fingerprint,
+    with_seed,
+)
 from .._records import decode_record, encode_record
 from ._batch import Batch, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
@@ -143,7 +153,7 @@ class LMDBStore(TransactionalStore):
         self._run_cache = RunCache(self.tuning)
 
     # -- opening -------------------------------------------------------------
-    def open(self, settings: IndexSettings) -> None:
+    def open(self, settings: IndexSettings) -> dict[str, int | str]:
         self._refuse_empty_file()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -170,7 +180,7 @@ class LMDBStore(TransactionalStore):
         self._page_size = int(env.stat()["psize"])
         try:
             self._meta = env.open_db(b"meta")
-            self._pin(settings)  # before anything else is created in an index of another format
+            pinned = self._pin(settings)  # before anything else is created in an index of another format
             self._posts = env.open_db(b"posts")
             self._runs = env.open_db(b"runs")
             self._parts = StoreParts(
@@ -180,11 +190,12 @@ class LMDBStore(TransactionalStore):
             self.close()
             raise
         self._settings = settings
+        return pinned
 
-    def _pin(self, settings: IndexSettings) -> None:
+    def _pin(self, settings: IndexSettings) -> dict[str, int | str]:
         requested = dict(settings.fingerprint)
 
-        def pin(txn: lmdb.Transaction) -> None:
+        def pin(txn: lmdb.Transaction) -> dict[str, int | str]:
             stored_format = txn.get(_FORMAT_KEY, db=self._meta)
             if stored_format is not None and stored_format != _FORMAT:
                 raise StoreError(
@@ -196,13 +207,16 @@ class LMDBStore(TransactionalStore):
             if stored is None:
                 if stored_format is None:
                     txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
-                txn.put(_CONFIG_KEY, json.dumps(requested, sort_keys=True).encode(), db=self._meta)
+                pinned = with_seed(requested)
+                txn.put(_CONFIG_KEY, json.dumps(pinned, sort_keys=True).encode(), db=self._meta)
             else:
                 with self._corruption_reported():
                     pinned = json.loads(bytes(stored))
                 check_fingerprint(str(self.path), pinned, requested)
+            return pinned  # type: ignore[return-value]
 
-        self._write(pin)
+        pinned: dict[str, int | str] = self._write(pin)
+        return pinned
 
     def pinned_settings(self) -> dict[str, int | str] | None:
         """The settings pinned in the index, or None when there is none yet; opens nothing for writing."""
@@ -430,7 +444,19 @@ class LMDBStore(TransactionalStore):
         """The newest event time the index has seen (-inf for none yet)."""
         with self._reading() as txn:
             stored = txn.get(_CLOCK_KEY, db=self._meta)
-        return _CLOCK.unpack(stored)[0] if stored else -math.inf
+        return self._checked_clock(stored)
+
+    def _checked_clock(self, stored: bytes | memoryview | None) -> float:
+        """The clock record, read (``checked_clock``: a damaged one is refused)."""
+        if not stored:
+            return -math.inf
+        if len(stored) != _CLOCK.size:
+            raise StoreError(
+                f"the clock record in {self.path} is {len(stored)} bytes, not {_CLOCK.size}: the index is damaged; "
+                "replay the stream into a new --db directory"
+            )
+        ttl = self._settings.ttl_seconds if self._settings is not None else 0.0
+        return checked_clock(_CLOCK.unpack(stored)[0], f"the LMDB index at {self.path}", ttl)
 
     def map_size(self) -> int:
         return int(self._require_env().info()["map_size"])
@@ -501,7 +527,7 @@ class _Transaction:
         self._purged = 0
         try:
             clock_bytes = txn.get(_CLOCK_KEY, db=store._meta)
-            self.clock = _CLOCK.unpack(clock_bytes)[0] if clock_bytes else float("-inf")
+            self.clock = store._checked_clock(clock_bytes)
             serial_bytes = txn.get(_SERIAL_KEY, db=store._meta)
             self.next_serial = _U64.unpack(serial_bytes)[0] if serial_bytes else 1
             self._batch = Batch(store._parts, txn, settings)
@@ -522,6 +548,12 @@ class _Transaction:
                 return self._batch.members(queries, self._first_live)
         except BaseException as exc:
             self._fail(exc)
+
+    @property
+    def recent_posts(self) -> dict[int, CachedPost]:
+        """The posts ``post`` finds without a read (``PostCache``): the
+        compiled judge looks a candidate up here before it calls ``post``."""
+        return self._store._cache.recent
 
     def post(self, serial: int) -> CachedPost | None:
         try:  # called for each candidate: no context manager here

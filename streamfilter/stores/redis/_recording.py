@@ -307,7 +307,7 @@ class ClusterRecording:
                     continue
                 # the smallest band key they share, from the other's stored words:
                 # not from the lists read, which may not show all of its keys yet
-                theirs = key_bytes(settings.rekey([np.array(other_words, dtype=np.uint32)], [post_id])[0])
+                theirs = key_bytes(settings.rekey([np.array(other_words, dtype=np.uint32)])[0])
                 arbiter = min(set(own_keys).intersection(theirs), default=None)
                 order = members.get(arbiter, []) if arbiter is not None else []
                 if other in order and member in order and order.index(other) < order.index(member):

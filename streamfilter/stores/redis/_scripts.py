@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
+from ..._rules import OLDEST_PER_KEY
+
 __all__ = ["script"]
 
 # name: (flags of the script's shebang line, the parts it is made of, in order)
@@ -35,4 +37,6 @@ def script(name: str) -> str:
     flags, parts = _SCRIPTS[name]
     here = resources.files(__package__)
     text = "\n".join(here.joinpath(f"{part}.lua").read_text(encoding="utf-8") for part in parts)
+    if "index" in parts:  # the rule's constant, from its one definition
+        text = f"local OLDEST_PER_KEY = {OLDEST_PER_KEY}\n{text}"
     return f"#!lua flags={flags}\n{text}" if flags else text

@@ -75,11 +75,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from ..._clock import checked_clock
 from ..._exceptions import ConfigError, MissingDependencyError, StoreError
 from ..._judge import judge_batch
 from ..._redact import redact
 from ..._rules import Match
-from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint
+from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint, with_seed
 from ._layout import Layout
 from ._scripts import script
 from ._transaction import _INDEX_GONE, RedisTransaction, _emptied
@@ -189,6 +190,8 @@ class RedisStore(TransactionalStore):
         self._config_key = key + b":config"
         self._format_key = key + b":format"
         self._clock_key = key + b":clock"
+        # where the clock is, as a message names it
+        self.clock_location = f"the key {self._clock_key.decode(errors='replace')!r} at {self.location}"
         self._serial_key = key + b":serial"
         self._filing_key = key + b":filing"  # Cluster: batches that began filing, those under way (_recording)
         # Input paths are only unique on one machine: each host keeps its own
@@ -246,10 +249,11 @@ class RedisStore(TransactionalStore):
         self._client = client
         self._node_of.clear()  # nodes of a client before this one hold its closed connections
 
-    def open(self, settings: IndexSettings) -> None:
+    def open(self, settings: IndexSettings) -> dict[str, int | str]:
         self._connect()
         requested = dict(settings.fingerprint)
-        encoded = json.dumps(requested, sort_keys=True).encode()
+        # the first worker's seed is pinned (SET NX); every other adopts it
+        encoded = json.dumps(with_seed(requested), sort_keys=True).encode()
 
         # the key layout is pinned by the first worker, from its TTL (see _layout)
         layout = json.dumps(dataclasses.asdict(Layout.for_ttl(settings.ttl_seconds))).encode()
@@ -267,10 +271,12 @@ class RedisStore(TransactionalStore):
                 f"{self.location} holds keys of format {stored_format!r}, expected {_FORMAT!r}: "
                 "start on a fresh prefix (?prefix=name), or delete the old keys"
             )
-        check_fingerprint(self.location, json.loads(stored), requested)
+        pinned: dict[str, int | str] = json.loads(stored)
+        check_fingerprint(self.location, pinned, requested)
         self._layout = Layout(**json.loads(stored_layout))
         self._settings = settings
         self._check_server_settings()
+        return pinned
 
     def _check_server_settings(self) -> None:
         """Warn when the server stores records as hash tables instead of listpacks
@@ -551,7 +557,8 @@ class RedisStore(TransactionalStore):
         """The newest event time the index has seen (-inf for none yet)."""
         client = self._require_client()
         stored = self._retrying("read the clock", lambda: client.get(self._clock_key))
-        return float(stored) if stored is not None else float("-inf")
+        ttl = self._settings.ttl_seconds if self._settings is not None else 0.0
+        return checked_clock(stored, self.clock_location, ttl)
 
     def _require_client(self) -> Any:
         if self._client is None:

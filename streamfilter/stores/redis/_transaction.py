@@ -29,9 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import _rules
+from ..._clock import checked_clock
 from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
-from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes, rank_in_group
+from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes, offered
 from .._records import decode_record, encode_record, id_end
 from ._layout import MEMBER_BYTES, Layout, member_order, member_orders, parse_parts, split_members
 from ._scripts import script
@@ -126,7 +127,7 @@ class RedisTransaction:
         config, clock = store._retrying("read the index", read)
         if config is None:
             raise StoreError(_emptied(store.location))
-        self.clock = float(clock) if clock is not None else float("-inf")
+        self.clock = checked_clock(clock, store.clock_location, self.settings.ttl_seconds)
         self.parts = store._parts()
 
     def live(self) -> list[tuple[int, int]]:
@@ -157,8 +158,8 @@ class RedisTransaction:
         query_of, serials = query_of[order], serials[order]
         once = np.concatenate(([True], (query_of[1:] != query_of[:-1]) | (serials[1:] != serials[:-1])))
         query_of, serials = query_of[once], serials[once]
-        newest = rank_in_group(query_of) < self.settings.max_candidates_per_band
-        return query_of[newest], serials[newest]
+        kept = offered(query_of, self.settings.max_candidates_per_band)
+        return query_of[kept], serials[kept]
 
     def _read_on_one(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Everything the batch reads, in one script: the clock, the serial,
@@ -172,7 +173,7 @@ class RedisTransaction:
         )
         if not config:
             raise StoreError(_emptied(store.location))
-        self.clock = float(clock) if clock is not None else float("-inf")
+        self.clock = checked_clock(clock, store.clock_location, self.settings.ttl_seconds)
         self.parts = parse_parts(names)
         per_query = np.frombuffer(counts, dtype=">u2").astype(np.int64)
         query_of = np.repeat(np.arange(len(per_query)), per_query)

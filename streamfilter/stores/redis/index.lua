@@ -41,8 +41,8 @@ end
 
 -- The members filed under ``field`` in a band bucket's value (``blob``:
 -- 10-byte entries, a 4-byte field then a 6-byte member, oldest first), from
--- byte ``from`` on (1: all of it): the newest ``cap`` of them, oldest first,
--- as one string.
+-- byte ``from`` on (1: all of it): the oldest OLDEST_PER_KEY (set by
+-- _scripts.py) and the newest ``cap`` of them, oldest first, as one string.
 local function members_in(blob, field, cap, from)
   local hit = string.find(blob, field, from or 1, true)
   if not hit then return '' end  -- most keys of novel posts: no table made
@@ -57,7 +57,10 @@ local function members_in(blob, field, cap, from)
       at = hit + 1
     end
   end
-  if #found > cap then return table.concat(found, '', #found - cap + 1) end
+  -- the oldest OLDEST_PER_KEY and the newest cap (_rules.offered_per_key)
+  if #found > cap + OLDEST_PER_KEY then
+    return table.concat(found, '', 1, OLDEST_PER_KEY) .. table.concat(found, '', #found - cap + 1)
+  end
   return table.concat(found)
 end
 

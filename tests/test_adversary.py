@@ -1,0 +1,271 @@
+"""Inputs crafted against the filter by the people it exists to catch.
+
+Chaff that shares every band key with an original, floods of low-entropy
+posts, deletes that name another platform's post, look-alike letters
+(the event clock's own tests are in tests/test_clock.py and tests/test_cli.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from streamfilter import FilterConfig, MemoryStore, StreamFilter, normalize
+from streamfilter._engine import Sketcher
+from streamfilter._rules import MAX_VERIFIED, CachedPost
+from streamfilter.adapters import record_adapter
+
+from .conftest import FIXTURES, replay_command
+
+SEED = 1
+ORIGINAL = "win a free caribbean cruise for two today just click the link in our bio and claim your prize now"
+
+
+def _band_keys(sketcher: Sketcher, words: list[str]) -> tuple[int, ...]:
+    _, keys = sketcher._sketch_words([words])
+    return tuple(keys[0].tolist())
+
+
+def chaff(count: int, extra_words: int = 45, seed: int = SEED) -> list[str]:
+    """Posts of the original's text and ``extra_words`` random words each,
+    chosen so that every band key stays the original's: what an adversary
+    crafts where the seed is known, each novel (similarity about 0.3)."""
+    sketcher = Sketcher(FilterConfig(seed=seed), record_adapter("auto"))
+    base = normalize(ORIGINAL).split()
+    target = _band_keys(sketcher, base)
+    rng = random.Random(59)
+    posts = []
+    while len(posts) < count:
+        words = list(base)
+        while len(words) < len(base) + extra_words:
+            word = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6))
+            if _band_keys(sketcher, [*words, word]) == target:
+                words.append(word)
+        posts.append(" ".join(words))
+    return posts
+
+
+def _record(post_id: str, text: str, second: int) -> dict[str, str]:
+    return {"id": post_id, "text": text, "created_at": f"2024-03-01T10:{second // 60:02d}:{second % 60:02d}Z"}
+
+
+@pytest.fixture(scope="module")
+def eight_chaff() -> list[str]:
+    return chaff(8)
+
+
+def test_an_exact_copy_is_never_novel_whatever_chaff_came_between(eight_chaff: list[str]) -> None:
+    with StreamFilter(FilterConfig(seed=SEED)) as sf:
+        assert sf.check(_record("orig", ORIGINAL, 0)).kind.value == "novel"
+        kinds = [sf.check(_record(f"chaff{n}", text, 1 + n)).kind.value for n, text in enumerate(eight_chaff)]
+        assert kinds == ["novel"] * 8  # each shares every band key with the original, and is novel
+        copy = sf.check(
+            _record(
+                "copy",
+                "RT @someone: WIN a free Caribbean cruise for two today!! just click the "
+                "link in our bio and claim your prize now 🚢 https://t.co/x",
+                20,
+            )
+        )
+    assert (copy.kind.value, copy.duplicate_of) == ("duplicate", "orig")
+
+
+def test_chaff_crafted_for_one_seed_shares_no_band_keys_under_the_index_s_own(eight_chaff: list[str]) -> None:
+    # a new index draws a secret seed: the crafted posts are unrelated to the original there
+    with StreamFilter() as sf:
+        drawn = sf.config.seed
+    crafted_for = Sketcher(FilterConfig(seed=SEED), record_adapter("auto"))
+    secret = Sketcher(FilterConfig(seed=drawn), record_adapter("auto"))
+    assert drawn != SEED or pytest.skip("the draw hit the public seed")
+    base = normalize(ORIGINAL).split()
+    shared = [len(set(_band_keys(secret, text.split())) & set(_band_keys(secret, base))) for text in eight_chaff]
+    assert all(_band_keys(crafted_for, text.split()) == _band_keys(crafted_for, base) for text in eight_chaff)
+    assert sum(shared) < 8 * 16 / 2  # under the secret seed, most of their band keys differ
+
+
+def test_an_index_keeps_the_seed_it_drew_and_an_explicit_one_is_kept_too(tmp_path: Path) -> None:
+    seeds = []
+    for _ in range(2):
+        with StreamFilter(path=tmp_path / "drawn") as sf:
+            sf.check(_record("a", ORIGINAL, 0))
+            seeds.append(sf.config.seed)
+    assert seeds[0] == seeds[1] and isinstance(seeds[0], int)
+    with StreamFilter(path=tmp_path / "other") as sf:
+        other = sf.config.seed
+    assert other != seeds[0]  # odds of a repeat: one in 2**32
+    with StreamFilter(FilterConfig(seed=7), path=tmp_path / "explicit") as sf:
+        assert sf.config.seed == 7
+
+
+def test_two_runs_with_one_seed_give_the_same_verdicts_and_the_cli_takes_seed(tmp_path: Path) -> None:
+    import subprocess
+
+    outputs = []
+    for run in range(2):
+        verdicts = tmp_path / f"v{run}"
+        done = subprocess.run(
+            replay_command(str(FIXTURES / "campaign.jsonl"), "--seed", "12345", "--verdicts", str(verdicts), "-q"),
+            capture_output=True,
+            check=True,
+        )
+        assert done.returncode == 0
+        outputs.append(verdicts.read_bytes())
+    assert outputs[0] == outputs[1]
+    refused = subprocess.run(replay_command(str(FIXTURES / "campaign.jsonl"), "--seed", "-1"), capture_output=True)
+    assert refused.returncode == 2 and b"--seed: must be an integer from 0 to 4294967295" in refused.stderr
+
+
+class _CountingStore(MemoryStore):
+    """A memory store that counts the stored posts each batch's judge reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[int] = []
+
+    def begin(self):  # type: ignore[no-untyped-def]
+        txn = super().begin()
+        counted = txn.post
+        self.reads.append(0)
+
+        def post(serial: int) -> CachedPost | None:
+            self.reads[-1] += 1
+            return counted(serial)
+
+        txn.post = post  # type: ignore[method-assign]
+        return txn
+
+
+def _flood(count: int, seed: int = 3) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    vocabulary = [letter * 3 + "x" for letter in "abcdefghijklmnopqrstuvwxyz"]
+    return [_record(str(n), " ".join(rng.choice(vocabulary) for _ in range(12)), n % 3000) for n in range(count)]
+
+
+def test_a_flood_of_look_alike_posts_costs_each_post_a_bounded_number_of_verifications() -> None:
+    # 12 words from 26: unrelated posts share band keys far more than real text does
+    store = _CountingStore()
+    posts = _flood(1500)
+    with StreamFilter(FilterConfig(seed=SEED, batch_size=1), store=store) as sf:
+        verdicts = [sf.check(post) for post in posts]
+        stats = sf.stats()
+    assert max(store.reads) <= MAX_VERIFIED
+    assert stats.signals["verification_capped"] > 100 and stats.signals["full_buckets"] > 0
+    assert sum(v.kind.value == "novel" for v in verdicts) > 1400  # unrelated posts stay novel
+
+
+def test_a_delete_forgets_only_a_post_of_its_own_platform(tmp_path: Path) -> None:
+    import subprocess
+
+    lines = [
+        {
+            "id_str": "123",
+            "created_at": "Fri May 04 14:07:00 +0000 2012",
+            "text": ORIGINAL,
+            "user": {"screen_name": "a"},
+        },
+        {"event": "delete", "payload": "123"},  # Mastodon's: its status 123 is not Twitter's
+        {
+            "id_str": "124",
+            "created_at": "Fri May 04 14:08:00 +0000 2012",
+            "text": ORIGINAL,
+            "user": {"screen_name": "b"},
+        },
+        {"id": "g1", "text": "a generic record about the harbour bridge plan", "created_at": "2012-05-04T14:09:00Z"},
+        {"delete": {"status": {"id_str": "g1"}}},  # Twitter's: not the generic post g1
+        {"id": "g2", "text": "a generic record about the harbour bridge plan", "created_at": "2012-05-04T14:10:00Z"},
+        {"delete": {"status": {"id_str": "123"}}},  # Twitter's own: forgets it
+        {
+            "id_str": "125",
+            "created_at": "Fri May 04 14:11:00 +0000 2012",
+            "text": ORIGINAL,
+            "user": {"screen_name": "c"},
+        },
+    ]
+    stream = tmp_path / "deletes.jsonl"
+    stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    verdicts = tmp_path / "v"
+    subprocess.run(replay_command(str(stream), "--verdicts", str(verdicts), "-q"), check=True)
+    judged = {v["id"]: (v["verdict"], v["duplicate_of"]) for v in map(json.loads, verdicts.read_text().splitlines())}
+    assert judged["124"] == ("duplicate", "123")
+    assert judged["g2"] == ("duplicate", "g1")
+    assert judged["125"] == ("novel", None)
+
+
+def test_forget_names_the_platform_where_ids_are_ambiguous() -> None:
+    with StreamFilter(FilterConfig(seed=SEED), format="generic") as sf:
+        sf.check(_record("123", ORIGINAL, 0))
+        assert sf.forget("123", platform="twitter") == 0
+        assert sf.forget("123", platform="generic") == 1
+        sf.check(_record("7", "another post about the harbour bridge plan for everyone", 1))
+        assert sf.forget(7) == 1  # None: every platform's post with the id
+        with pytest.raises(TypeError):
+            sf.forget(None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            sf.forget(b"7")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="platform must be one of"):
+            sf.forget("7", platform="myspace")
+
+
+def test_a_cross_platform_delete_is_counted() -> None:
+    with StreamFilter(FilterConfig(seed=SEED)) as sf:
+        verdicts = sf.check_many(
+            [
+                {"id_str": "123", "created_at": "Fri May 04 14:07:00 +0000 2012", "text": ORIGINAL},
+                {"event": "delete", "payload": "123"},
+                {"id_str": "124", "created_at": "Fri May 04 14:08:00 +0000 2012", "text": ORIGINAL},
+            ]
+        )
+        stats = sf.stats()
+    assert [v.kind.value for v in verdicts] == ["novel", "skipped", "duplicate"]
+    assert stats.signals["cross_platform_deletes"] == 1
+    assert "1 cross platform deletes" in stats.line()
+
+
+SPOOFS = {
+    "greek small eta for n": (
+        "join now and win a new phone tonight in our fun online contest",
+        "joi\u03b7 \u03b7ow a\u03b7d wi\u03b7 a \u03b7ew pho\u03b7e to\u03b7ight i\u03b7 our fu\u03b7 o\u03b7li\u03b7e co\u03b7test",
+    ),
+    "cherokee capitals": (
+        "CLAIM YOUR FREE PRIZE NOW AT OUR OFFICIAL STORE BEFORE MIDNIGHT TONIGHT",
+        "\u13dfL\u13aaI\u13b7 Y\u13beU\u13a1 F\u13a1\u13ac\u13ac P\u13a1I\u13c3\u13ac N\u13beW \u13aa\u13a2 \u13beU\u13a1 "
+        "\u13beFFI\u13dfI\u13aaL \u13da\u13a2\u13be\u13a1\u13ac B\u13acF\u13be\u13a1\u13ac \u13b7IDNIG\u13bb\u13a2 "
+        "\u13a2\u13beNIG\u13bb\u13a2",
+    ),
+    "greek capitals": ("HOME TEAM WINS", "\u0397\u039f\u039c\u0395 \u03a4\u0395\u0391\u039c WINS"),
+}
+# a capital's small letter can look like another Latin letter (Η is H, η is n): only the cases as typed
+AS_TYPED = {"greek capitals"}
+
+
+@pytest.mark.parametrize("name", sorted(SPOOFS))
+@pytest.mark.parametrize("case", ["as written", "lower", "upper", "casefold"])
+def test_look_alikes_read_as_the_latin_they_imitate_in_either_case(name: str, case: str) -> None:
+    plain, spoof = SPOOFS[name]
+    changed = {"as written": spoof, "lower": spoof.lower(), "upper": spoof.upper(), "casefold": spoof.casefold()}[case]
+    if case == "upper" and name == "greek small eta for n" or case in ("lower", "casefold") and name in AS_TYPED:
+        changed = spoof  # a capital eta is an H, a small one an n: each spoofs what it looks like
+    assert normalize(changed) == normalize(plain)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Καλημέρα σε όλους, ΗΜΕΡΑ και ημέρα",  # Greek: η and ν keep apart
+        "Привет всем, это тест на новом телефоне",  # Russian
+        "Բարեւ ձեզ, այսօր լավ օր է",  # Armenian
+        "ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ",  # Cherokee
+    ],
+)
+def test_text_in_its_own_script_keeps_its_words_in_both_cases(text: str) -> None:
+    assert normalize(text.upper()) == normalize(text.lower())
+    assert normalize(text) != normalize(text[::-1])
+
+
+def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:
+    sentence = "καλή {} σε όλους"
+    assert normalize(sentence.format("ημερα")) != normalize(sentence.format("νμερα"))
+    assert normalize(sentence.format("ΗΜΕΡΑ")) == normalize(sentence.format("ημερα"))

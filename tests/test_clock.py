@@ -1,0 +1,84 @@
+"""The event-time clock: what moves it, and how far one post can."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from streamfilter import StoreError
+from streamfilter._clock import CORROBORATION, SLACK_DIVISOR, WINDOW, EventClock, checked_clock
+
+DAY = 86400.0
+START = 1_700_000_000.0
+
+
+class Wall:
+    """A monotonic clock the test moves by hand, for the live stream's wall time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_few_posts_dated_ahead_are_placed_a_slack_past_the_stream() -> None:
+    clock = EventClock(DAY, wall=Wall())
+    for second in range(100):
+        assert clock.place(START + second) == START + second
+    for _ in range(CORROBORATION - 1):  # a few in a row, dated a year ahead
+        assert clock.place(START + 365 * DAY) == pytest.approx(START + 99 + DAY / SLACK_DIVISOR, abs=CORROBORATION)
+    assert clock.place(START + 100) == START + 100  # the stream goes on where it was
+
+
+def test_one_percent_of_posts_dated_ahead_never_move_the_clock() -> None:
+    clock = EventClock(DAY, wall=Wall())
+    placed = []
+    for second in range(20 * WINDOW):
+        ahead = second % 100 == 50
+        placed.append(clock.place(START + second + (365 * DAY if ahead else 0)))
+    assert max(placed) < START + 20 * WINDOW + DAY / SLACK_DIVISOR
+    assert clock.corroborated < START + 20 * WINDOW
+
+
+def test_as_many_posts_as_the_clock_needs_move_it() -> None:
+    clock = EventClock(DAY, floor=START, wall=Wall())
+    later = START + 30 * DAY
+    placed = [clock.place(later + second) for second in range(CORROBORATION)]
+    assert placed[:-1] == [START + DAY / SLACK_DIVISOR] * (CORROBORATION - 1)  # held a slack past the old time
+    assert placed[-1] == later + CORROBORATION - 1  # the last of them corroborates the new time
+    assert clock.place(later + 100) == later + 100
+
+
+def test_live_event_time_may_run_as_fast_as_the_wall_clock() -> None:
+    # a live stream falls quiet for ten minutes: its next post is dated ten
+    # minutes on, and the wall clock says ten minutes passed, so it is placed
+    # at its own time; a post dated a day on is still held
+    wall = Wall()
+    clock = EventClock(300.0, wall=wall)
+    assert clock.place(START) == START
+    wall.now += 600
+    assert clock.place(START + 600) == START + 600
+    assert clock.place(START + DAY) == START + 600 + 300 / SLACK_DIVISOR
+
+
+def test_without_a_ttl_every_post_keeps_its_time() -> None:
+    clock = EventClock(0.0, wall=Wall())
+    assert clock.place(START) == START
+    assert clock.place(START + 365 * DAY) == START + 365 * DAY
+
+
+@pytest.mark.parametrize("stored", [b"1e400", b"inf", b"nan", b"soon", b""])
+def test_a_shared_clock_that_is_not_a_finite_number_is_refused_naming_its_key(stored: bytes) -> None:
+    with pytest.raises(StoreError, match="the key 'sf:clock'.*not a finite number"):
+        checked_clock(stored, "the key 'sf:clock'", DAY)
+
+
+def test_a_shared_clock_later_than_any_post_may_move_it_is_refused() -> None:
+    with pytest.raises(StoreError, match="later than any post may move it"):
+        checked_clock(repr(time.time() + 30 * DAY).encode(), "the key 'sf:clock'", DAY)
+    now = time.time()
+    assert checked_clock(repr(now).encode(), "the key 'sf:clock'", DAY) == now
+    assert checked_clock(None, "the key 'sf:clock'", DAY) == -math.inf
