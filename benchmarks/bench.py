@@ -149,7 +149,7 @@ def main() -> None:
     for tool in tools:
         q = quality[tool]
         per_kind: dict[str, float] = q["per_kind"]  # type: ignore[assignment]
-        worst = min(per_kind, key=per_kind.__getitem__)
+        worst = min(per_kind, key=per_kind.__getitem__, default="-")
         rate = posts / median[tool]
         ratio = f"{ours / rate:.2f}×" if ours else "-"
         bytes_per_post = runs[tool][-1]["bytes_per_post"]
@@ -160,7 +160,7 @@ def main() -> None:
         rss = statistics.median(float(r["rss_mb"]) for r in runs[tool])
         cpu = statistics.median(float(r["cpu_seconds"]) for r in runs[tool])
         print(
-            f"| {tool} | {q['precision']:.4f} | {q['recall']:.4f} | {q['f1']:.4f} | {worst} {per_kind[worst]:.3f} "
+            f"| {tool} | {q['precision']:.4f} | {q['recall']:.4f} | {q['f1']:.4f} | {worst} {per_kind.get(worst, 1.0):.3f} "
             f"| {median[tool]:.2f} | {cpu:.2f} | {rate:,.0f} | {ratio} | {rss:.0f} | {size} |"
         )
 

@@ -45,7 +45,11 @@ SWAPS = {
 # look-alike capitals, swapped into the text written in capitals
 CAPITALS = {
     "greek_capitals": dict(
-        zip("ABEHIKMNOPTXYZ", "\u0391\u0392\u0395\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a7\u03a5\u0396", strict=False)
+        zip(
+            "ABEHIKMNOPTXYZ",
+            "\u0391\u0392\u0395\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a7\u03a5\u0396",
+            strict=False,
+        )
     ),
     "cyrillic_capitals": dict(
         zip("ABCEHKMOPTXY", "\u0410\u0412\u0421\u0415\u041d\u041a\u041c\u041e\u0420\u0422\u0425\u0423", strict=False)
@@ -53,7 +57,8 @@ CAPITALS = {
     "cherokee_capitals": dict(
         zip(
             "ABCDEGHJKLMOPRSTVWZ",
-            "\u13aa\u13f4\u13df\u13a0\u13ac\u13c0\u13bb\u13ab\u13e6\u13de\u13b7\u13be\u13e2\u13a1\u13da\u13a2\u13d9\u13b3\u13c3", strict=False,
+            "\u13aa\u13f4\u13df\u13a0\u13ac\u13c0\u13bb\u13ab\u13e6\u13de\u13b7\u13be\u13e2\u13a1\u13da\u13a2\u13d9\u13b3\u13c3",
+            strict=False,
         )
     ),
 }

@@ -16,7 +16,7 @@ from ._shingle import MAX_SHINGLE_SIZE
 __all__ = ["FilterConfig", "parse_duration"]
 
 # Bump when shingle hashing, MinHash permutations or band keys change.
-SKETCH_VERSION = 6  # 6: an exact-words key per post; id keys scoped by platform
+SKETCH_VERSION = 6  # 6: exact-words and start keys per post; id keys scoped by platform
 
 _DURATION = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", regex.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

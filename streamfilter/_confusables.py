@@ -26,8 +26,9 @@ or a look-alike: each character by how it looks in its own case (``joiη
 ηow`` reads ``join now``, ``ᏟLᎪIᎷ ᎪᎢ`` reads ``CLAIM AT``), or, in a post
 whose words mostly begin with a capital, each by how its capital looks: its
 small look-alikes are mostly capitals that a case change made small
-(``Sηоuld Ηаvе``, a title-cased ``SΗОULD ΗАVЕ``, reads ``SHould HAvE``). A post in Greek, Cyrillic or Cherokee has letters
-of its script that look like no Latin letter, and keeps its words.
+(``Sηоuld Ηаvе``, a title-cased ``SΗОULD ΗАVЕ``, reads ``SHould HAvE``).
+A post in Greek, Cyrillic or Cherokee has letters of its script that look
+like no Latin letter, and keeps its words.
 
 To take a newer Unicode release, replace ``data/confusables.txt`` with the
 file of that release and bump ``NORMALIZER_VERSION``.

@@ -35,6 +35,7 @@ from ._lsh import PLATFORMS, exact_keys, id_keys, scoped_id
 from ._normalize import normalize_fallback, words_and_cut
 from ._post import VERDICT_SLOTS, RetweetPolicy, Verdict, VerdictKind
 from ._prepared import ENTRY_SLOTS, NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
+from ._rules import CUT_OFF_EXACT_BELOW, CUT_OFF_MIN_WORDS
 from ._shingle import ShingleSets
 from ._sketching import BatchSketcher
 from ._stats import StatsRecorder, duration_text
@@ -89,11 +90,17 @@ class Sketcher:
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
         words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else NO_WORDS
         _, keys = self._sketcher.sketch(words, offsets)
-        return np.column_stack([keys, self._exact_keys(words, offsets)])
+        return np.column_stack([keys, self._text_keys(words, offsets)])
 
-    def _exact_keys(self, words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-        assert self.config.seed is not None
-        return exact_keys(words, offsets, self.config.seed)
+    def _text_keys(self, words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        """A post's keys from its words in order: its exact-words key, and the
+        keys of its first ``CUT_OFF_MIN_WORDS`` and ``CUT_OFF_EXACT_BELOW``
+        words, where a copy cut short by "…" finds it (``_lsh.exact_keys``)."""
+        seed = self.config.seed
+        assert seed is not None
+        return np.column_stack(
+            [exact_keys(words, offsets, seed, first) for first in (0, CUT_OFF_MIN_WORDS, CUT_OFF_EXACT_BELOW)]
+        )
 
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
@@ -220,8 +227,8 @@ class Sketcher:
                 for row, entry in zip(rows, to_sketch, strict=True)
                 if not entry.reference and entry.post is not None
             ]
-            exact = exact_keys(shingles.words, shingles.word_offsets, seed)
-            keys = np.column_stack([keys, exact, id_keys(text_ids, seed)])
+            text_keys = self._text_keys(shingles.words, shingles.word_offsets)
+            keys = np.column_stack([keys, text_keys, id_keys(text_ids, seed)])
             shingle_counts = np.diff(shingles.offsets).tolist()
             word_counts = np.diff(shingles.word_offsets).tolist()
         if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are

@@ -22,6 +22,7 @@ Py_ssize_t sf_runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, 
 typedef struct {
     Py_ssize_t cut_off_min_words;
     double cut_off_min_similarity;
+    Py_ssize_t cut_off_exact_below; /* a cut post of fewer words matches only a start of its very words */
     Py_ssize_t edit_min_words;
     long edit_max_edits;
     double edit_min_jaccard;

@@ -199,9 +199,9 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
     Judged judged;
     Rules rules;
     Py_ssize_t capped = 0; /* sketches with more candidates than are verified */
-    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnld)(OO)OO", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
+    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnnld)(OO)OO", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
                           &clock, &ttl, &judged.threshold, &judged.shingle_size, &rules.cut_off_min_words,
-                          &rules.cut_off_min_similarity, &rules.edit_min_words, &rules.edit_max_edits,
+                          &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
                           &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent))
         return NULL;
     if (known.recent != Py_None && !PyDict_Check(known.recent)) {

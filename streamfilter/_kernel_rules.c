@@ -157,6 +157,8 @@ static double raised(double whole, const Judged *judged, const uint32_t *other, 
         }
         double least = judged->threshold > rules->cut_off_min_similarity ? judged->threshold
                                                                          : rules->cut_off_min_similarity;
+        if (length < rules->cut_off_exact_below)
+            least = 1.0;
         if (start >= least && start > best)
             best = start;
     }
@@ -291,9 +293,9 @@ PyObject *sf_best_match(PyObject *self, PyObject *args) {
     Py_ssize_t best_index;
     Judged judged;
     Rules rules;
-    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnld)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
+    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnnld)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
                           &judged.shingle_size, &judged.cut_off, &rules.cut_off_min_words,
-                          &rules.cut_off_min_similarity, &rules.edit_min_words, &rules.edit_max_edits,
+                          &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
                           &rules.edit_min_jaccard))
         return NULL;
     if (words.len % 4 || set.len % 8 || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||

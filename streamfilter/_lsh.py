@@ -186,19 +186,27 @@ def _fmix64(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return values
 
 
-def exact_keys(words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], seed: int) -> npt.NDArray[np.uint64]:
+def exact_keys(
+    words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], seed: int, first: int = 0
+) -> npt.NDArray[np.uint64]:
     """One more band key per post, from all its words in order (post i has
-    ``words[offsets[i]:offsets[i + 1]]``).
+    ``words[offsets[i]:offsets[i + 1]]``); with ``first``, a start key from
+    its first ``first`` words (all of them, if it has fewer), salted apart.
 
     A post with the very same normalised text as a live one shares this key
     with it, and no other post does, whatever the posts in between: posts
     crafted to share every band key with an original, and so to push it out
     of each band's candidates, cannot push it out of this one's. Its words
     are hashed with the index's seed, so the key cannot be computed offline
-    either."""
+    either. A start key finds the original of a copy cut short by "…",
+    which keeps its first words and may share no band with it."""
     counts = np.diff(offsets)
+    if first:
+        kept = (np.arange(len(words), dtype=np.int64) - np.repeat(offsets[:-1], counts)) < first
+        words, counts = words[kept], np.minimum(counts, first)
+        offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     with np.errstate(over="ignore"):
-        salt = _fmix64(np.array([seed + 0x9E3779B97F4A7C15], dtype=np.uint64))[0]
+        salt = _fmix64(np.array([(seed + 0x9E3779B97F4A7C15 * (first + 1)) % 2**64], dtype=np.uint64))[0]
         positions = np.arange(len(words), dtype=np.int64) - np.repeat(offsets[:-1], counts)
         mixed = _fmix64((words.astype(np.uint64) | (positions.astype(np.uint64) << np.uint64(32))) ^ salt)
         sums = np.zeros(len(counts), dtype=np.uint64)

@@ -68,6 +68,7 @@ from ._confusables import displayed, fold_lookalikes, spell_spoofs
 __all__ = [
     "NORMALIZER_VERSION",
     "has_retweet_prefix",
+    "ends_in_a_cut",
     "is_cut_off",
     "load_tables",
     "normalize",
@@ -403,23 +404,37 @@ def is_cut_off(text: str) -> bool:
     drops that cut word. A link or a mention cut by the ``…``
     (``https://t.…``, ``@unit…``) is removed anyway, so the text before it
     is whole."""
+    stripped = _before_the_cut(text)
+    if stripped is None or not stripped[-2:-1].isalnum():
+        return False
+    cut = stripped[:-1].rsplit(None, 1)[-1]
+    return not ("@" in cut or "＠" in cut or _URL.search(cut))
+
+
+def ends_in_a_cut(text: str) -> bool:
+    """True when ``text`` ends in ``…`` (links after it aside), glued to a
+    word or not: a client cut the post there (``IAD,…``, ``AM?…``), and the
+    rest of it is missing (``_rules.under_threshold``)."""
+    return _before_the_cut(text) is not None
+
+
+def _before_the_cut(text: str) -> str | None:
+    """``text`` up to and with its final ``…``, without the links after it;
+    None when it does not end in one."""
     stripped = text.rstrip()
     if stripped.endswith(";") and "&" in stripped:  # "&hellip;"
         stripped = html.unescape(stripped).rstrip()
     if not stripped.endswith("…"):
         if "…" not in stripped[-64:]:
-            return False
+            return None
         # Twitter's own cut (v1.1 statuses without their extended text): "…
         # cut wor… https://t.co/…", a link to the whole post after the "…".
         while stripped and not stripped.endswith("…"):
             head, _, last = stripped.rpartition(" ")
             if _URL.fullmatch(last) is None:
-                return False
+                return None
             stripped = head.rstrip()
-    if not stripped[-2:-1].isalnum():
-        return False
-    cut = stripped[:-1].rsplit(None, 1)[-1]
-    return not ("@" in cut or "＠" in cut or _URL.search(cut))
+    return stripped
 
 
 def normalize(text: str) -> str:
@@ -434,11 +449,13 @@ def normalize_words(text: str) -> list[str]:
 
 def words_and_cut(text: str) -> tuple[list[str], bool]:
     """The words of ``normalize(text)``, and whether the text was cut off
-    (``is_cut_off``), found in one pass."""
+    (``ends_in_a_cut``; the word a cut went through, ``is_cut_off``, is
+    dropped), found in one pass."""
     if not text.isascii():
         # a span under a bidi override as a reader sees it; a spoof spelled by its letters' looks
         text = spell_spoofs(displayed(text))
     truncated = is_cut_off(text)
+    cut = truncated or ends_in_a_cut(text)
     if "&" in text:
         text = html.unescape(text)
     if has_retweet_prefix(text):
@@ -463,13 +480,13 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         if "@" in text:
             text = _MENTION.sub(" ", text)
         if not text.isascii():
-            return _words_beyond_ascii(text, truncated), truncated
+            return _words_beyond_ascii(text, truncated), cut
         words = _ascii_words(text)
     if truncated and len(words) > 1:
         words.pop()
     if _spelled_out(words):
         words = _join_spelled_out(words)
-    return words, truncated
+    return words, cut
 
 
 def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:

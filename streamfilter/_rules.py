@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .stores._base import Sketch
 
 __all__ = [
+    "CUT_OFF_EXACT_BELOW",
     "CUT_OFF_MIN_SIMILARITY",
     "CUT_OFF_MIN_WORDS",
     "EDIT_MAX_EDITS",
@@ -77,8 +78,11 @@ MAX_VERIFIED = 8
 # A post cut off by "…" is also compared with the same number of words at the
 # start of each earlier post, when it keeps at least this many words and the
 # start matches at least this well (docs/design/rules.md, "Truncated copies").
-CUT_OFF_MIN_WORDS = 6
+CUT_OFF_MIN_WORDS = 4
 CUT_OFF_MIN_SIMILARITY = 0.8
+# A cut post of fewer words than this is a copy only of a post that starts
+# with its very words: a short start is shared by many distinct posts.
+CUT_OFF_EXACT_BELOW = 6
 # Two posts of at least this many words each, at most this many word edits
 # apart, whose Jaccard is at least EDIT_MIN_JACCARD, are also compared by their
 # words in order: two edits change most word pairs of a short post.
@@ -255,8 +259,9 @@ def under_threshold(
     - a post cut off by "…" (``sketch.cut_off``) of at least
       ``CUT_OFF_MIN_WORDS`` words: the Jaccard with the earlier post's first
       n or n + 1 words (n the cut post's own), when it reaches
-      ``CUT_OFF_MIN_SIMILARITY``: a cut copy keeps the start of a post, and
-      the rest is missing, not different;
+      ``CUT_OFF_MIN_SIMILARITY`` (1.0, the very words, for a post of fewer
+      than ``CUT_OFF_EXACT_BELOW``): a cut copy keeps the start of a post,
+      and the rest is missing, not different;
     - posts with a Jaccard of at least ``EDIT_MIN_JACCARD``:
       ``edit_similarity`` of their words.
     """
@@ -267,7 +272,8 @@ def under_threshold(
     if sketch.cut_off and length >= CUT_OFF_MIN_WORDS and len(other_words) > length:
         start_words = _ints(other_words[: length + 1])
         start = max(jaccard(query, verification_set(start_words[:size], shingle_size)) for size in (length, length + 1))
-        if start >= max(threshold, CUT_OFF_MIN_SIMILARITY):
+        least = max(threshold, CUT_OFF_MIN_SIMILARITY) if length >= CUT_OFF_EXACT_BELOW else 1.0
+        if start >= least:
             best = max(best, start)
     if whole >= EDIT_MIN_JACCARD:
         best = max(best, edit_similarity(sketch.words, other_words))
@@ -275,7 +281,14 @@ def under_threshold(
 
 
 # The rules' constants in the order the compiled best_match takes them.
-_KERNEL_RULES = (CUT_OFF_MIN_WORDS, CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD)
+_KERNEL_RULES = (
+    CUT_OFF_MIN_WORDS,
+    CUT_OFF_MIN_SIMILARITY,
+    CUT_OFF_EXACT_BELOW,
+    EDIT_MIN_WORDS,
+    EDIT_MAX_EDITS,
+    EDIT_MIN_JACCARD,
+)
 
 
 def best_match(

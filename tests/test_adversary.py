@@ -269,3 +269,24 @@ def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:
     sentence = "καλή {} σε όλους"
     assert normalize(sentence.format("ημερα")) != normalize(sentence.format("νμερα"))
     assert normalize(sentence.format("ΗΜΕΡΑ")) == normalize(sentence.format("ημερα"))
+
+
+def test_a_copy_cut_short_at_a_platform_s_limit_finds_its_original_by_its_start() -> None:
+    # a retweet cut to 28 characters keeps 5 of the original's 24 words: it
+    # shares no band key with it, and only the keys of its first words find it
+    original = (
+        "we waited four hours at the gate in denver and nobody from the crew told us why the flight "
+        "was late or when it would leave"
+    )
+    copy = "RT @traveller: " + original[:28].rstrip() + "…"
+    sketcher = Sketcher(FilterConfig(seed=SEED), record_adapter("auto"))
+    bands = [set(_band_keys(sketcher, normalize(text).split())) for text in (original, copy)]
+    assert not bands[0] & bands[1]
+    with StreamFilter(FilterConfig(seed=SEED)) as sf:
+        sf.check(_record("orig", original, 0))
+        verdict = sf.check(_record("cut", copy, 30))
+        short = sf.check(_record("short", "We waited four hours at the gate…", 31))  # 7 words
+        other = sf.check(_record("other", "we waited four days at the…", 32))  # 5 words, not its start
+    assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "orig", 1.0)
+    assert (short.kind.value, short.duplicate_of) == ("duplicate", "orig")
+    assert other.kind.value == "novel"

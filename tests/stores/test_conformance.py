@@ -18,7 +18,7 @@ from streamfilter import (
 )
 from streamfilter._lsh import band_keys, exact_keys, id_keys
 from streamfilter._minhash import MinHasher
-from streamfilter._normalize import is_cut_off
+from streamfilter._normalize import words_and_cut
 from streamfilter._rules import word_edits
 from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
 from streamfilter.stores import BandStore, IndexSettings, Sketch
@@ -56,7 +56,7 @@ def sketch(post_id: str, timestamp: float, text: str) -> Sketch:
     keys = band_keys(HASHER.signatures(shingles), CONFIG.bands or 0, CONFIG.rows or 0)
     verified = verification_hashes(words, offsets, CONFIG.shingle_size)
     keys = np.concatenate([keys[0], exact_keys(words, offsets, SEED), id_keys([post_id], SEED)])
-    return Sketch(post_id, timestamp, keys, verified[0], words, cut_off=is_cut_off(text))
+    return Sketch(post_id, timestamp, keys, verified[0], words, cut_off=words_and_cut(text)[1])
 
 
 def repost(post_id: str, timestamp: float, reposted: str) -> Sketch:
@@ -188,12 +188,27 @@ def test_a_cut_off_post_is_novel_when_its_start_differs_or_it_is_short(
     original = sketch("a", 1, LONG)
     # the original's middle words, not its start
     middle = _collides_with(sketch("b", 2, "and nobody from the crew told us why the fl…"), original)
-    # the original's start, but only 5 words: too short to tell a copy from a common opening
-    short = _collides_with(sketch("c", 3, "We waited four hours at th…"), original)
+    # the original's start, but only 3 words: too short to tell a copy from a common opening
+    short = _collides_with(sketch("c", 3, "We waited four ho…"), original)
+    # 5 words, one of them not the original's: a start this short must be its very words
+    nearly = _collides_with(sketch("e", 3, "We waited five hours at th…"), original)
     # the same start without the "…": a post of its own, compared whole
     uncut = _collides_with(sketch("d", 4, "We waited four hours at the gate in denver and"), original)
-    assert middle.cut_off and short.cut_off and not uncut.cut_off and len(short.words) == 5
-    assert make_store().check_and_insert([original, middle, short, uncut]) == [None, None, None, None]
+    assert middle.cut_off and short.cut_off and nearly.cut_off and not uncut.cut_off
+    assert (len(short.words), len(nearly.words)) == (3, 5)
+    assert make_store().check_and_insert([original, middle, short, nearly, uncut]) == [None] * 5
+
+
+def test_a_short_cut_copy_matches_only_the_very_start_of_its_original(
+    make_store: Callable[..., BandStore],
+) -> None:
+    # 5 words and 4 words cut from the original's start, one after punctuation: copies
+    original = sketch("a", 1, LONG)
+    five = _collides_with(sketch("b", 2, "We waited four hours at th…"), original)
+    four = _collides_with(sketch("c", 3, "We waited four hours,…"), original)
+    assert five.cut_off and four.cut_off and (len(five.words), len(four.words)) == (5, 4)
+    matches = make_store().check_and_insert([original, five, four])[1:]
+    assert [(m.duplicate_of, m.similarity) if m else None for m in matches] == [("a", 1.0), ("a", 1.0)]
 
 
 def test_two_word_edits_are_a_duplicate_when_the_jaccard_is_under_the_threshold(
