@@ -28,7 +28,7 @@ int sf_intern_names(void) {
 /* What a batch being judged keeps: the posts it recorded (serials from first_serial on). */
 typedef struct {
     PyObject *fetch, *posts; /* txn.post; Judgement.posts */
-    PyObject *recent;        /* txn.recent_posts: serial -> post, a dict, or None */
+    PyObject *recent;        /* txn.recent_posts: a tuple of dicts, serial -> post, or None */
     long long first_serial;
 } Known;
 
@@ -40,7 +40,9 @@ static PyObject *post_of(const Known *known, int64_t serial) {
     PyObject *number = PyLong_FromLongLong(serial);
     if (number == NULL)
         return NULL;
-    PyObject *post = known->recent == Py_None ? NULL : PyDict_GetItemWithError(known->recent, number);
+    PyObject *post = NULL;
+    for (Py_ssize_t i = 0; known->recent != Py_None && i < PyTuple_GET_SIZE(known->recent) && post == NULL; i++)
+        post = PyDict_GetItemWithError(PyTuple_GET_ITEM(known->recent, i), number);
     if (post != NULL || PyErr_Occurred()) {
         Py_DECREF(number);
         return post == NULL ? NULL : Py_NewRef(post);
@@ -204,9 +206,12 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
                           &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
                           &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent))
         return NULL;
-    if (known.recent != Py_None && !PyDict_Check(known.recent)) {
-        PyErr_SetString(PyExc_TypeError, "recent posts must be a dict or None");
-        return NULL;
+    for (Py_ssize_t i = 0; known.recent != Py_None && i < (PyTuple_Check(known.recent) ? PyTuple_GET_SIZE(known.recent) : 1);
+         i++) {
+        if (!PyTuple_Check(known.recent) || !PyDict_Check(PyTuple_GET_ITEM(known.recent, i))) {
+            PyErr_SetString(PyExc_TypeError, "recent posts must be a tuple of dicts, or None");
+            return NULL;
+        }
     }
     if (self->sketch_start == NULL || self->spent || PyList_GET_SIZE(sketches) != self->count ||
         judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE || rules.edit_max_edits < 0) {

@@ -266,9 +266,10 @@ class PostCache:
         self._old: dict[int, CachedPost] = {}
 
     @property
-    def recent(self) -> dict[int, CachedPost]:
-        """The newer generation, serial -> post: what ``get`` returns as it is."""
-        return self._new
+    def recent(self) -> tuple[dict[int, CachedPost], dict[int, CachedPost]]:
+        """Both generations, serial -> post, newer first: what ``get`` returns
+        without a read (a post found in the older one stays there)."""
+        return self._new, self._old
 
     def clear(self) -> None:
         self._new.clear()

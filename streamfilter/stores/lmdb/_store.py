@@ -550,7 +550,7 @@ class _Transaction:
             self._fail(exc)
 
     @property
-    def recent_posts(self) -> dict[int, CachedPost]:
+    def recent_posts(self) -> tuple[dict[int, CachedPost], ...]:
         """The posts ``post`` finds without a read (``PostCache``): the
         compiled judge looks a candidate up here before it calls ``post``."""
         return self._store._cache.recent
