@@ -19,24 +19,59 @@
 
 #include "_kernel.h"
 
-/* most keys shared first, then newest: rank_candidates' order */
-static int by_rank(const void *a, const void *b) {
-    const Shared *x = a, *y = b;
-    if (x->count != y->count)
-        return x->count > y->count ? -1 : 1;
-    return (x->serial < y->serial) - (x->serial > y->serial);
-}
-
 int sf_newest_first(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x < y) - (x > y);
 }
 
+/* An in-place quicksort of n items of type T, ``BEFORE(a, b)`` saying that a
+ * goes first: qsort calls its comparison through a pointer, and a flood's
+ * posts sort two hundred serials each. */
+#define SORT_BODY(T, BEFORE)                                                                                           \
+    while (n > 16) {                                                                                                  \
+        T pivot = items[n / 2], swap;                                                                                  \
+        Py_ssize_t i = 0, j = n - 1;                                                                                   \
+        while (i <= j) {                                                                                               \
+            while (BEFORE(items[i], pivot))                                                                            \
+                i++;                                                                                                   \
+            while (BEFORE(pivot, items[j]))                                                                            \
+                j--;                                                                                                   \
+            if (i <= j) {                                                                                              \
+                swap = items[i], items[i] = items[j], items[j] = swap;                                                 \
+                i++, j--;                                                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
+        if (j + 1 < n - i) { /* the smaller side by recursion, the larger by the loop */                              \
+            SORT_SELF(items, j + 1);                                                                                   \
+            items += i, n -= i;                                                                                        \
+        } else {                                                                                                       \
+            SORT_SELF(items + i, n - i);                                                                               \
+            n = j + 1;                                                                                                 \
+        }                                                                                                              \
+    }                                                                                                                  \
+    for (Py_ssize_t i = 1; i < n; i++) {                                                                              \
+        T item = items[i];                                                                                             \
+        Py_ssize_t j = i;                                                                                              \
+        for (; j > 0 && BEFORE(item, items[j - 1]); j--)                                                               \
+            items[j] = items[j - 1];                                                                                   \
+        items[j] = item;                                                                                               \
+    }
+
+#define NEWER(a, b) ((a) > (b))
+#define RANKS_BEFORE(a, b) ((a).count > (b).count || ((a).count == (b).count && (a).serial > (b).serial))
+
+#define SORT_SELF sort_newest_first
+static void sort_newest_first(int64_t *items, Py_ssize_t n) { SORT_BODY(int64_t, NEWER) }
+#undef SORT_SELF
+#define SORT_SELF sort_by_rank
+static void sort_by_rank(Shared *items, Py_ssize_t n) { SORT_BODY(Shared, RANKS_BEFORE) }
+#undef SORT_SELF
+
 /* serials (sorted, newest first, in place) counted into out: each once, with
  * how many times it occurs; how many there are. */
 static Py_ssize_t counted(int64_t *serials, Py_ssize_t n, Shared *out) {
     Py_ssize_t kept = 0, i;
-    qsort(serials, n, sizeof(int64_t), sf_newest_first);
+    sort_newest_first(serials, n);
     for (i = 0; i < n; i++) {
         if (kept && out[kept - 1].serial == serials[i])
             out[kept - 1].count++;
@@ -213,7 +248,7 @@ Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **r
     }
     if (in_batch == 0) { /* _first: the stored sharers as they are, all of them */
         *none = stored == 0;
-        qsort(shared, stored, sizeof(Shared), by_rank);
+        sort_by_rank(shared, stored);
         return stored;
     }
     /* _with_batch_sharers: the crowded-out lose a key each time, and go at none */
@@ -239,7 +274,7 @@ Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **r
         if (shared[j].count > 0)
             shared[kept++] = shared[j];
     kept += counted(in_batch_serials, in_batch, shared + kept); /* new serials: none is stored */
-    qsort(shared, kept, sizeof(Shared), by_rank);
+    sort_by_rank(shared, kept);
     return kept;
 }
 

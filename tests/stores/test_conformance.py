@@ -22,6 +22,7 @@ from streamfilter._normalize import words_and_cut
 from streamfilter._rules import word_edits
 from streamfilter._shingle import hash_words, shingles_of_words, verification_hashes
 from streamfilter.stores import BandStore, IndexSettings, Sketch
+from streamfilter.stores._base import by_query_newest_first
 
 CONFIG = FilterConfig(seed=1)
 SEED = 1
@@ -403,3 +404,13 @@ def test_a_crowded_key_keeps_offering_its_oldest_posts(make_store: Callable[...,
     finally:
         txn.abort()
     assert offered == ["chaff11", "chaff10", "chaff9", "chaff8", "chaff0", "original"]  # newest four, oldest two
+
+
+@pytest.mark.parametrize("largest", [10**6, 2**40 - 1, 2**45])  # the last past one sort key: lexsort
+def test_hits_sort_by_query_then_newest_as_lexsort_does(largest: int) -> None:
+    rng = np.random.default_rng(largest % 1000)
+    query_of = rng.integers(0, 500, 5000).astype(np.int64)
+    serial_of = rng.integers(1, largest, 5000, dtype=np.int64)
+    order = np.lexsort((-serial_of, query_of))
+    got = by_query_newest_first(query_of, serial_of)
+    assert np.array_equal(got[0], query_of[order]) and np.array_equal(got[1], serial_of[order])

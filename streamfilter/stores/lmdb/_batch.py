@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._rules import OLDEST_PER_KEY, CachedPost
-from .._base import IndexSettings, PostCache, Sketch, offered
+from .._base import IndexSettings, PostCache, Sketch, by_query_newest_first, offered
 from .._records import encode_record
 from ._caches import KeyFilter, NewRun, RunCache
 from ._merging import merge_entries, mergeable, merged_inline, one_run_spans, pending_run
@@ -125,8 +125,7 @@ class Batch:
             return nothing
         query_of = np.concatenate(hit_queries)
         serial_of = np.concatenate(hit_serials)
-        order = np.lexsort((-serial_of, query_of))  # by query, newest first
-        query_of, serial_of = query_of[order], serial_of[order]
+        query_of, serial_of = by_query_newest_first(query_of, serial_of)
         if len(hit_queries) == 1:  # hits of one run: what each query offers already
             return query_of, serial_of
         keep = offered(query_of, limit)

@@ -32,7 +32,7 @@ from ... import _rules
 from ..._clock import checked_clock
 from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
-from .._base import IndexSettings, RetryBatch, Sketch, is_same_post, key_bytes, offered
+from .._base import IndexSettings, RetryBatch, Sketch, by_query_newest_first, is_same_post, key_bytes, offered
 from .._records import decode_record, encode_record, id_end
 from ._layout import MEMBER_BYTES, Layout, member_order, member_orders, parse_parts, split_members
 from ._scripts import script
@@ -154,8 +154,7 @@ class RedisTransaction:
         query_of, serials = query_of[read], serials[read]
         if len(serials) == 0:
             return _NO_HITS, _NO_HITS
-        order = np.lexsort((-serials, query_of))
-        query_of, serials = query_of[order], serials[order]
+        query_of, serials = by_query_newest_first(query_of, serials)
         once = np.concatenate(([True], (query_of[1:] != query_of[:-1]) | (serials[1:] != serials[:-1])))
         query_of, serials = query_of[once], serials[once]
         kept = offered(query_of, self.settings.max_candidates_per_band)
