@@ -23,14 +23,22 @@ _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``90s``, ``15m``, ``24h``, ``7d``, ``2w`` or a bare number; ``0`` means forever."""
+    """Seconds in ``90s``, ``15m``, ``24h``, ``7d`` or ``2w``; ``0`` means forever.
+
+    A number without its unit is refused (``7``: seconds, or days?), save 0."""
     match = _DURATION.match(text)
     if match is None:
         raise ConfigError(
             f"cannot read duration {text!r}: use a number with s, m, h, d or w, "
             "such as 90s, 24h, 7d, or 0 for no expiry"
         )
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+    number, unit = float(match.group(1)), match.group(2).lower()
+    if not unit and number != 0:
+        raise ConfigError(
+            f"duration {text!r} has no unit: write {match.group(1)}s, {match.group(1)}m, {match.group(1)}h, "
+            f"{match.group(1)}d or {match.group(1)}w (0 for no expiry)"
+        )
+    return number * _UNIT_SECONDS[unit]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Secrets kept out of messages: a URL's password and token-like query values."""
+"""Secrets kept out of messages: a URL's password and token-like query and fragment values."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ _RAW_USERINFO = re.compile(r"(?<=//)[^/?#@]*@")
 
 def redact(url: str) -> str:
     """``url`` with its password and the values of credential-like query
-    parameters replaced by ``***``, for messages and logs. A URL that cannot
+    parameters replaced by ``***``, for messages and logs; so are those in
+    its fragment (``#access_token=…``, as OAuth's implicit flow puts them). A URL that cannot
     be parsed (``http://u:pw@[::1/x``) is redacted as text: whatever sits
     before an ``@`` after ``//``, and every credential-like ``name=value``.
     Control characters are shown escaped, so a header or URL cannot forge a
@@ -32,7 +33,8 @@ def redact(url: str) -> str:
         # a lone userinfo is as often a token as a name
         netloc = f"{user}:***@{host}" if colon else f"***@{host}"
     query = _QUERY_PAIR.sub(_redact_pair, parts.query)
-    return _printable(urlunsplit(parts._replace(netloc=netloc, query=query)))
+    fragment = _QUERY_PAIR.sub(_redact_pair, parts.fragment)
+    return _printable(urlunsplit(parts._replace(netloc=netloc, query=query, fragment=fragment)))
 
 
 def _redact_pair(pair: re.Match[str]) -> str:

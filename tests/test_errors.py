@@ -47,3 +47,5 @@ def test_durations() -> None:
     assert parse_duration("0") == 0
     with pytest.raises(ConfigError, match="such as 90s, 24h, 7d"):
         parse_duration("a week")
+    with pytest.raises(ConfigError, match="'7' has no unit: write 7s, 7m, 7h, 7d or 7w"):
+        parse_duration("7")  # seconds, or days?

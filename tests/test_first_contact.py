@@ -13,7 +13,7 @@ import pytest
 
 from streamfilter._redact import redact
 
-from .conftest import replay_command
+from .conftest import FIXTURES, replay_command
 
 
 def streamfilter(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
@@ -71,6 +71,8 @@ def test_a_threshold_that_would_change_the_split_of_an_index_is_refused(tmp_path
         "http://user:SECRETPW@[::1/x?token=T0KEN",  # urlsplit refuses it
         "https://user:SECRETPW@host/x?jwt=T0KEN&bearer=T0KEN",
         "wss://SECRETPW@host/x?access_token=T0KEN",
+        "http://127.0.0.1:9/x?a=1#access_token=T0KEN&session=SECRETPW",  # OAuth's implicit flow: the fragment
+        "https://host/x#id_token=T0KEN",
     ],
 )
 def test_secrets_never_reach_a_message(url: str) -> None:
@@ -133,3 +135,34 @@ def test_params_names_what_it_measures_and_the_threshold_it_assumed() -> None:
     done = streamfilter("params", "--fn-rate", "0.05", "--fn-at", "0.7", "--fp-rate", "0.3", "--fp-at", "0.3")
     out = done.stdout.decode()
     assert "false-positive" not in out and "use --threshold 0.7 --num-perm" in out
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (True, "id field id is a bool (True), not a string or an integer"),
+        (False, "id field id is a bool (False), not a string or an integer"),
+        ("", "id field id is an empty string"),
+        (1e17, "id field id is a float (1e+17), not a string or an integer"),
+    ],
+)
+def test_an_id_that_is_not_an_id_is_invalid_with_its_reason(value: object, reason: str) -> None:
+    from streamfilter import StreamFilter
+
+    with StreamFilter() as sf:
+        verdict = sf.check({"id": value, "text": "a post whose id is not an id at all"})
+        kept = sf.check({"id": 7, "text": "a post whose id is an integer, which is fine"})
+    assert (verdict.kind.value, verdict.reason) == ("invalid", reason)
+    assert (kept.kind.value, kept.post.id if kept.post else None) == ("novel", "7")
+
+
+def test_resume_with_no_index_behind_earlier_output_is_refused_and_appends_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "novel.jsonl"
+    out.write_text("earlier output\n")
+    missing = str(tmp_path / "no-such-index")
+    command = replay_command(str(FIXTURES / "campaign.jsonl"), "--db", missing, "--out", str(out), "--resume")
+    done = subprocess.run(command, capture_output=True, timeout=120)
+    assert done.returncode == 2 and b"there is no index at" in done.stderr
+    assert out.read_text() == "earlier output\n" and not Path(missing).exists()
+    out.unlink()  # a first run, with nothing written before it, may say --resume: it starts the index
+    assert subprocess.run(command, capture_output=True, timeout=120).returncode == 0 and out.read_text()

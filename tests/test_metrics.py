@@ -114,7 +114,7 @@ def test_follow_serves_metrics_and_prints_stats_lines(tmp_path: Path) -> None:
     with StreamServer("jsonl", records, drops=[30], interval=0.002) as server:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamfilter", "follow", server.url, "--verdicts", str(verdicts)]
-            + ["--metrics", f"127.0.0.1:{port}", "--stats-interval", "0.3", "--out", os.devnull],
+            + ["--metrics", f"127.0.0.1:{port}", "--stats-interval", "0.3s", "--out", os.devnull],
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 60

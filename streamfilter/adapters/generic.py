@@ -90,8 +90,13 @@ class GenericAdapter:
             )
         text = text_of(found, self.text_field)
         post_id = _first(record, self._id)
-        if post_id is not None and not isinstance(post_id, str | int):
-            raise InvalidRecordError(f"id field {self.id_field} is a {type(post_id).__name__}, not a string or number")
+        if post_id is not None and (isinstance(post_id, bool) or not isinstance(post_id, str | int)):
+            # a float is no id: 1e17 and 100000000000000001 read as one number
+            raise InvalidRecordError(
+                f"id field {self.id_field} is a {type(post_id).__name__} ({post_id!r}), not a string or an integer"
+            )
+        if post_id == "":
+            raise InvalidRecordError(f"id field {self.id_field} is an empty string")
         time_value = _first(record, self._time)
         timestamp = None if time_value is None else parse_timestamp(time_value, self.time_field)
         return [

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -95,11 +96,25 @@ async def _session(
     return 128 + received[0] if received else None
 
 
+def _filled(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
 async def _replay(args: argparse.Namespace) -> int:
     if args.resume and not (args.db or args.store):
         raise UsageError("--resume needs --db or --store, where progress is recorded")
     if args.resume and (not args.inputs or "-" in args.inputs):
         raise UsageError("--resume needs named input files; stdin cannot be replayed from a position")
+    written = [name for name in (args.out, args.verdicts, args.rejects) if name not in (None, "-") and _filled(name)]
+    if args.resume and args.db and written and not (Path(args.db) / "data.mdb").exists():
+        # a new index would replay every input from its start, appending all of it to the outputs again
+        raise UsageError(
+            f"--resume: there is no index at {args.db} to resume from, but {written[0]} holds output already; "
+            "check the --db path, or leave --resume out and write to new outputs"
+        )
     index = _index(args)
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
