@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import struct
 import time
+from pathlib import Path
 
+import lmdb
 import pytest
 
-from streamfilter import StoreError
+from streamfilter import StoreError, StreamFilter
 from streamfilter._clock import CORROBORATION, SLACK_DIVISOR, WINDOW, EventClock, checked_clock
 
 DAY = 86400.0
@@ -82,3 +85,17 @@ def test_a_shared_clock_later_than_any_post_may_move_it_is_refused() -> None:
     now = time.time()
     assert checked_clock(repr(now).encode(), "the key 'sf:clock'", DAY) == now
     assert checked_clock(None, "the key 'sf:clock'", DAY) == -math.inf
+
+
+@pytest.mark.parametrize("stored", [struct.pack("<d", math.inf), b"1e400x"])
+def test_a_damaged_clock_in_an_lmdb_index_is_refused_naming_the_index(tmp_path: Path, stored: bytes) -> None:
+    records = [{"id": str(n), "text": f"post {n} of the stream", "created_at": START + n} for n in range(3)]
+    with StreamFilter(path=tmp_path / "index") as sf:
+        sf.check_many(records)
+    env = lmdb.open(str(tmp_path / "index"), max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(b"clock", stored, db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with pytest.raises(StoreError, match=f"clock in the LMDB index at {tmp_path / 'index'} holds .* not a finite"):
+        with StreamFilter(path=tmp_path / "index") as sf:
+            sf.check_many(records)

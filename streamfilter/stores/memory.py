@@ -19,7 +19,7 @@ import numpy.typing as npt
 from .. import _rules
 from .._exceptions import StoreError
 from .._rules import CachedPost, Match
-from ._base import FORGOTTEN, IndexSettings, Sketch, TransactionalStore, check_fingerprint, with_seed
+from ._base import FORGOTTEN, IndexSettings, Sketch, TransactionalStore, pinned_fingerprint
 
 if TYPE_CHECKING:
     from .._judge import Judgement
@@ -45,13 +45,8 @@ class MemoryStore(TransactionalStore):
         self._lock = threading.Lock()
 
     def open(self, settings: IndexSettings) -> dict[str, int | str]:
-        requested = dict(settings.fingerprint)
-        if self._fingerprint is None:
-            self._fingerprint = with_seed(requested)  # type: ignore[assignment]
-        else:
-            check_fingerprint("memory store", self._fingerprint, requested)
+        self._fingerprint = pinned_fingerprint("memory store", self._fingerprint, dict(settings.fingerprint))
         self._settings = settings
-        assert self._fingerprint is not None
         return dict(self._fingerprint)
 
     def begin(self) -> _Transaction:

@@ -590,3 +590,13 @@ def test_bad_url_parameters_are_config_errors(redis_server, query: str, says: st
 
     with pytest.raises(ConfigError, match=says):
         RedisStore(f"{redis_server.url}?{query}").open(settings())
+
+
+@pytest.mark.parametrize("value", [b"1e400", b"soon", repr(time.time() + 30 * 86400).encode()])
+def test_a_clock_key_set_by_hand_is_refused_naming_the_key(url: str, value: bytes) -> None:
+    store = opened(url, ttl=3600)
+    assert store.check_and_insert([sketch("a", time.time(), TEXT)]) == [None]
+    store._client.set(store._clock_key, value)
+    with pytest.raises(StoreError, match=r"clock in the key '.*:clock' at .* holds"):
+        store.check_and_insert([sketch("b", time.time(), TEXT)])
+    store.close()

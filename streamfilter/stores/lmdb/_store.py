@@ -44,16 +44,7 @@ import numpy.typing as npt
 from ..._clock import checked_clock
 from ..._exceptions import StoreError, StoreFullError
 from ..._rules import CachedPost, Match
-from .._base import (
-    FORGOTTEN,
-    IndexSettings,
-    PostCache,
-    RetryBatch,
-    Sketch,
-    TransactionalStore,
-    check_fingerprint,
-    with_seed,
-)
+from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, TransactionalStore, pinned_fingerprint
 from .._records import decode_record, encode_record
 from ._batch import Batch, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
@@ -207,16 +198,14 @@ class LMDBStore(TransactionalStore):
             if stored is None:
                 if stored_format is None:
                     txn.put(_FORMAT_KEY, _FORMAT, db=self._meta)
-                pinned = with_seed(requested)
+                pinned = pinned_fingerprint(str(self.path), None, requested)
                 txn.put(_CONFIG_KEY, json.dumps(pinned, sort_keys=True).encode(), db=self._meta)
-            else:
-                with self._corruption_reported():
-                    pinned = json.loads(bytes(stored))
-                check_fingerprint(str(self.path), pinned, requested)
-            return pinned  # type: ignore[return-value]
+                return pinned
+            with self._corruption_reported():
+                loaded = json.loads(bytes(stored))
+            return pinned_fingerprint(str(self.path), loaded, requested)
 
-        pinned: dict[str, int | str] = self._write(pin)
-        return pinned
+        return self._write(pin)  # type: ignore[no-any-return]
 
     def pinned_settings(self) -> dict[str, int | str] | None:
         """The settings pinned in the index, or None when there is none yet; opens nothing for writing."""
@@ -447,16 +436,10 @@ class LMDBStore(TransactionalStore):
         return self._checked_clock(stored)
 
     def _checked_clock(self, stored: bytes | memoryview | None) -> float:
-        """The clock record, read (``checked_clock``: a damaged one is refused)."""
-        if not stored:
-            return -math.inf
-        if len(stored) != _CLOCK.size:
-            raise StoreError(
-                f"the clock record in {self.path} is {len(stored)} bytes, not {_CLOCK.size}: the index is damaged; "
-                "replay the stream into a new --db directory"
-            )
+        """The clock record, read; a damaged one (not 8 bytes, not finite) is refused (``checked_clock``)."""
+        value = _CLOCK.unpack(stored)[0] if stored and len(stored) == _CLOCK.size else stored and bytes(stored)
         ttl = self._settings.ttl_seconds if self._settings is not None else 0.0
-        return checked_clock(_CLOCK.unpack(stored)[0], f"the LMDB index at {self.path}", ttl)
+        return checked_clock(value or None, f"the LMDB index at {self.path}", ttl)
 
     def map_size(self) -> int:
         return int(self._require_env().info()["map_size"])
@@ -551,8 +534,7 @@ class _Transaction:
 
     @property
     def recent_posts(self) -> tuple[dict[int, CachedPost], ...]:
-        """The posts ``post`` finds without a read (``PostCache``): the
-        compiled judge looks a candidate up here before it calls ``post``."""
+        """The posts ``post`` finds without a read: the compiled judge looks here before it calls ``post``."""
         return self._store._cache.recent
 
     def post(self, serial: int) -> CachedPost | None:

@@ -12,8 +12,9 @@
 local prefix, ttl, length = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, queries = tonumber(ARGV[4]), ARGV[5]
 local clock = redis.call('GET', prefix .. ':clock')
-local low = -math.huge
-if clock and ttl > 0 and length > 0 then low = math.floor((tonumber(clock) - ttl) / length) end
+local low, number = -math.huge, clock and tonumber(clock)
+-- a clock that is no number is returned as it is, for the store to refuse naming its key
+if number and ttl > 0 and length > 0 then low = math.floor((number - ttl) / length) end
 local values, record_key, slice_of, order = {}, {}, {}, {}
 each_entry(prefix, live_parts(prefix, low), queries, cap, function(q, s, bits, v)
   values[q] = (values[q] or '') .. v
