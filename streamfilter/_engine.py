@@ -85,7 +85,8 @@ class Sketcher:
 
     def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
         """The keys stored posts' texts filed them under (their band keys and
-        exact-words key; ``IndexSettings.rekey``), from their word hashes as stored."""
+        the keys of their words, ``_text_keys``; ``IndexSettings.rekey``),
+        from their word hashes as stored."""
         offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
         words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else NO_WORDS

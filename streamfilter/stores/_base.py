@@ -78,8 +78,8 @@ class IndexSettings:
     store pins it on first use (drawing the seed, when it is None:
     ``with_seed``) and refuses to open with a different one. ``rekey`` turns
     stored word hashes back into the keys a post's text filed it under (its
-    band keys and its exact-words key; not its id key), so a store can find
-    another post's keys without storing them. ``shingle_size`` is the longest run of words verification
+    band keys, exact-words key and start keys; not its id key), so a store
+    can find another post's keys without storing them. ``shingle_size`` is the longest run of words verification
     compares (``_shingle.verification_set``).
     """
 
