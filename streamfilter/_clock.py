@@ -34,11 +34,14 @@ The rule (docs/design/rules.md, "The clock"):
 
 So a stream that moves on (a replay of a second recording months after the
 first) moves the clock once ``CORROBORATION`` posts have reached the new
-time; before that, they are placed the allowance past the old one. A new
-index's first post sets its clock, and until more than ``CORROBORATION``
-are in (or after a restart, until that many more came) the allowance is the
-slack alone: a small file of posts hours apart under a short TTL is judged
-closer in time than it is dated, never further apart.
+time; before that, they are placed the allowance past the old one. Until
+more than ``CORROBORATION`` posts are in, the stream has no pace: a new
+index's first post sets its clock, and the allowance is ``ttl / 4``, so a
+handful of posts hours apart keep their times while a post dated a year
+ahead is still held; after a restart, until that many more came, it is the
+slack alone, for the index holds posts a larger step would expire. A
+small file of posts further apart than that is judged closer in time than
+it is dated, never further apart.
 """
 
 from __future__ import annotations
@@ -93,7 +96,11 @@ class EventClock:
         now = self._wall()
         self.stream_time = max(self.corroborated, self.stream_time + (now - self._looked))
         self._looked = now
-        return min(timestamp, self.stream_time + max(self.slack, (CORROBORATION + LEAD) * self._pace()))
+        if len(ordered) <= CORROBORATION:
+            allowance = self.slack * (SLACK_DIVISOR / 4 if self._new else 1)
+        else:
+            allowance = max(self.slack, (CORROBORATION + LEAD) * self._pace())
+        return min(timestamp, self.stream_time + allowance)
 
     def _pace(self) -> float:
         """Seconds between the stream's posts: the span of the window's

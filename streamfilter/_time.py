@@ -9,6 +9,8 @@ import re
 import time
 from datetime import UTC, datetime
 
+import numpy as np
+
 from ._compiled import compiled_kernel
 from ._exceptions import InvalidRecordError
 
@@ -39,7 +41,8 @@ def _digits(number: int) -> str:
 
 def parse_timestamp(value: object, field: str = "timestamp") -> float:
     """Seconds since the epoch from epoch numbers (s, ms, µs or ns), ISO 8601,
-    or Twitter's ``Wed Feb 24 11:35:00 +0000 2015``.
+    Twitter's ``Wed Feb 24 11:35:00 +0000 2015``, a ``datetime`` (a pandas
+    ``Timestamp`` too; a naive one is read as UTC) or a numpy ``datetime64``.
 
     Times before 1990 or more than a day ahead of this machine's clock are
     rejected: they are broken clocks or hostile input, and a far-future time
@@ -62,8 +65,10 @@ def parse_timestamp(value: object, field: str = "timestamp") -> float:
         seconds = _from_number(value)
     elif isinstance(value, str):
         seconds = _from_string(value.strip(), field)
+    elif isinstance(value, datetime | np.datetime64):
+        seconds = _from_datetime(value, field)
     else:
-        raise InvalidRecordError(f"{field} is a {type(value).__name__}, not a string or number")
+        raise InvalidRecordError(f"{field} is a {type(value).__name__}, not a string, number or datetime")
     if not math.isfinite(seconds):
         raise InvalidRecordError(f"{field} {_shown(value)} is not a finite number")
     if seconds < _EARLIEST:
@@ -83,6 +88,21 @@ def parse_timestamp(value: object, field: str = "timestamp") -> float:
 # not be later, while one accepted stays acceptable.
 _ACCEPTED: dict[str, float] = {}
 _ACCEPTED_SIZE = 4096
+
+
+def _from_datetime(value: datetime | np.datetime64, field: str) -> float:
+    """Seconds of a ``datetime`` (a pandas ``Timestamp`` is one; naive ones
+    are read as UTC) or a numpy ``datetime64``; NaT is no time."""
+    try:
+        if isinstance(value, np.datetime64):
+            if np.isnat(value):
+                raise ValueError("NaT")
+            return float(value.astype("datetime64[us]").astype(np.int64)) / 1e6
+        if value.tzinfo is None or value.utcoffset() is None:
+            value = value.replace(tzinfo=UTC)
+        return value.timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise InvalidRecordError(f"{field} {_shown(value)} is no point in time") from None
 
 
 def _from_number(number: float) -> float:

@@ -51,6 +51,13 @@ def test_as_many_posts_as_the_clock_needs_move_it() -> None:
     later = START + 30 * DAY
     placed = [clock.place(later + second) for second in range(CORROBORATION)]
     assert placed[:-1] == [START + DAY / SLACK_DIVISOR] * (CORROBORATION - 1)  # held a slack past the old time
+    # a new index's first posts have no pace yet: a quarter of the TTL, so a few posts hours apart keep theirs
+    new = EventClock(DAY, wall=Wall())
+    assert [new.place(START), new.place(START + 5 * 3600), new.place(START + 365 * DAY)] == [
+        START,
+        START + 5 * 3600,
+        START + DAY / 4,
+    ]
     assert placed[-1] == later + CORROBORATION - 1  # the last of them corroborates the new time
     assert clock.place(later + 100) == later + 100
 
@@ -64,7 +71,7 @@ def test_live_event_time_may_run_as_fast_as_the_wall_clock() -> None:
     assert clock.place(START) == START
     wall.now += 600
     assert clock.place(START + 600) == START + 600
-    assert clock.place(START + DAY) == START + 600 + 300 / SLACK_DIVISOR
+    assert clock.place(START + DAY) == START + 600 + 300 / 4  # a new index's first posts: a quarter of the TTL
 
 
 def test_without_a_ttl_every_post_keeps_its_time() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,46 @@ def test_resume_with_no_index_behind_earlier_output_is_refused_and_appends_nothi
     assert out.read_text() == "earlier output\n" and not Path(missing).exists()
     out.unlink()  # a first run, with nothing written before it, may say --resume: it starts the index
     assert subprocess.run(command, capture_output=True, timeout=120).returncode == 0 and out.read_text()
+
+
+def test_records_dated_by_datetime_values_are_judged_in_their_time() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    import numpy as np
+
+    from streamfilter import StreamFilter
+
+    text = "win a free cruise today for two, just for following us"
+    with StreamFilter() as sf:
+        first = sf.check({"id": "1", "text": text, "created_at": datetime(2024, 5, 1, 12, tzinfo=UTC)})
+        # naive: read as UTC; the same instant in another zone; numpy's datetime64
+        naive = sf.check({"id": "2", "text": text, "created_at": datetime(2024, 5, 1, 12, 0, 5)})
+        zoned = sf.check(
+            {"id": "3", "text": text, "created_at": datetime(2024, 5, 1, 14, tzinfo=timezone(timedelta(hours=2)))}
+        )
+        numpy = sf.check({"id": "4", "text": text, "created_at": np.datetime64("2024-05-01T12:00:09")})
+        nat = sf.check({"id": "5", "text": text, "created_at": np.datetime64("NaT")})
+    assert [v.kind.value for v in (first, naive, zoned, numpy)] == ["novel", "duplicate", "duplicate", "duplicate"]
+    assert [v.post.timestamp if v.post else None for v in (first, naive, zoned, numpy)] == [
+        1714564800.0,
+        1714564805.0,
+        1714564800.0,
+        1714564809.0,
+    ]
+    assert nat.kind.value == "invalid" and nat.reason is not None and nat.reason.endswith("is no point in time")
+
+
+def test_a_pandas_frame_s_rows_are_records() -> None:
+    pd = pytest.importorskip("pandas")
+    from streamfilter import StreamFilter
+
+    frame = pd.DataFrame(
+        {
+            "id": ["1", "2", "3"],
+            "text": ["win a free cruise today for two", "win a FREE cruise today for two!!", "flight delayed again"],
+            "created_at": pd.to_datetime(["2024-05-01T12:00:00Z", "2024-05-01T12:00:05Z", "2024-05-01T12:00:09Z"]),
+        }
+    )
+    with StreamFilter() as sf:
+        kinds = [v.kind.value for v in sf.check_many(frame.to_dict("records"))]
+    assert kinds == ["novel", "duplicate", "novel"]

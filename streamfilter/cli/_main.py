@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -296,9 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         usage = isinstance(exc, ConfigError) and not isinstance(exc, ConfigMismatchError)
         return 2 if usage else 1
     except OSError as exc:
-        if isinstance(exc, BrokenPipeError):
+        if isinstance(exc, BrokenPipeError):  # `| head`: what a command killed by SIGPIPE exits with
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 1
+            return 128 + signal.SIGPIPE
         print(
             f"streamfilter: error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}",
             file=sys.stderr,
