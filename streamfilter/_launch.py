@@ -74,11 +74,15 @@ def _exit_without_teardown(code: int) -> NoReturn:
     of a normal exit is joining other threads, the exit handlers (a test's,
     coverage's, logging's), which run here as they would, and freeing every
     module and object one by one, which is skipped. With a thread that is not a daemon still
-    running, or without CPython's hook for the handlers, the exit is normal.
+    running, or without CPython's hook for the handlers, the exit is normal; but not after a
+    signal stopped the command (``code`` 128 + its number): a thread still blocked reading an
+    idle stdin would hold the process until the writer closed it.
     """
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     main_thread = threading.main_thread()
-    if run_exit_handlers is None or any(not t.daemon for t in threading.enumerate() if t is not main_thread):
+    stopped_by_signal = code > 128
+    others = any(not t.daemon for t in threading.enumerate() if t is not main_thread)
+    if run_exit_handlers is None or (others and not stopped_by_signal):
         sys.exit(code)
     run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):

@@ -4,8 +4,10 @@ import gzip
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -579,3 +581,25 @@ def test_a_cut_off_copy_and_a_two_word_edit_are_duplicates_through_the_command(t
     ]
     assert verdicts[2]["similarity"] == 1.0  # the cut copy is the start of its original, word for word
     assert verdicts[3]["similarity"] == 0.75  # two word edits in eight words
+
+
+def test_sigterm_ends_a_replay_of_an_idle_stdin_at_once(tmp_path: Path) -> None:
+    # `replay -` judges a line, then its writer goes quiet without closing the
+    # pipe: SIGTERM ends it at once, with the summary, not when stdin ends
+    out = tmp_path / "out.jsonl"
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "streamfilter", "replay", "-", "--out", str(out)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert replay.stdin is not None
+    replay.stdin.write(json.dumps({"id": "1", "text": "the one line before the quiet"}).encode() + b"\n")
+    replay.stdin.flush()
+    while not (out.exists() and out.read_text().endswith("\n")):  # judged, written: the replay waits on stdin
+        assert replay.poll() is None
+        time.sleep(0.01)
+    replay.send_signal(signal.SIGTERM)
+    assert replay.wait(timeout=20) == 128 + signal.SIGTERM  # stdin is still open
+    assert replay.stderr is not None
+    with replay.stdin, replay.stderr:
+        assert b"1 post, 1 novel" in replay.stderr.read()
