@@ -16,7 +16,7 @@ import pytest
 from streamfilter._clock import CORROBORATION
 from tests.conftest import FIXTURES
 
-from .conftest import distinct_text
+from .conftest import distinct_text, replay_command
 
 FIXTURE_STREAMS = [
     "campaign",
@@ -603,3 +603,10 @@ def test_sigterm_ends_a_replay_of_an_idle_stdin_at_once(tmp_path: Path) -> None:
     assert replay.stderr is not None
     with replay.stdin, replay.stderr:
         assert b"1 post, 1 novel" in replay.stderr.read()
+
+
+def test_a_command_s_error_shows_that_command_s_usage(tmp_path: Path) -> None:
+    done = subprocess.run(replay_command(str(tmp_path / "nosuchfile.jsonl")), capture_output=True, timeout=60)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2 and stderr.startswith("usage: streamfilter replay [-h]")
+    assert "cannot open input" in stderr and "{replay,follow,consume,report,params}" not in stderr

@@ -288,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BaseExceptionGroup as group:
             raise _leaf(group) from None
     except UsageError as exc:
-        parser.print_usage(sys.stderr)
+        getattr(args, "command_parser", parser).print_usage(sys.stderr)
         print(f"streamfilter: error: {exc}", file=sys.stderr)
         return 2
     except StreamFilterError as exc:

@@ -271,6 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     params.add_argument(
         "--fp-at", type=_threshold, help="similarity of pairs that should not become candidates, e.g. 0.3"
     )
+    for command in commands.choices.values():  # a command's errors show its own usage line
+        command.set_defaults(command_parser=command)
     return parser
 
 
