@@ -320,9 +320,9 @@ done:
  *
  * Unlike a Python class, it is not tracked by the cyclic garbage collector.
  * A post cache holds tens of thousands of these (the memory store, its whole
- * index), and each one tracked made every full collection walk them all: in
- * a stream of 5,000 posts a second, a pause of 30 to 50 ms every few seconds
- * (docs/benchmarks.md). It can take no part in a cycle: its fields hold a
+ * index), and each one tracked made every full collection walk them all: a
+ * pause every few seconds of a busy stream (docs/benchmarks.md, "Streaming
+ * latency"). It can take no part in a cycle: its fields hold a
  * float, a str, bytes, and None, bytes or a set of ints, and nothing of
  * streamfilter's stores a post in them. */
 typedef struct {

@@ -9,7 +9,7 @@ What is removed, and why:
 - Emoji, including ZWJ sequences, skin tones, flags, keycaps and tag sequences.
   The character set is compiled from the ``emoji`` package's data (plus
   ``\\p{Extended_Pictographic}`` for emoji newer than the package) into one
-  ``regex`` character class; ``emoji.replace_emoji`` costs ~60 µs a post.
+  ``regex`` character class: ``emoji.replace_emoji`` per post is far slower.
 - Format characters (zero-width spaces and joiners, bidi controls, soft
   hyphens), so ``he\\u200bllo`` reads as ``hello``; and the combining marks
   of scripts where they are accents a copy may drop or add (Latin, Greek,

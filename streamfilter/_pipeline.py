@@ -202,8 +202,8 @@ def _ready_for_posts() -> None:
     normaliser's tables (the emoji data), and Python's first full garbage
     collection. CPython makes its first full collection the tenth time its
     middle generation is collected, whatever the heap then holds: a few
-    seconds into a stream, a pause of 30 to 45 ms over the imports and
-    tables (docs/benchmarks.md, "Streaming latency"). Made here, it sets the
+    seconds into a stream, a pause over the imports and tables
+    (docs/benchmarks.md, "Streaming latency"). Made here, it sets the
     collector's baseline, and the next full one waits until the objects that
     outlive collections have grown by a quarter."""
     load_tables()

@@ -42,8 +42,8 @@ FRAME_HEADER = struct.Struct("<Q")
 def batch_frame(value: object) -> bytes:
     """The pickle of a batch or of its sketches (plain values, numpy arrays),
     without the memo: nothing in one refers to itself, and a value that
-    occurs twice may arrive as two. That takes about half the time: 0.9
-    against 1.6 us a post for the worker's answer on the labelled stream.
+    occurs twice may arrive as two. That takes about half the time of a
+    pickle with its memo, for the worker's answer.
     The Sketcher and errors go as plain pickles. ``Pickler.fast`` is marked
     deprecated in the docs; where a later Python drops it, the memo stays."""
     buffer = io.BytesIO()

@@ -132,7 +132,7 @@ def _from_twitter(text: str, field: str) -> float | None:
     """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's
     cost; None when ``text`` is not of that shape, InvalidRecordError when it
     is but names no real time (``Feb 31``, ``99:99:99``, a year of 20 digits)."""
-    if _KERNEL is not None:  # the usual shape, when it names a real time: 0.15 µs against 2
+    if _KERNEL is not None:  # the usual shape, when it names a real time, without the regex
         known: float | None = _KERNEL.twitter_time(text)
         if known is not None:
             return known

@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "consume":
                 return int(anyio.run(_consume, args))
             if args.command == "report":
-                from ._report import run_report  # here: the report's modules cost a replay 25 ms to load
+                from ._report import run_report  # here: a replay never loads the report's modules
 
                 return run_report(args)
             return int(anyio.run(_replay, args))

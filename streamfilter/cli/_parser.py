@@ -74,7 +74,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
-    from importlib import metadata  # here: 10 ms to load, for --version only
+    from importlib import metadata  # here: slow to load, and for --version only
 
     try:
         return metadata.version("streamfilter")
