@@ -165,7 +165,8 @@ class WireBatch:
 
     A replay's process rebuilds it in the store stage, just before judging
     it, not on the event loop as it arrives: the two share one interpreter
-    lock, and a rebuild there held the store stage back at whatever point of its batch it fell (docs/design/pipeline.md)."""
+    lock, and a rebuild there held the store stage back at whatever point
+    of its batch it fell (docs/design/pipeline.md)."""
 
     wire: tuple[Any, ...]
     records: Sequence[tuple[int, object]]
