@@ -119,12 +119,12 @@ class EventClock:
 _CLOCK_SKEW = 3600.0
 
 
-def checked_clock(stored: bytes | str | float | None, where: str, ttl_seconds: float) -> float:
+def checked_clock(stored: bytes | str | float | None, where: str) -> float:
     """The index's clock as read from ``where`` (a key, a record), or -inf
     when it holds none; a StoreError naming ``where`` when it is not a
-    finite number, or is later than the rule lets any post move it (the
-    latest date a post may carry, a day past this machine's time, plus the
-    slack): written by hand, or by something that is not streamfilter."""
+    finite number, or is later than any post may move it (a post is placed
+    no later than its date, which is at most a day past this machine's
+    time): written by hand, or by something that is not streamfilter."""
     if stored is None:
         return -math.inf
     try:
@@ -133,8 +133,7 @@ def checked_clock(stored: bytes | str | float | None, where: str, ttl_seconds: f
         clock = math.nan
     if clock == -math.inf:  # what an index that has judged no dated post yet keeps
         return clock
-    latest = time.time() + FUTURE_SLACK + _CLOCK_SKEW + (ttl_seconds / SLACK_DIVISOR if ttl_seconds > 0 else 0.0)
-    if math.isfinite(clock) and clock <= latest:
+    if math.isfinite(clock) and clock <= time.time() + FUTURE_SLACK + _CLOCK_SKEW:
         return clock
     shown = stored.decode(errors="replace") if isinstance(stored, bytes) else str(stored)
     problem = "is not a finite number" if not math.isfinite(clock) else "is later than any post may move it"

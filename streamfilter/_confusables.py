@@ -84,19 +84,25 @@ def ascii_lookalikes() -> dict[int, str]:
     """Every non-ASCII character that Unicode's confusables data says imitates
     ASCII letters or digits -> those, in every script (the report flags them)."""
     table: dict[int, str] = {}
-    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
-    for line in data.splitlines():
-        fields = line.split("#", 1)[0].split(";")
-        if len(fields) < 2:
-            continue
-        source = fields[0].split()
-        if len(source) != 1:
-            continue
-        code_point = int(source[0], 16)
-        prototype = unicodedata.normalize("NFKC", "".join(chr(int(part, 16)) for part in fields[1].split())).casefold()
+    for code_point, prototype in _confusables():
+        prototype = unicodedata.normalize("NFKC", prototype).casefold()
         if code_point > 0x7F and prototype.isascii() and prototype.isalnum():
             table[code_point] = prototype
     return table
+
+
+@functools.cache
+def _confusables() -> tuple[tuple[int, str], ...]:
+    """(code point, its prototype as Unicode gives it) of every single
+    character in ``data/confusables.txt``."""
+    pairs = []
+    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
+    for line in data.splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        source = fields[0].split() if len(fields) >= 2 else []
+        if len(source) == 1:
+            pairs.append((int(source[0], 16), "".join(chr(int(part, 16)) for part in fields[1].split())))
+    return tuple(pairs)
 
 
 @functools.cache
@@ -115,20 +121,17 @@ def _by_look() -> dict[int, str]:
     letter too (Cherokee small ``ꮯ`` as its capital ``Ꮯ``). Right-to-left
     letters and ideographs are left out, as in ``_to_ascii``."""
     table: dict[int, str] = {}
-    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
-    for line in data.splitlines():
-        fields = line.split("#", 1)[0].split(";")
-        source = fields[0].split() if len(fields) >= 2 else []
-        if len(source) != 1 or int(source[0], 16) <= 0x7F or _FOREIGN.match(chr(int(source[0], 16))):
+    for code_point, given in _confusables():
+        char = chr(code_point)
+        if code_point <= 0x7F or _FOREIGN.match(char):
             continue
-        prototype = unicodedata.normalize("NFKD", "".join(chr(int(part, 16)) for part in fields[1].split()))
-        if not _LATIN.match(chr(int(source[0], 16))):  # a Latin letter with a mark is a letter of its own (ł, ø)
-            prototype = "".join(char for char in prototype if not unicodedata.combining(char))
+        prototype = unicodedata.normalize("NFKD", given)
+        if not _LATIN.match(char):  # a Latin letter with a mark is a letter of its own (ł, ø)
+            prototype = "".join(mark for mark in prototype if not unicodedata.combining(mark))
         if len(prototype) == 1 and prototype.isascii() and prototype.isalnum():
             # Unicode's prototype of a capital I is "l" (they look alike); a
             # capital that looks like either stands for the capital
-            upper = chr(int(source[0], 16)).isupper()
-            table[int(source[0], 16)] = "I" if prototype == "l" and upper else prototype
+            table[code_point] = "I" if prototype == "l" and char.isupper() else prototype
     for code, letter in list(table.items()):
         for other in {chr(code).lower(), chr(code).upper(), chr(code).casefold()}:
             if len(other) == 1 and not other.isascii() and ord(other) not in table:
@@ -176,17 +179,19 @@ def spell_spoofs(text: str) -> str:
     # Latin letter are spoofs (a post in a script of its own has letters that
     # look like none); otherwise only its words that mix the two are
     every_word = other_letter.search(text) is None
-    words = _LETTER_RUN.findall(text)
-    # a post whose words mostly begin with a capital was written in capitals
-    # or title case: its small look-alikes are mostly capitals a case change made small
-    capitalised = sum(word[:1].isupper() for word in words) * 2 >= len(words)
-    table = _by_capital_look() if capitalised else _by_look()
+    tables: list[dict[int, str]] = []  # chosen at the first spoof: most posts with look-alikes have none
 
     def spelled(run: regex.Match[str]) -> str:
         word = str(run.group())
-        if spoof_word.fullmatch(word) and lookalike.search(word) and (every_word or _LATIN.search(word)):
-            return word.translate(table)
-        return word
+        if not (spoof_word.fullmatch(word) and lookalike.search(word) and (every_word or _LATIN.search(word))):
+            return word
+        if not tables:
+            # a post whose words mostly begin with a capital was written in capitals or
+            # title case: its small look-alikes are mostly capitals a case change made small
+            words = _LETTER_RUN.findall(text)
+            capitalised = sum(word[:1].isupper() for word in words) * 2 >= len(words)
+            tables.append(_by_capital_look() if capitalised else _by_look())
+        return word.translate(tables[0])
 
     return str(_LETTER_RUN.sub(spelled, text))
 

@@ -206,12 +206,12 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
                           &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
                           &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent))
         return NULL;
-    for (Py_ssize_t i = 0; known.recent != Py_None && i < (PyTuple_Check(known.recent) ? PyTuple_GET_SIZE(known.recent) : 1);
-         i++) {
-        if (!PyTuple_Check(known.recent) || !PyDict_Check(PyTuple_GET_ITEM(known.recent, i))) {
-            PyErr_SetString(PyExc_TypeError, "recent posts must be a tuple of dicts, or None");
-            return NULL;
-        }
+    int recent_ok = known.recent == Py_None || PyTuple_Check(known.recent);
+    for (Py_ssize_t i = 0; recent_ok && known.recent != Py_None && i < PyTuple_GET_SIZE(known.recent); i++)
+        recent_ok = PyDict_Check(PyTuple_GET_ITEM(known.recent, i));
+    if (!recent_ok) {
+        PyErr_SetString(PyExc_TypeError, "recent posts must be a tuple of dicts, or None");
+        return NULL;
     }
     if (self->sketch_start == NULL || self->spent || PyList_GET_SIZE(sketches) != self->count ||
         judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE || rules.edit_max_edits < 0) {

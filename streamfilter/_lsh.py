@@ -201,13 +201,13 @@ def exact_keys(
     either. A start key finds the original of a copy cut short by "…",
     which keeps its first words and may share no band with it."""
     counts = np.diff(offsets)
+    positions = np.arange(len(words), dtype=np.int64) - np.repeat(offsets[:-1], counts)  # each word's, in its post
     if first:
-        kept = (np.arange(len(words), dtype=np.int64) - np.repeat(offsets[:-1], counts)) < first
-        words, counts = words[kept], np.minimum(counts, first)
+        kept = positions < first
+        words, positions, counts = words[kept], positions[kept], np.minimum(counts, first)
         offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     with np.errstate(over="ignore"):
         salt = _fmix64(np.array([(seed + 0x9E3779B97F4A7C15 * (first + 1)) % 2**64], dtype=np.uint64))[0]
-        positions = np.arange(len(words), dtype=np.int64) - np.repeat(offsets[:-1], counts)
         mixed = _fmix64((words.astype(np.uint64) | (positions.astype(np.uint64) << np.uint64(32))) ^ salt)
         sums = np.zeros(len(counts), dtype=np.uint64)
         filled = counts > 0

@@ -83,15 +83,15 @@ def test_without_a_ttl_every_post_keeps_its_time() -> None:
 @pytest.mark.parametrize("stored", [b"1e400", b"inf", b"nan", b"soon", b""])
 def test_a_shared_clock_that_is_not_a_finite_number_is_refused_naming_its_key(stored: bytes) -> None:
     with pytest.raises(StoreError, match="the key 'sf:clock'.*not a finite number"):
-        checked_clock(stored, "the key 'sf:clock'", DAY)
+        checked_clock(stored, "the key 'sf:clock'")
 
 
 def test_a_shared_clock_later_than_any_post_may_move_it_is_refused() -> None:
     with pytest.raises(StoreError, match="later than any post may move it"):
-        checked_clock(repr(time.time() + 30 * DAY).encode(), "the key 'sf:clock'", DAY)
+        checked_clock(repr(time.time() + 30 * DAY).encode(), "the key 'sf:clock'")
     now = time.time()
-    assert checked_clock(repr(now).encode(), "the key 'sf:clock'", DAY) == now
-    assert checked_clock(None, "the key 'sf:clock'", DAY) == -math.inf
+    assert checked_clock(repr(now).encode(), "the key 'sf:clock'") == now
+    assert checked_clock(None, "the key 'sf:clock'") == -math.inf
 
 
 @pytest.mark.parametrize("stored", [struct.pack("<d", math.inf), b"1e400x"])

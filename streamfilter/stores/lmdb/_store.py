@@ -438,8 +438,7 @@ class LMDBStore(TransactionalStore):
     def _checked_clock(self, stored: bytes | memoryview | None) -> float:
         """The clock record, read; a damaged one (not 8 bytes, not finite) is refused (``checked_clock``)."""
         value = _CLOCK.unpack(stored)[0] if stored and len(stored) == _CLOCK.size else stored and bytes(stored)
-        ttl = self._settings.ttl_seconds if self._settings is not None else 0.0
-        return checked_clock(value or None, f"the LMDB index at {self.path}", ttl)
+        return checked_clock(value or None, f"the LMDB index at {self.path}")
 
     def map_size(self) -> int:
         return int(self._require_env().info()["map_size"])

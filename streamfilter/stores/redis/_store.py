@@ -557,8 +557,7 @@ class RedisStore(TransactionalStore):
         """The newest event time the index has seen (-inf for none yet)."""
         client = self._require_client()
         stored = self._retrying("read the clock", lambda: client.get(self._clock_key))
-        ttl = self._settings.ttl_seconds if self._settings is not None else 0.0
-        return checked_clock(stored, self.clock_location, ttl)
+        return checked_clock(stored, self.clock_location)
 
     def _require_client(self) -> Any:
         if self._client is None:

@@ -127,7 +127,7 @@ class RedisTransaction:
         config, clock = store._retrying("read the index", read)
         if config is None:
             raise StoreError(_emptied(store.location))
-        self.clock = checked_clock(clock, store.clock_location, self.settings.ttl_seconds)
+        self.clock = checked_clock(clock, store.clock_location)
         self.parts = store._parts()
 
     def live(self) -> list[tuple[int, int]]:
@@ -172,7 +172,7 @@ class RedisTransaction:
         )
         if not config:
             raise StoreError(_emptied(store.location))
-        self.clock = checked_clock(clock, store.clock_location, self.settings.ttl_seconds)
+        self.clock = checked_clock(clock, store.clock_location)
         self.parts = parse_parts(names)
         per_query = np.frombuffer(counts, dtype=">u2").astype(np.int64)
         query_of = np.repeat(np.arange(len(per_query)), per_query)
