@@ -262,7 +262,7 @@ def test_look_alikes_read_as_the_latin_they_imitate_in_either_case(name: str, ca
 )
 def test_text_in_its_own_script_keeps_its_words_in_both_cases(text: str) -> None:
     assert normalize(text.upper()) == normalize(text.lower())
-    assert normalize(text) != normalize(text[::-1])
+    assert not normalize(text).isascii()  # not spelled out in Latin as a spoof would be
 
 
 def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:
