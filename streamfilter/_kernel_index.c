@@ -1,8 +1,10 @@
-/* The LMDB index's loops (stores/lmdb/_runs.py, _caches.py): the search of
- * one run for a batch's band keys, and the marking of keys in the key
- * filter's bits or the run masks' table. Each computes what its numpy
- * reference does, value for value (tests/test_kernel_index.py):
- * Run.find_in_numpy, and _Bits.add or RunMasks.add_in_numpy of Run.prefixes. */
+/* The LMDB index's loops (stores/lmdb/_runs.py, _caches.py, _batch.py): the
+ * search of one run for a batch's band keys, what the runs offer a batch,
+ * and the marking of keys in the key filter's bits or the run masks' table.
+ * Each computes what its numpy reference does, value for value
+ * (tests/test_kernel_index.py): Run.find_in_numpy, run_members_in_numpy
+ * with by_query_newest_first and offered, and _Bits.add or
+ * RunMasks.add_in_numpy of Run.prefixes. */
 #include "_kernel.h"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -89,6 +91,173 @@ PyObject *sf_find_in_run(PyObject *self, PyObject *args) {
     PyBuffer_Release(&first_view);
     PyBuffer_Release(&end_view);
     return ok ? PyLong_FromSsize_t(found) : NULL;
+}
+
+/* The serial of a run's entry ``at``: the run's first serial plus its offset,
+ * whose low 16 or 32 bits are in low (2 or 4 bytes an entry) and, for
+ * offsets of 3 bytes, whose high 8 bits are in high. */
+typedef struct {
+    const void *low;
+    const uint8_t *high;
+    int low_bytes;
+    int64_t first;
+} Offsets;
+
+static inline int64_t serial_at(const Offsets *offsets, int64_t at) {
+    int64_t offset = offsets->low_bytes == 2 ? ((const uint16_t *)offsets->low)[at]
+                                             : ((const uint32_t *)offsets->low)[at];
+    if (offsets->high != NULL)
+        offset |= (int64_t)offsets->high[at] << 16;
+    return offsets->first + offset;
+}
+
+/* members_in_run(stored, fence, bits, low, high, first, queries, passed,
+ *                first_live, limit, oldest, out_query, out_serial) -> count
+ * Batch.members' search of one run: for each of queries (40-bit keys, uint64)
+ * that the run holds, its live entries' serials (first_live and later), at
+ * most the newest ``limit`` and the oldest ``oldest`` of them, each written
+ * with passed[q] (int64: the query's index in the batch) to out_query and
+ * out_serial (int64, room for len(queries) * (limit + oldest)). low, high
+ * and first: the run's offsets (Run.low, Run.high or None, Run.first). */
+PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
+    Py_buffer stored_view, fence_view, low_view, high_view = {0}, queries_view, passed_view, query_view, serial_view;
+    PyObject *high_object;
+    int bits;
+    long long first, first_live;
+    Py_ssize_t limit, oldest, written = 0;
+    if (!PyArg_ParseTuple(args, "y*y*iy*OLy*y*Lnnw*w*", &stored_view, &fence_view, &bits, &low_view, &high_object,
+                          &first, &queries_view, &passed_view, &first_live, &limit, &oldest, &query_view,
+                          &serial_view))
+        return NULL;
+    int ok = high_object == Py_None || PyObject_GetBuffer(high_object, &high_view, PyBUF_SIMPLE) == 0;
+    int have_high = ok && high_object != Py_None;
+    Py_ssize_t entries = stored_view.len / 4, count = queries_view.len / 8;
+    int low_bytes = entries ? (int)(low_view.len / entries) : 2;
+    if (ok && !(bits >= 8 && bits <= 32 && fence_view.len == (((Py_ssize_t)1 << bits) + 1) * 4 &&
+                (low_bytes == 2 || low_bytes == 4) && low_view.len == entries * low_bytes &&
+                (!have_high || (low_bytes == 2 && high_view.len == entries)) && passed_view.len == count * 8 &&
+                limit >= 0 && oldest >= 0 && query_view.len >= count * (limit + oldest) * 8 &&
+                serial_view.len == query_view.len)) {
+        PyErr_SetString(PyExc_ValueError, "bad members_in_run buffers");
+        ok = 0;
+    }
+    if (ok) {
+        const uint32_t *stored = (const uint32_t *)stored_view.buf, *fence = (const uint32_t *)fence_view.buf;
+        const uint64_t *queries = (const uint64_t *)queries_view.buf;
+        const int64_t *passed = (const int64_t *)passed_view.buf;
+        int64_t *out_query = (int64_t *)query_view.buf, *out_serial = (int64_t *)serial_view.buf;
+        Offsets offsets = {low_view.buf, have_high ? (const uint8_t *)high_view.buf : NULL, low_bytes, first};
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t q = 0; q < count; q++) {
+            uint64_t bucket = queries[q] >> (40 - bits);
+            if (bucket >> bits)
+                continue; /* not a 40-bit key: in no run */
+            uint32_t rest = (uint32_t)queries[q];
+            int64_t low = fence[bucket], high = fence[bucket + 1];
+            if (high > entries)
+                high = entries;
+            low = bucket_search(stored, low, high, rest, 0);
+            if (low >= high || stored[low] != rest)
+                continue;
+            high = bucket_search(stored, low + 1, high, rest, 1);
+            if (first < first_live) { /* its oldest entries may be purged: the key's live ones start later */
+                int64_t below = low, above = high;
+                while (below < above) { /* a key's entries are in serial order */
+                    int64_t middle = (below + above) >> 1;
+                    if (serial_at(&offsets, middle) < first_live)
+                        below = middle + 1;
+                    else
+                        above = middle;
+                }
+                low = below;
+            }
+            int64_t size = high - low, newest = size < limit ? size : limit;
+            int64_t old = size - newest < oldest ? size - newest : oldest;
+            for (int64_t at = high - newest; at < high; at++, written++) {
+                out_query[written] = passed[q];
+                out_serial[written] = serial_at(&offsets, at);
+            }
+            for (int64_t at = low; at < low + old; at++, written++) {
+                out_query[written] = passed[q];
+                out_serial[written] = serial_at(&offsets, at);
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&stored_view);
+    PyBuffer_Release(&fence_view);
+    PyBuffer_Release(&low_view);
+    if (have_high)
+        PyBuffer_Release(&high_view);
+    PyBuffer_Release(&queries_view);
+    PyBuffer_Release(&passed_view);
+    PyBuffer_Release(&query_view);
+    PyBuffer_Release(&serial_view);
+    return ok ? PyLong_FromSsize_t(written) : NULL;
+}
+
+/* offered_hits(query_of, serial_of, queries, limit, oldest, out_query, out_serial) -> count
+ * by_query_newest_first, then _base.offered: of hits (int64 query index
+ * below ``queries``, serial; each once, in no order) writes to out_query and
+ * out_serial (int64, as long) those sorted by query, each query's newest
+ * first, each query's first ``limit`` and last ``oldest`` of them. A counting
+ * sort by query, then each query's few serials in place. */
+PyObject *sf_offered_hits(PyObject *self, PyObject *args) {
+    Py_buffer query_view, serial_view, out_query_view, out_serial_view;
+    Py_ssize_t queries, limit, oldest, kept = 0;
+    if (!PyArg_ParseTuple(args, "y*y*nnnw*w*", &query_view, &serial_view, &queries, &limit, &oldest, &out_query_view,
+                          &out_serial_view))
+        return NULL;
+    Py_ssize_t count = query_view.len / 8;
+    int64_t *start = NULL;
+    int ok = query_view.len % 8 == 0 && serial_view.len == query_view.len && out_query_view.len == query_view.len &&
+             out_serial_view.len == query_view.len && queries >= 0 && limit >= 0 && oldest >= 0;
+    if (!ok)
+        PyErr_SetString(PyExc_ValueError, "bad offered_hits buffers");
+    else if ((start = PyMem_Calloc(queries + 1, sizeof(int64_t))) == NULL)
+        ok = 0, PyErr_NoMemory();
+    const int64_t *query_of = (const int64_t *)query_view.buf, *serial_of = (const int64_t *)serial_view.buf;
+    for (Py_ssize_t i = 0; ok && i < count; i++) {
+        if (query_of[i] < 0 || query_of[i] >= queries) {
+            PyErr_SetString(PyExc_ValueError, "a hit of no query");
+            ok = 0;
+        } else {
+            start[query_of[i] + 1]++;
+        }
+    }
+    if (ok) {
+        int64_t *out_query = (int64_t *)out_query_view.buf, *out_serial = (int64_t *)out_serial_view.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t q = 0; q < queries; q++)
+            start[q + 1] += start[q];
+        for (Py_ssize_t i = 0; i < count; i++) /* by query: start[q] is then where query q's hits end */
+            out_serial[start[query_of[i]]++] = serial_of[i];
+        Py_ssize_t from = 0;
+        for (Py_ssize_t q = 0; q < queries; q++) {
+            Py_ssize_t end = start[q], size = end - from;
+            int64_t *group = out_serial + from;
+            for (Py_ssize_t i = 1; i < size; i++) { /* newest first */
+                int64_t serial = group[i];
+                Py_ssize_t j = i;
+                for (; j > 0 && group[j - 1] < serial; j--)
+                    group[j] = group[j - 1];
+                group[j] = serial;
+            }
+            for (Py_ssize_t i = 0; i < size; i++)
+                if (i < limit || size - 1 - i < oldest) {
+                    out_query[kept] = q;
+                    out_serial[kept++] = group[i]; /* kept <= from + i: never ahead of what it reads */
+                }
+            from = end;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(start);
+    PyBuffer_Release(&query_view);
+    PyBuffer_Release(&serial_view);
+    PyBuffer_Release(&out_query_view);
+    PyBuffer_Release(&out_serial_view);
+    return ok ? PyLong_FromSsize_t(kept) : NULL;
 }
 
 /* Where marking writes: the key filter's bits (bit p & 7 of byte p >> 3,

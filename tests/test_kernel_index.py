@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamfilter.stores.lmdb import LMDBTuning, _caches
+from streamfilter.stores._base import by_query_newest_first, offered
+from streamfilter.stores.lmdb import LMDBTuning, _batch, _caches
 from streamfilter.stores.lmdb._caches import KeyFilter, NewRun
 from streamfilter.stores.lmdb._runs import KEY_BITS, SEARCHED_WHOLE, Run, decode_run, encode_run
 
@@ -59,6 +60,64 @@ def test_a_bad_run_search_is_refused(kernel) -> None:  # type: ignore[no-untyped
         kernel.find_in_run(stored, np.zeros(3, dtype=np.uint32), 8, np.zeros(1, dtype=np.uint64), out, out, out)
     with pytest.raises(ValueError):  # outputs shorter than the queries
         kernel.find_in_run(stored, np.zeros(257, dtype=np.uint32), 8, np.zeros(2, dtype=np.uint64), out, out, out)
+
+
+def _members_in_numpy(searches, queries: int, first_live: int, limit: int):  # type: ignore[no-untyped-def]
+    found = [
+        _batch.run_members_in_numpy(run, searched, passed, first_live, limit) for run, passed, searched in searches
+    ]
+    found = [part for part in found if len(part[0])]
+    if not found:
+        return [], []
+    query_of = np.concatenate([part[0] for part in found])
+    serial_of = np.concatenate([part[1] for part in found])
+    query_of, serial_of = by_query_newest_first(query_of, serial_of)
+    keep = offered(query_of, limit)
+    return query_of[keep].tolist(), serial_of[keep].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pool=st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=12, unique=True),
+    runs=st.lists(
+        st.tuples(st.lists(st.integers(0, 11), min_size=1, max_size=60), st.sampled_from([1, 300, 70_000, 1 << 25])),
+        min_size=1,
+        max_size=4,
+    ),
+    live_at=st.integers(0, 200),
+    limit=st.integers(0, 9),
+)
+def test_what_runs_offer_a_batch_is_what_numpy_finds(  # type: ignore[no-untyped-def]
+    kernel, pool: list[int], runs: list[tuple[list[int], int]], live_at: int, limit: int
+) -> None:
+    # runs of repeated keys, their serials 2, 3 or 4 bytes apart, some of
+    # their oldest entries purged: each key's newest ``limit`` and oldest
+    # live members, sorted by query, newest first, as numpy finds them
+    built, first = [], 1000
+    for picks, spread in runs:
+        keys = np.array([pool[pick % len(pool)] for pick in picks], dtype=np.uint64)
+        offsets = (np.arange(len(keys), dtype=np.uint64) * spread // max(1, len(keys) - 1)).astype(np.uint32)
+        built.append(decode_run(b"", encode_run(keys, offsets, first)))
+        first += int(offsets[-1]) + 1
+    first_live = 1000 + live_at * (first - 1000) // 200
+    queries = np.array(pool + [pool[0] + 1 if pool[0] < 2**40 - 1 else 0], dtype=np.uint64)
+    everything = np.arange(len(queries), dtype=np.int64)
+    searches = [(run, everything, queries) for run in built if run.last >= first_live]
+    query_of, serial_of = _batch.Hits().members(searches, len(queries), first_live, limit)
+    expected = _members_in_numpy(searches, len(queries), first_live, limit)
+    assert (query_of.tolist(), serial_of.tolist()) == expected
+    assert all(serial >= first_live for serial in serial_of.tolist())
+
+
+def test_bad_member_searches_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
+    run = _run_of(np.array([5, 5, 9], dtype=np.uint64))
+    queries, passed = np.array([5], dtype=np.uint64), np.zeros(1, dtype=np.int64)
+    short = np.empty(1, dtype=np.int64)
+    with pytest.raises(ValueError):  # no room for a key's newest two and oldest two
+        kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
+                              queries, passed, 0, 2, 2, short, short)  # fmt: skip
+    with pytest.raises(ValueError):  # a hit of a query the batch does not have
+        kernel.offered_hits(np.array([3]), np.array([7]), 2, 8, 2, short, short.copy())
 
 
 def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> int:

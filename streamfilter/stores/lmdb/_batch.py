@@ -16,6 +16,7 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
+from ..._compiled import compiled_kernel
 from ..._rules import OLDEST_PER_KEY, CachedPost
 from .._base import IndexSettings, PostCache, Sketch, by_query_newest_first, offered
 from .._records import encode_record
@@ -24,7 +25,10 @@ from ._merging import merge_entries, mergeable, merged_inline, one_run_spans, pe
 from ._runs import Run, decode_run, encode_sorted, put_run, short_keys
 from ._tuning import LMDBTuning
 
-__all__ = ["Batch", "StoreParts"]
+__all__ = ["Batch", "StoreParts", "Hits", "run_members_in_numpy"]
+
+_KERNEL = compiled_kernel()
+_NO_HITS = np.zeros(0, dtype=np.int64)
 
 _U64 = struct.Struct(">Q")
 _TIMESTAMP = struct.Struct("<d")  # the first field of a post record
@@ -40,6 +44,7 @@ class StoreParts:
     run_cache: RunCache
     key_filter: KeyFilter
     tuning: LMDBTuning
+    hits: Hits
 
 
 class Batch:
@@ -87,6 +92,7 @@ class Batch:
         maybe_queries = queries[maybe]
         masks = key_filter.run_masks.masks(queries)  # in which large runs
         limit = self.settings.max_candidates_per_band
+        searches: list[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]] = []
         for run in runs:
             if run.last < first_live or run.count == 0:
                 continue
@@ -97,35 +103,18 @@ class Batch:
                 assert masks is not None
                 passed = np.flatnonzero(masks & bit)
                 searched = queries[passed]
-            if len(passed) == 0:
-                continue
-            hits, low, high = run.find(searched)
-            if len(hits) == 0:
-                continue
-            hits = passed[hits]
-            if run.first < first_live:  # its oldest entries may be purged: each key's live ones start later
-                low = _first_at_least(run, low, high, first_live)
-            # equal keys sit in serial order within a run: each key's newest
-            # entries end its range, and its oldest live ones begin it
-            newest = np.minimum(high - low, limit)
-            oldest = np.minimum(high - low - newest, OLDEST_PER_KEY)
-            counts = newest + oldest
-            ends = np.cumsum(counts)
-            if int(ends[-1]) == 0:
-                continue
-            within = np.arange(int(ends[-1])) - np.repeat(ends - counts, counts)
-            positions = within + np.repeat(high - newest, counts)
-            old = within >= np.repeat(newest, counts)
-            positions[old] -= np.repeat(high - low, counts)[old]
-            serials = run.serials(positions)
-            live = serials >= first_live
-            hit_queries.append(np.repeat(hits, counts)[live])
-            hit_serials.append(serials[live])
+            if len(passed):
+                searches.append((run, passed, searched))
+        if _KERNEL is not None and all(len(run.stored) == run.count for run, _, _ in searches):
+            return self.parts.hits.members(searches, len(queries), first_live, limit)
+        for run, passed, searched in searches:
+            queries_of, serials_of = run_members_in_numpy(run, searched, passed, first_live, limit)
+            if len(queries_of):
+                hit_queries.append(queries_of)
+                hit_serials.append(serials_of)
         if not hit_queries:
             return nothing
-        query_of = np.concatenate(hit_queries)
-        serial_of = np.concatenate(hit_serials)
-        query_of, serial_of = by_query_newest_first(query_of, serial_of)
+        query_of, serial_of = by_query_newest_first(np.concatenate(hit_queries), np.concatenate(hit_serials))
         if len(hit_queries) == 1:  # hits of one run: what each query offers already
             return query_of, serial_of
         keep = offered(query_of, limit)
@@ -279,6 +268,69 @@ class Batch:
         run.whole = whole
         self.written[run.db_key] = run
         return run
+
+
+class Hits:
+    """``Batch.members`` with the compiled kernel, into buffers kept from
+    batch to batch: a flood's batches find hundreds of thousands of hits,
+    and fresh buffers each time would cost a page fault for every few."""
+
+    def __init__(self) -> None:
+        self._found = np.zeros(0, dtype=np.int64)  # (query index, serial) of what each run offers
+        self._offered = np.zeros(0, dtype=np.int64)  # the same, sorted and cut to what each query offers
+
+    def members(
+        self,
+        searches: Sequence[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]],
+        queries: int,
+        first_live: int,
+        limit: int,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """What ``run_members_in_numpy`` of each search, then ``by_query_newest_first``
+        and ``offered``, give: new arrays."""
+        assert _KERNEL is not None
+        room = sum(len(passed) for _, passed, _ in searches) * (limit + OLDEST_PER_KEY)
+        if len(self._found) < 2 * room:
+            self._found = np.empty(2 * room, dtype=np.int64)
+            self._offered = np.empty(2 * room, dtype=np.int64)
+        found_query, found_serial = self._found[:room], self._found[room : 2 * room]
+        at = 0
+        for run, passed, searched in searches:
+            at += _KERNEL.members_in_run(
+                run.stored, run.fence, run.bits, run.low, run.high, run.first,
+                np.ascontiguousarray(searched), np.ascontiguousarray(passed, dtype=np.int64),
+                first_live, limit, OLDEST_PER_KEY, found_query[at:], found_serial[at:],
+            )  # fmt: skip
+        query_of, serial_of = self._offered[:at], self._offered[room : room + at]
+        kept = _KERNEL.offered_hits(
+            found_query[:at], found_serial[:at], queries, limit, OLDEST_PER_KEY, query_of, serial_of
+        )  # fmt: skip
+        return query_of[:kept].copy(), serial_of[:kept].copy()
+
+
+def run_members_in_numpy(
+    run: Run, searched: npt.NDArray[np.uint64], passed: npt.NDArray[np.int64], first_live: int, limit: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``run_members`` without the kernel: the reference it is tested against."""
+    hits, low, high = run.find(searched)
+    if len(hits) == 0:
+        return _NO_HITS, _NO_HITS
+    hits = passed[hits]
+    if run.first < first_live:  # its oldest entries may be purged: each key's live ones start later
+        low = _first_at_least(run, low, high, first_live)
+    newest = np.minimum(high - low, limit)
+    oldest = np.minimum(high - low - newest, OLDEST_PER_KEY)
+    counts = newest + oldest
+    ends = np.cumsum(counts)
+    if int(ends[-1]) == 0:
+        return _NO_HITS, _NO_HITS
+    within = np.arange(int(ends[-1])) - np.repeat(ends - counts, counts)
+    positions = within + np.repeat(high - newest, counts)
+    old = within >= np.repeat(newest, counts)
+    positions[old] -= np.repeat(high - low, counts)[old]
+    serials = run.serials(positions)
+    live = serials >= first_live
+    return np.repeat(hits, counts)[live], serials[live]
 
 
 def _first_at_least(

@@ -46,7 +46,7 @@ from ..._exceptions import StoreError, StoreFullError
 from ..._rules import CachedPost, Match
 from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, TransactionalStore, pinned_fingerprint
 from .._records import decode_record, encode_record
-from ._batch import Batch, StoreParts
+from ._batch import Batch, Hits, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
 from ._header import check_index_file
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
@@ -175,7 +175,7 @@ class LMDBStore(TransactionalStore):
             self._posts = env.open_db(b"posts")
             self._runs = env.open_db(b"runs")
             self._parts = StoreParts(
-                self._posts, self._runs, self._cache, self._run_cache, self._key_filter, self.tuning
+                self._posts, self._runs, self._cache, self._run_cache, self._key_filter, self.tuning, Hits()
             )
         except BaseException:
             self.close()
