@@ -264,6 +264,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
             (CachedPost, Match),
             is_same_post if txn.replays_seen else None,
             getattr(txn, "recent_posts", None),
+            getattr(txn, "record_reader", None),
         )
         return judgement
     ranking = _Ranking(

@@ -83,7 +83,7 @@ typedef struct {
 /* Sketch ``index``'s candidates in rank order at *ranked (the Ranker's
  * scratch, valid until its next use): how many, or -1 with an error set;
  * *none is set when it has none at all (candidates' None). */
-Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **ranked, int *none);
+Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Py_ssize_t wanted, Shared **ranked, int *none);
 /* Sketch ``index`` is recorded as ``serial`` (file); 0, or -1 with an error set. */
 int sf_filed_as(Ranker *self, Py_ssize_t index, int64_t serial);
 /* qsort's order of int64 values, largest first. */
@@ -106,6 +106,8 @@ int sf_add_ranker(PyObject *module);
  * words as bytes of uint32), with timestamp already read; a new reference,
  * or NULL with an error set. */
 PyObject *sf_post_of(PyObject *type, PyObject *sketch, PyObject *timestamp);
+/* Keeps a recorded CachedPost's verification set with it, from its sketch's; 0, or -1 with an error set. */
+int sf_keep_set(PyObject *post, PyObject *sketch);
 /* Adds the CachedPost type to the module; 0, or -1 with an error set. */
 int sf_add_cached_post(PyObject *module);
 

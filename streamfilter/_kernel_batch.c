@@ -29,8 +29,91 @@ int sf_intern_names(void) {
 typedef struct {
     PyObject *fetch, *posts; /* txn.post; Judgement.posts */
     PyObject *recent;        /* txn.recent_posts: a tuple of dicts, serial -> post, or None */
+    PyObject *get, *db;      /* txn.record_reader: an LMDB get(key, default, db) and its posts table, or NULL */
+    PyObject *cached_post;   /* the CachedPost type */
     long long first_serial;
 } Known;
+
+/* A record's id (_records.decode_record) at *at, which it moves past: a new
+ * str, or NULL (no error set) for one the kernel leaves to Python: a Bluesky
+ * URI, or a record too short for its id. */
+static PyObject *record_id(const unsigned char *record, Py_ssize_t size, Py_ssize_t *at) {
+    unsigned marker = record[8];
+    Py_ssize_t length = marker;
+    if (marker == 255) { /* a decimal id, as 8 bytes */
+        if (size < 17)
+            return NULL;
+        unsigned long long number = 0;
+        for (int i = 7; i >= 0; i--)
+            number = number << 8 | record[9 + i];
+        *at = 17;
+        return PyUnicode_FromFormat("%llu", number);
+    }
+    if (marker == 253)
+        return NULL;
+    *at = 9;
+    if (marker == 254) { /* a 2-byte length, then the id */
+        if (size < 11)
+            return NULL;
+        length = record[9] | record[10] << 8;
+        *at = 11;
+    }
+    if (size < *at + length)
+        return NULL;
+    *at += length;
+    PyObject *id = PyUnicode_DecodeUTF8((const char *)record + *at - length, length, "replace");
+    if (id == NULL)
+        PyErr_Clear();
+    return id;
+}
+
+/* The post under ``serial`` read from the LMDB posts table and decoded, as
+ * PostCache.get does, and kept among the recent posts: a new reference (None
+ * when there is no such record), or NULL (no error set) where Python is to
+ * read it instead: a read that failed, or a record the kernel leaves to it. */
+static PyObject *read_post(const Known *known, int64_t serial, PyObject *number) {
+    unsigned char key[8];
+    for (int i = 0; i < 8; i++)
+        key[i] = (unsigned char)((uint64_t)serial >> (56 - 8 * i));
+    PyObject *key_bytes = PyBytes_FromStringAndSize((const char *)key, 8), *post = NULL;
+    if (key_bytes == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *args[3] = {key_bytes, Py_None, known->db};
+    PyObject *value = PyObject_Vectorcall(known->get, args, 3, NULL);
+    Py_DECREF(key_bytes);
+    if (value == NULL || value == Py_None) {
+        PyErr_Clear();
+        return value;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_DECREF(value);
+        return NULL;
+    }
+    Py_ssize_t at = 0;
+    PyObject *id = view.len >= 9 ? record_id(view.buf, view.len, &at) : NULL;
+    if (id != NULL && (view.len - at) % 4 == 0) {
+        double timestamp;
+        memcpy(&timestamp, view.buf, 8); /* little-endian, as the kernel is only built where doubles are */
+        PyObject *words = PyBytes_FromStringAndSize((const char *)view.buf + at, view.len - at);
+        PyObject *when = PyFloat_FromDouble(timestamp);
+        if (words != NULL && when != NULL)
+            post = PyObject_CallFunctionObjArgs(known->cached_post, when, id, words, NULL);
+        Py_XDECREF(words);
+        Py_XDECREF(when);
+        if (post != NULL && PyDict_SetItem(PyTuple_GET_ITEM(known->recent, 0), number, post) < 0)
+            Py_CLEAR(post);
+        if (post == NULL)
+            PyErr_Clear();
+    }
+    Py_XDECREF(id);
+    PyBuffer_Release(&view);
+    Py_DECREF(value);
+    return post;
+}
 
 /* The post under ``serial``: the batch's own, one of the store's recent posts, or fetch(serial); a new
  * reference, or NULL with an error set. A flood's candidates are mostly recent: no Python call for them. */
@@ -46,6 +129,10 @@ static PyObject *post_of(const Known *known, int64_t serial) {
     if (post != NULL || PyErr_Occurred()) {
         Py_DECREF(number);
         return post == NULL ? NULL : Py_NewRef(post);
+    }
+    if (known->get != NULL && (post = read_post(known, serial, number)) != NULL) {
+        Py_DECREF(number);
+        return post;
     }
     post = PyObject_CallOneArg(known->fetch, number);
     Py_DECREF(number);
@@ -188,12 +275,15 @@ done:
     return found;
 }
 
-/* judge(sketches, fetch, first_serial, clock, ttl, threshold, shingle_size, rules, types, same_post, recent)
- *   -> (matches, matched, recorded, posts, clock, capped)
+/* judge(sketches, fetch, first_serial, clock, ttl, threshold, shingle_size, rules, types, same_post, recent,
+ *       reader) -> (matches, matched, recorded, posts, clock, capped)
  * _judge.judge_batch's loop over the whole batch, exactly, for a Ranker not
  * used before: sketches, a list of Sketch; fetch, the transaction's post();
  * types, (CachedPost, Match); same_post, is_same_post for a shared index, or
- * None. The answer is the Judgement's fields. */
+ * None; recent, the posts fetch finds without a read (a tuple of dicts, the
+ * first the one it adds to), or None; reader, (get, db) where the kernel may
+ * read a post's record itself (LMDB's get and the posts table), or None. The
+ * answer is the Judgement's fields. */
 PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
     PyObject *sketches, *cached_post, *match_type, *same_post, *result = NULL;
     Known known;
@@ -201,10 +291,11 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
     Judged judged;
     Rules rules;
     Py_ssize_t capped = 0; /* sketches with more candidates than are verified */
-    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnnld)(OO)OO", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
+    PyObject *reader;
+    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnnld)(OO)OOO", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
                           &clock, &ttl, &judged.threshold, &judged.shingle_size, &rules.cut_off_min_words,
                           &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
-                          &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent))
+                          &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent, &reader))
         return NULL;
     int recent_ok = known.recent == Py_None || PyTuple_Check(known.recent);
     for (Py_ssize_t i = 0; recent_ok && known.recent != Py_None && i < PyTuple_GET_SIZE(known.recent); i++)
@@ -212,6 +303,17 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
     if (!recent_ok) {
         PyErr_SetString(PyExc_TypeError, "recent posts must be a tuple of dicts, or None");
         return NULL;
+    }
+    known.get = known.db = NULL;
+    known.cached_post = cached_post;
+    if (reader != Py_None) {
+        if (!PyTuple_Check(reader) || PyTuple_GET_SIZE(reader) != 2 || known.recent == Py_None ||
+            PyTuple_GET_SIZE(known.recent) == 0) {
+            PyErr_SetString(PyExc_TypeError, "a record reader is (get, db), beside recent posts to keep its posts in");
+            return NULL;
+        }
+        known.get = PyTuple_GET_ITEM(reader, 0);
+        known.db = PyTuple_GET_ITEM(reader, 1);
     }
     if (self->sketch_start == NULL || self->spent || PyList_GET_SIZE(sketches) != self->count ||
         judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE || rules.edit_max_edits < 0) {
@@ -241,7 +343,7 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
         if (when > clock) /* max(clock, timestamp) */
             clock = when;
         double after = ttl > 0 ? clock - ttl : -Py_HUGE_VAL;
-        if ((n = sf_ranked_of(self, i, PyList_GET_SIZE(recorded) > 0, &ranked, &none)) < 0)
+        if ((n = sf_ranked_of(self, i, PyList_GET_SIZE(recorded) > 0, self->verified, &ranked, &none)) < 0)
             goto next;
         if (refers_to != Py_None) {
             if ((found = referred(&known, ranked, n, refers_to, after, &serial)) > 0)
@@ -272,8 +374,8 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
         if (own == NULL && (own = sf_post_of(cached_post, sketch, timestamp)) == NULL)
             goto next;
         PyObject *index = PyLong_FromSsize_t(i);
-        failed = index == NULL || sf_filed_as(self, i, serial) < 0 || PyList_Append(recorded, index) < 0 ||
-                 PyList_Append(known.posts, own) < 0;
+        failed = index == NULL || sf_keep_set(own, sketch) < 0 || sf_filed_as(self, i, serial) < 0 ||
+                 PyList_Append(recorded, index) < 0 || PyList_Append(known.posts, own) < 0;
         Py_XDECREF(index);
     next:
         Py_DECREF(sketch);

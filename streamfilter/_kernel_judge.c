@@ -57,29 +57,11 @@ int sf_newest_first(const void *a, const void *b) {
         items[j] = item;                                                                                               \
     }
 
-#define NEWER(a, b) ((a) > (b))
 #define RANKS_BEFORE(a, b) ((a).count > (b).count || ((a).count == (b).count && (a).serial > (b).serial))
 
-#define SORT_SELF sort_newest_first
-static void sort_newest_first(int64_t *items, Py_ssize_t n) { SORT_BODY(int64_t, NEWER) }
-#undef SORT_SELF
 #define SORT_SELF sort_by_rank
 static void sort_by_rank(Shared *items, Py_ssize_t n) { SORT_BODY(Shared, RANKS_BEFORE) }
 #undef SORT_SELF
-
-/* serials (sorted, newest first, in place) counted into out: each once, with
- * how many times it occurs; how many there are. */
-static Py_ssize_t counted(int64_t *serials, Py_ssize_t n, Shared *out) {
-    Py_ssize_t kept = 0, i;
-    sort_newest_first(serials, n);
-    for (i = 0; i < n; i++) {
-        if (kept && out[kept - 1].serial == serials[i])
-            out[kept - 1].count++;
-        else
-            out[kept++] = (Shared){serials[i], 1};
-    }
-    return kept;
-}
 
 static void ranker_dealloc(Ranker *self) {
     if (self->filed != NULL)
@@ -185,9 +167,9 @@ done:
     return result;
 }
 
-/* Room for n serials and n Shared in self->scratch; 0, or -1 with MemoryError. */
-static int scratch_for(Ranker *self, Py_ssize_t n) {
-    Py_ssize_t needed = n * (1 + (Py_ssize_t)(sizeof(Shared) / sizeof(int64_t))) + 1;
+/* Room in self->scratch for n Shared and a table of ``slots`` int32; 0, or -1 with MemoryError. */
+static int scratch_for(Ranker *self, Py_ssize_t n, Py_ssize_t slots) {
+    Py_ssize_t needed = n * (Py_ssize_t)(sizeof(Shared) / sizeof(int64_t)) + slots / 2 + 1;
     if (needed <= self->scratch_size)
         return 0;
     PyMem_Free(self->scratch);
@@ -200,81 +182,112 @@ static int scratch_for(Ranker *self, Py_ssize_t n) {
     return 0;
 }
 
-/* Sketch ``index``'s candidates in rank order, at *ranked (the Ranker's
- * scratch, valid until its next use): how many, or -1 with an error set.
- * *none is set when the sketch has none at all (candidates' None).
- * ``recorded`` says whether the batch filed any sketch yet. */
-Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Shared **ranked, int *none) {
+/* A sketch's candidates being counted: each serial once in ``shared``, with
+ * how many of the sketch's keys it is under, found through an open-addressing
+ * table of indexes into it (-1 for an empty slot). */
+typedef struct {
+    Shared *shared;
+    int32_t *table;
+    uint64_t mask; /* slots - 1, slots a power of two at least twice the serials */
+    Py_ssize_t kept;
+} Tally;
+
+/* Adds ``delta`` to the count of ``serial``; a serial not yet there is added
+ * when ``add`` is set, else left out. */
+static inline void tally(Tally *tally, int64_t serial, int64_t delta, int add) {
+    uint64_t slot = ((uint64_t)serial * 0x9E3779B97F4A7C15ULL) >> 32 & tally->mask;
+    for (;; slot = (slot + 1) & tally->mask) {
+        int32_t at = tally->table[slot];
+        if (at < 0) {
+            if (add) {
+                tally->table[slot] = (int32_t)tally->kept;
+                tally->shared[tally->kept++] = (Shared){serial, delta};
+            }
+            return;
+        }
+        if (tally->shared[at].serial == serial) {
+            tally->shared[at].count += delta;
+            return;
+        }
+    }
+}
+
+/* Puts the first ``wanted`` of ``items`` in rank order at their front, the
+ * rest after them in no order: a post verifies its first few candidates of
+ * the tens a flood gives it, and needs no more of them ranked. */
+static void rank_first(Shared *items, Py_ssize_t n, Py_ssize_t wanted) {
+    if (wanted >= n) {
+        sort_by_rank(items, n);
+        return;
+    }
+    Py_ssize_t top = 0; /* items[0..top) is the best so far, in rank order */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Shared item = items[i];
+        if (top == wanted && !RANKS_BEFORE(item, items[top - 1]))
+            continue;
+        Py_ssize_t j = top < wanted ? top++ : top - 1;
+        items[i] = items[j]; /* what it displaces goes where it was: among the rest */
+        for (; j > 0 && RANKS_BEFORE(item, items[j - 1]); j--)
+            items[j] = items[j - 1];
+        items[j] = item;
+    }
+}
+
+/* Sketch ``index``'s candidates, at *ranked (the Ranker's scratch, valid
+ * until its next use), the first ``wanted`` of them in rank order: how many,
+ * or -1 with an error set. *none is set when the sketch has none at all
+ * (candidates' None). ``recorded`` says whether the batch filed any sketch yet. */
+Py_ssize_t sf_ranked_of(Ranker *self, Py_ssize_t index, int recorded, Py_ssize_t wanted, Shared **ranked, int *none) {
     Py_ssize_t occ, j;
     *none = 0;
     if (self->sketch_start == NULL || index < 0 || index >= self->count) {
         PyErr_SetString(PyExc_IndexError, "no such sketch in the batch");
         return -1;
     }
-    Py_ssize_t start = self->sketch_start[index], end = self->sketch_start[index + 1], gathered = 0, batch = 0;
+    Py_ssize_t start = self->sketch_start[index], end = self->sketch_start[index + 1], gathered = 0;
     for (occ = start; occ < end; occ++) {
         int64_t q = self->inverse[occ];
         gathered += self->hit_count[q];
         if (recorded && index > self->first_holder[q])
-            batch += self->filed_count[q] + self->hit_count[q];
+            gathered += self->filed_count[q];
     }
-    if (scratch_for(self, gathered + batch) < 0)
+    Py_ssize_t slots = 16;
+    while (slots < 2 * gathered)
+        slots *= 2;
+    if (gathered >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_OverflowError, "too many candidates for one post");
         return -1;
-    int64_t *serials = self->scratch;
-    Shared *shared = (Shared *)(self->scratch + gathered + batch);
-    *ranked = shared;
-    Py_ssize_t n = 0;
+    }
+    if (scratch_for(self, gathered, slots) < 0)
+        return -1;
+    Tally counts = {(Shared *)self->scratch, (int32_t *)(self->scratch + gathered * 2), (uint64_t)slots - 1, 0};
+    memset(counts.table, 0xff, slots * sizeof(int32_t));
+    *ranked = counts.shared;
     for (occ = start; occ < end; occ++) { /* _stored_sharers: every stored member under each key */
         int64_t q = self->inverse[occ];
         for (j = 0; j < self->hit_count[q]; j++)
-            serials[n++] = self->hit_serial[self->hit_start[q] + j];
+            tally(&counts, self->hit_serial[self->hit_start[q] + j], 1, 1);
     }
-    Py_ssize_t stored = counted(serials, n, shared);
-    /* _InBatch.candidates: the batch's filed serials under keys an earlier sketch holds too, and the
-     * stored members they crowd out of a key's newest ``limit`` */
-    Py_ssize_t in_batch = 0, crowded = 0;
-    int64_t *in_batch_serials = serials, *crowded_serials = serials + batch;
-    n = 0;
+    Py_ssize_t stored = counts.kept, in_batch = 0;
+    /* _InBatch.candidates: the batch's filed serials under keys an earlier sketch holds too (none is
+     * stored), and the stored members they crowd out of a key's newest ``limit``, which lose that key */
     for (occ = start; recorded && occ < end; occ++) {
         int64_t q = self->inverse[occ];
         if (index <= self->first_holder[q] || self->filed[q] == NULL)
             continue;
-        for (j = 0; j < self->filed_count[q]; j++)
-            in_batch_serials[in_batch++] = self->filed[q][j];
+        for (j = 0; j < self->filed_count[q]; j++, in_batch++)
+            tally(&counts, self->filed[q][j], 1, 1);
         /* the stored hits neither among the newest ``limit`` with the batch's nor among the oldest */
         int64_t first = self->limit - self->filed_count[q], last = self->hit_count[q] - self->oldest;
         for (j = first > 0 ? first : 0; j < last; j++)
-            crowded_serials[crowded++] = self->hit_serial[self->hit_start[q] + j];
-    }
-    if (in_batch == 0) { /* _first: the stored sharers as they are, all of them */
-        *none = stored == 0;
-        sort_by_rank(shared, stored);
-        return stored;
-    }
-    /* _with_batch_sharers: the crowded-out lose a key each time, and go at none */
-    Shared *crowd = shared + stored;
-    Py_ssize_t crowd_kinds = counted(crowded_serials, crowded, crowd);
-    for (j = 0; j < crowd_kinds; j++) {
-        Shared key = {crowd[j].serial, 0}, *hit = NULL;
-        Py_ssize_t low = 0, high = stored; /* shared[0..stored) is newest first */
-        while (low < high) {
-            Py_ssize_t middle = (low + high) / 2;
-            if (shared[middle].serial > key.serial)
-                low = middle + 1;
-            else
-                high = middle;
-        }
-        if (low < stored && shared[low].serial == key.serial)
-            hit = &shared[low];
-        if (hit != NULL)
-            hit->count -= crowd[j].count;
+            tally(&counts, self->hit_serial[self->hit_start[q] + j], -1, 0);
     }
     Py_ssize_t kept = 0;
-    for (j = 0; j < stored; j++)
-        if (shared[j].count > 0)
-            shared[kept++] = shared[j];
-    kept += counted(in_batch_serials, in_batch, shared + kept); /* new serials: none is stored */
-    sort_by_rank(shared, kept);
+    for (j = 0; j < counts.kept; j++) /* the crowded-out go at none (_with_batch_sharers) */
+        if (j >= stored || counts.shared[j].count > 0)
+            counts.shared[kept++] = counts.shared[j];
+    *none = stored == 0 && in_batch == 0; /* _first: None for a sketch that shares no key */
+    rank_first(counts.shared, kept, wanted);
     return kept;
 }
 
@@ -286,7 +299,7 @@ static PyObject *ranker_candidates(Ranker *self, PyObject *args) {
     Shared *ranked;
     if (!PyArg_ParseTuple(args, "np", &index, &recorded))
         return NULL;
-    Py_ssize_t n = sf_ranked_of(self, index, recorded, &ranked, &none);
+    Py_ssize_t n = sf_ranked_of(self, index, recorded, PY_SSIZE_T_MAX, &ranked, &none);
     if (n < 0)
         return NULL;
     if (none)

@@ -14,21 +14,45 @@
 #include "_kernel.h"
 #include <structmember.h>
 
+/* CachedPost, compiled (_rules.CachedPost is this type where the kernel is
+ * built): a stored post's time, id, word hashes and verification set.
+ *
+ * Unlike a Python class, it is not tracked by the cyclic garbage collector.
+ * A post cache holds tens of thousands of these (the memory store, its whole
+ * index), and each one tracked made every full collection walk them all: a
+ * pause every few seconds of a busy stream (docs/benchmarks.md, "Streaming
+ * latency"). It can take no part in a cycle: its fields hold a
+ * float, a str, bytes, and None, bytes or a set of ints, and nothing of
+ * streamfilter's stores a post in them. */
+typedef struct {
+    PyObject_HEAD PyObject *timestamp, *post_id, *words, *members, *packed;
+} CachedPost;
+
+static PyTypeObject CachedPostType;
+
+/* A candidate's field ``name``, at ``offset`` in a CachedPost: read in place
+ * from this module's own type, through getattr from any other; a new
+ * reference, or NULL with an error set. Best_of reads three fields of each
+ * of a post's candidates, and a getattr is a type lookup each time. */
+static PyObject *field_of(PyObject *post, PyObject *name, size_t offset) {
+    if (Py_IS_TYPE(post, &CachedPostType)) {
+        PyObject *field = *(PyObject **)((char *)post + offset);
+        if (field != NULL)
+            return Py_NewRef(field);
+    }
+    return PyObject_GetAttr(post, name);
+}
+
 /* The Jaccard of two sorted sets without repeats; -1 when both are empty. */
 static double jaccard_of(const uint64_t *x, Py_ssize_t nx, const uint64_t *y, Py_ssize_t ny) {
     Py_ssize_t i = 0, j = 0, shared = 0;
     if (nx + ny == 0)
         return -1.0;
-    while (i < nx && j < ny) {
-        if (x[i] < y[j])
-            i++;
-        else if (x[i] > y[j])
-            j++;
-        else {
-            shared++;
-            i++;
-            j++;
-        }
+    while (i < nx && j < ny) { /* without branches on the values, which no predictor guesses */
+        uint64_t a = x[i], b = y[j];
+        shared += a == b;
+        i += a <= b;
+        j += b <= a;
     }
     return (double)shared / (double)(nx + ny - shared);
 }
@@ -182,7 +206,7 @@ static double raised(double whole, const Judged *judged, const uint32_t *other, 
 /* A candidate's verification set, built from its words on first use and
  * kept in its ``packed``; a new reference, or NULL with an error set. */
 static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
-    PyObject *packed = PyObject_GetAttr(post, sf_name_packed);
+    PyObject *packed = field_of(post, sf_name_packed, offsetof(CachedPost, packed));
     if (packed == NULL || packed != Py_None)
         return packed;
     Py_DECREF(packed);
@@ -192,8 +216,12 @@ static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
         return NULL;
     Py_ssize_t kept = sf_runs_of((const uint32_t *)PyBytes_AS_STRING(words), count, shingle_size,
                                  (uint64_t *)PyBytes_AS_STRING(packed));
-    if (_PyBytes_Resize(&packed, kept * 8) < 0 || PyObject_SetAttr(post, sf_name_packed, packed) < 0) {
-        Py_XDECREF(packed);
+    if (_PyBytes_Resize(&packed, kept * 8) < 0)
+        return NULL;
+    if (Py_IS_TYPE(post, &CachedPostType)) {
+        Py_XSETREF(((CachedPost *)post)->packed, Py_NewRef(packed));
+    } else if (PyObject_SetAttr(post, sf_name_packed, packed) < 0) {
+        Py_DECREF(packed);
         return NULL;
     }
     return packed;
@@ -211,7 +239,7 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
         if (post == Py_None)
             continue;
         Py_INCREF(post); /* the list may change under a setattr's side effects */
-        PyObject *timestamp = PyObject_GetAttr(post, sf_name_timestamp);
+        PyObject *timestamp = field_of(post, sf_name_timestamp, offsetof(CachedPost, timestamp));
         double when = timestamp == NULL ? -1.0 : PyFloat_AsDouble(timestamp);
         Py_XDECREF(timestamp);
         PyObject *other = NULL, *packed = NULL;
@@ -219,7 +247,7 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
         failed = timestamp == NULL || (when == -1.0 && PyErr_Occurred());
         if (failed || when <= after)
             goto next;
-        other = PyObject_GetAttr(post, sf_name_words);
+        other = field_of(post, sf_name_words, offsetof(CachedPost, words));
         if (other == NULL || !PyBytes_Check(other) || PyBytes_GET_SIZE(other) % 4) {
             if (other != NULL)
                 PyErr_SetString(PyExc_TypeError, "a candidate's words are not bytes of uint32 values");
@@ -315,19 +343,6 @@ done:
     return result;
 }
 
-/* CachedPost, compiled (_rules.CachedPost is this type where the kernel is
- * built): a stored post's time, id, word hashes and verification set.
- *
- * Unlike a Python class, it is not tracked by the cyclic garbage collector.
- * A post cache holds tens of thousands of these (the memory store, its whole
- * index), and each one tracked made every full collection walk them all: a
- * pause every few seconds of a busy stream (docs/benchmarks.md, "Streaming
- * latency"). It can take no part in a cycle: its fields hold a
- * float, a str, bytes, and None, bytes or a set of ints, and nothing of
- * streamfilter's stores a post in them. */
-typedef struct {
-    PyObject_HEAD PyObject *timestamp, *post_id, *words, *members, *packed;
-} CachedPost;
 
 static int cached_post_init(CachedPost *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"timestamp", "post_id", "words", "members", NULL};
@@ -380,6 +395,38 @@ static PyObject *words_bytes(PyObject *words) {
     PyObject *bytes = PyObject_CallMethod(converted, "tobytes", NULL);
     Py_DECREF(converted);
     return bytes;
+}
+
+/* A recorded post's verification set, kept with it from its sketch's (the
+ * same set: sorted, without repeats, of native uint64 values), so that the
+ * posts after it compare with it without building it from its words; 0, or
+ * -1 with an error set. */
+int sf_keep_set(PyObject *post, PyObject *sketch) {
+    if (!Py_IS_TYPE(post, &CachedPostType))
+        return 0;
+    PyObject *shingles = PyObject_GetAttr(sketch, sf_name_shingles);
+    if (shingles == NULL)
+        return -1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(shingles, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        Py_DECREF(shingles);
+        return -1;
+    }
+    const char *format = view.format == NULL ? "B" : view.format;
+    if (*format == '<' || *format == '=' || *format == '@')
+        format++;
+    if (view.itemsize == 8 && (strcmp(format, "Q") == 0 || strcmp(format, "L") == 0)) {
+        PyObject *packed = PyBytes_FromStringAndSize(view.buf, view.len);
+        if (packed == NULL) {
+            PyBuffer_Release(&view);
+            Py_DECREF(shingles);
+            return -1;
+        }
+        Py_XSETREF(((CachedPost *)post)->packed, packed);
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(shingles);
+    return 0;
 }
 
 PyObject *sf_post_of(PyObject *type, PyObject *sketch, PyObject *timestamp) {

@@ -457,7 +457,9 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     types = (CachedPost, _rules.Match)
 
     def judge(ranker, sketches):  # type: ignore[no-untyped-def]
-        return ranker.judge(sketches, lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None)
+        return ranker.judge(
+            sketches, lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None, None
+        )
 
     ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
     with pytest.raises(ValueError):  # a batch of another size
@@ -477,11 +479,11 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
 
     stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)  # one candidate
     with pytest.raises(KeyError, match="no post 5"):  # a fetch's error is the judge's
-        stored.judge([post], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None)
+        stored.judge([post], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None, None)
     reference = Sketch("r", 100.0, np.zeros(1, dtype=np.uint64), NO_SHINGLES, NO_WORDS, refers_to="p5")
     stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)
     with pytest.raises(KeyError, match="no post 5"):  # a reference's too
-        stored.judge([reference], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None)
+        stored.judge([reference], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None, None)
     wide = _judged([1, 2, 3], 2, False)
     wide.words = wide.words.astype(np.int64)  # not uint32 words: recorded as CachedPost.of records them
     _, _, _, posts, _, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2), [wide])

@@ -290,9 +290,15 @@ class PostCache:
         self._old.clear()
 
     def put(self, serial: int, post: CachedPost) -> None:
+        self.settle()
+        self._new[serial] = post
+
+    def settle(self) -> None:
+        """Starts a new generation where the newer one is full, as ``put``
+        does before it adds: the compiled judge adds posts it read to the
+        newer one itself, and the store settles the cache after it."""
         if len(self._new) >= self.capacity // 2:
             self._old, self._new = self._new, {}
-        self._new[serial] = post
 
     def get(self, read: Callable[[int], bytes | memoryview | None], serial: int) -> CachedPost | None:
         post = self._new.get(serial)

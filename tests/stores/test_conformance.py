@@ -389,8 +389,9 @@ def test_a_crowded_key_keeps_offering_its_oldest_posts(make_store: Callable[...,
     shared_key = np.array([0x5EED5EED5EED5EED], dtype=np.uint64)
 
     def filed(post_id: str, timestamp: float, text: str) -> Sketch:
-        made = sketch(post_id, timestamp, text)
-        return Sketch(post_id, timestamp, shared_key, made.shingles, made.words + np.uint32(timestamp))
+        words = sketch(post_id, timestamp, text).words + np.uint32(timestamp)  # words of its own
+        shingles = verification_hashes(words, np.array([0, len(words)]), CONFIG.shingle_size)[0]
+        return Sketch(post_id, timestamp, shared_key, shingles, words)
 
     assert store.check_and_insert([filed("original", 1000, "the original post about the harbour")]) == [None]
     chaff = [filed(f"chaff{n}", 1001 + n, f"unrelated chaff number {n} with other words") for n in range(12)]

@@ -32,7 +32,7 @@ import math
 import os
 import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -536,6 +536,13 @@ class _Transaction:
         """The posts ``post`` finds without a read: the compiled judge looks here before it calls ``post``."""
         return self._store._cache.recent
 
+    @property
+    def record_reader(self) -> tuple[Callable[..., object], lmdb._Database]:
+        """(get, posts table): the compiled judge reads a post the recent ones
+        lack as ``post`` does, decodes it and keeps it among them, leaving
+        to ``post`` any read that fails and any record it does not decode."""
+        return self._txn.get, self._store._posts
+
     def post(self, serial: int) -> CachedPost | None:
         try:  # called for each candidate: no context manager here
             return self._store._cache.get(self._batch.get_post, serial)
@@ -547,6 +554,7 @@ class _Transaction:
     def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
         store, batch, settings = self._store, self._batch, self.settings
         try:
+            store._cache.settle()
             first, recorded = judgement.first_serial, judgement.recorded
             batch.record(sketches, recorded, judgement.posts, first)
             next_serial = first + len(recorded)
