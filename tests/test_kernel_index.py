@@ -53,6 +53,27 @@ def test_a_large_run_is_searched_through_its_fence_as_numpy_does(kernel) -> None
     assert _finds_agree(run, queries) >= len(distinct[::97])
 
 
+def test_a_run_stored_with_a_coarse_fence_is_searched_through_a_finer_one(kernel) -> None:  # type: ignore[no-untyped-def]
+    # a run searched whole is stored with 256 fence buckets; the compiled
+    # search builds a finer fence for it, and finds what numpy finds
+    rng = np.random.default_rng(12)
+    distinct = rng.integers(0, 1 << 40, 60_000, dtype=np.uint64)
+    keys = np.concatenate([distinct, distinct[:9000], distinct[:300]])  # some keys two and three times
+    run = _run_of(keys)
+    assert run.bits == 8
+    fence, bits = run.search_fence()
+    assert bits > 8 and len(fence) == (1 << bits) + 1 and run.search_fence()[0] is fence  # built once
+    queries = np.concatenate(
+        [distinct[::7], distinct[::11] + np.uint64(1), rng.integers(0, 1 << 40, 3000, dtype=np.uint64)]
+    )
+    assert _finds_agree(run, queries) >= len(distinct[::7])
+    everything = np.arange(len(queries), dtype=np.int64)
+    query_of, serial_of = _batch.Hits().members([(run, everything, queries)], len(queries), 1000 + 5000, 2)
+    assert (query_of.tolist(), serial_of.tolist()) == _members_in_numpy(
+        [(run, everything, queries)], len(queries), 6000, 2
+    )
+
+
 def test_a_bad_run_search_is_refused(kernel) -> None:  # type: ignore[no-untyped-def]
     out = np.empty(1, dtype=np.int64)
     stored = np.zeros(4, dtype=np.uint32)

@@ -296,8 +296,9 @@ class Hits:
         found_query, found_serial = self._found[:room], self._found[room : 2 * room]
         at = 0
         for run, passed, searched in searches:
+            fence, bits = run.search_fence()
             at += _KERNEL.members_in_run(
-                run.stored, run.fence, run.bits, run.low, run.high, run.first,
+                run.stored, fence, bits, run.low, run.high, run.first,
                 np.ascontiguousarray(searched), np.ascontiguousarray(passed, dtype=np.int64),
                 first_live, limit, OLDEST_PER_KEY, found_query[at:], found_serial[at:],
             )  # fmt: skip

@@ -93,6 +93,8 @@ class Run:
     # its arrays are in memory of its own (a copy, or the buffer it was encoded
     # into), not in the map: still valid after a write moves the map's pages
     owned: bool = False
+    # the fence the compiled search goes through, and its bits (``search_fence``)
+    searched_through: tuple[npt.NDArray[np.uint32], int] | None = None
 
     @property
     def identity(self) -> tuple[int, int, int]:
@@ -144,6 +146,24 @@ class Run:
         bounded: npt.NDArray[np.int64] = np.clip(starts, start, max(start, stop))
         return np.diff(bounded)
 
+    def search_fence(self) -> tuple[npt.NDArray[np.uint32], int]:
+        """The fence the compiled search goes through, and its bits: buckets
+        of about ``_ENTRIES_PER_BUCKET`` entries. A run searched whole is
+        stored with a fence of 256 buckets only, thousands of entries each in
+        a run of a million: a search's dozen steps through a bucket would
+        each miss the cache. Such a run gets a finer fence, built from its
+        keys the first time it is searched and kept with it (the run cache
+        keeps the run), half a byte an entry in memory and none on disk."""
+        if self.searched_through is None:
+            bits = _fence_bits(self.count)
+            if bits <= self.bits:
+                self.searched_through = (self.fence, self.bits)
+            else:
+                fence = np.zeros((1 << bits) + 1, dtype=np.uint32)
+                np.cumsum(np.bincount(self.prefixes(bits), minlength=1 << bits), out=fence[1:])
+                self.searched_through = (fence, bits)
+        return self.searched_through
+
     def find(
         self, queries: npt.NDArray[np.uint64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -160,7 +180,8 @@ class Run:
             found = np.empty(len(queries), dtype=np.int64)
             first = np.empty_like(found)
             end = np.empty_like(found)
-            count = _KERNEL.find_in_run(self.stored, self.fence, self.bits, queries, found, first, end)
+            fence, bits = self.search_fence()
+            count = _KERNEL.find_in_run(self.stored, fence, bits, queries, found, first, end)
             return found[:count], first[:count], end[:count]
         return self.find_in_numpy(queries)
 
@@ -251,9 +272,7 @@ def encode_sorted(
     first, last, span = base + low, base + high, high - low
     width = 2 if span < 1 << 16 else 3 if span < 1 << 24 else 4
     # a run searched whole needs only the fence that holds its keys' top 8 bits (1 KB)
-    bits = _MIN_FENCE_BITS
-    if count >= SEARCHED_WHOLE:  # searched through its fence: half a byte of it an entry
-        bits = max(bits, min(24, (count // _ENTRIES_PER_BUCKET).bit_length()))
+    bits = _fence_bits(count) if count >= SEARCHED_WHOLE else _MIN_FENCE_BITS  # half a byte of fence an entry
     shift = np.uint64(KEY_BITS - bits)
     fence_at = RUN_HEADER.size + 4 * count
     offsets_at = fence_at + 4 * ((1 << bits) + 1)
@@ -280,6 +299,11 @@ def encode_sorted(
     else:
         np.copyto(value[offsets_at:].view("<u4" if width == 4 else "<u2"), offsets, casting="unsafe")
     return value.data, whole
+
+
+def _fence_bits(count: int) -> int:
+    """The bits of a fence of buckets of about ``_ENTRIES_PER_BUCKET`` of ``count`` entries."""
+    return max(_MIN_FENCE_BITS, min(24, (count // _ENTRIES_PER_BUCKET).bit_length()))
 
 
 def put_run(txn: lmdb.Transaction, db: lmdb._Database, value: memoryview) -> bytes:
