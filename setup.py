@@ -18,6 +18,7 @@ setup(
                 "streamfilter/_kernel_text.c",
                 "streamfilter/_kernel_index.c",
                 "streamfilter/_kernel_objects.c",
+                "streamfilter/_kernel_cache.c",
             ],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],

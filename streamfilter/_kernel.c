@@ -564,7 +564,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", "streamfil
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     PyObject *created = PyModule_Create(&module);
-    if (created != NULL && (sf_add_ranker(created) < 0 || sf_add_cached_post(created) < 0))
+    if (created != NULL && (sf_add_ranker(created) < 0 || sf_add_cached_post(created) < 0 || sf_add_recent_posts(created) < 0))
         Py_CLEAR(created);
     return created;
 }

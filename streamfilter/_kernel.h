@@ -111,4 +111,11 @@ int sf_keep_set(PyObject *post, PyObject *sketch);
 /* Adds the CachedPost type to the module; 0, or -1 with an error set. */
 int sf_add_cached_post(PyObject *module);
 
+/* PostCache's recent posts (_kernel_cache.c): the post under ``serial``, a
+ * borrowed reference, or NULL (no error set) for none; keeping a post there. */
+extern PyTypeObject RecentPostsType;
+PyObject *sf_recent_post(PyObject *recent, int64_t serial);
+int sf_keep_recent(PyObject *recent, int64_t serial, PyObject *post);
+int sf_add_recent_posts(PyObject *module);
+
 #endif

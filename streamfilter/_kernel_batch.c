@@ -28,7 +28,7 @@ int sf_intern_names(void) {
 /* What a batch being judged keeps: the posts it recorded (serials from first_serial on). */
 typedef struct {
     PyObject *fetch, *posts; /* txn.post; Judgement.posts */
-    PyObject *recent;        /* txn.recent_posts: a tuple of dicts, serial -> post, or None */
+    PyObject *recent;        /* txn.recent_posts: a RecentPosts, or None */
     PyObject *get, *db;      /* txn.record_reader: an LMDB get(key, default, db) and its posts table, or NULL */
     PyObject *cached_post;   /* the CachedPost type */
     long long first_serial;
@@ -71,7 +71,7 @@ static PyObject *record_id(const unsigned char *record, Py_ssize_t size, Py_ssiz
  * PostCache.get does, and kept among the recent posts: a new reference (None
  * when there is no such record), or NULL (no error set) where Python is to
  * read it instead: a read that failed, or a record the kernel leaves to it. */
-static PyObject *read_post(const Known *known, int64_t serial, PyObject *number) {
+static PyObject *read_post(const Known *known, int64_t serial) {
     unsigned char key[8];
     for (int i = 0; i < 8; i++)
         key[i] = (unsigned char)((uint64_t)serial >> (56 - 8 * i));
@@ -104,9 +104,9 @@ static PyObject *read_post(const Known *known, int64_t serial, PyObject *number)
             post = PyObject_CallFunctionObjArgs(known->cached_post, when, id, words, NULL);
         Py_XDECREF(words);
         Py_XDECREF(when);
-        if (post != NULL && PyDict_SetItem(PyTuple_GET_ITEM(known->recent, 0), number, post) < 0)
-            Py_CLEAR(post);
-        if (post == NULL)
+        if (post != NULL)
+            sf_keep_recent(known->recent, serial, post);
+        else
             PyErr_Clear();
     }
     Py_XDECREF(id);
@@ -120,20 +120,14 @@ static PyObject *read_post(const Known *known, int64_t serial, PyObject *number)
 static PyObject *post_of(const Known *known, int64_t serial) {
     if (serial >= known->first_serial && serial - known->first_serial < PyList_GET_SIZE(known->posts))
         return Py_NewRef(PyList_GET_ITEM(known->posts, serial - known->first_serial));
+    PyObject *post = known->recent == Py_None ? NULL : sf_recent_post(known->recent, serial);
+    if (post != NULL)
+        return Py_NewRef(post);
+    if (known->get != NULL && (post = read_post(known, serial)) != NULL)
+        return post;
     PyObject *number = PyLong_FromLongLong(serial);
     if (number == NULL)
         return NULL;
-    PyObject *post = NULL;
-    for (Py_ssize_t i = 0; known->recent != Py_None && i < PyTuple_GET_SIZE(known->recent) && post == NULL; i++)
-        post = PyDict_GetItemWithError(PyTuple_GET_ITEM(known->recent, i), number);
-    if (post != NULL || PyErr_Occurred()) {
-        Py_DECREF(number);
-        return post == NULL ? NULL : Py_NewRef(post);
-    }
-    if (known->get != NULL && (post = read_post(known, serial, number)) != NULL) {
-        Py_DECREF(number);
-        return post;
-    }
     post = PyObject_CallOneArg(known->fetch, number);
     Py_DECREF(number);
     return post;
@@ -280,8 +274,8 @@ done:
  * _judge.judge_batch's loop over the whole batch, exactly, for a Ranker not
  * used before: sketches, a list of Sketch; fetch, the transaction's post();
  * types, (CachedPost, Match); same_post, is_same_post for a shared index, or
- * None; recent, the posts fetch finds without a read (a tuple of dicts, the
- * first the one it adds to), or None; reader, (get, db) where the kernel may
+ * None; recent, the posts fetch finds without a read (a RecentPosts), or
+ * None; reader, (get, db) where the kernel may
  * read a post's record itself (LMDB's get and the posts table), or None. The
  * answer is the Judgement's fields. */
 PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
@@ -297,18 +291,14 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
                           &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
                           &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent, &reader))
         return NULL;
-    int recent_ok = known.recent == Py_None || PyTuple_Check(known.recent);
-    for (Py_ssize_t i = 0; recent_ok && known.recent != Py_None && i < PyTuple_GET_SIZE(known.recent); i++)
-        recent_ok = PyDict_Check(PyTuple_GET_ITEM(known.recent, i));
-    if (!recent_ok) {
-        PyErr_SetString(PyExc_TypeError, "recent posts must be a tuple of dicts, or None");
+    if (known.recent != Py_None && !Py_IS_TYPE(known.recent, &RecentPostsType)) {
+        PyErr_SetString(PyExc_TypeError, "recent posts must be a RecentPosts, or None");
         return NULL;
     }
     known.get = known.db = NULL;
     known.cached_post = cached_post;
     if (reader != Py_None) {
-        if (!PyTuple_Check(reader) || PyTuple_GET_SIZE(reader) != 2 || known.recent == Py_None ||
-            PyTuple_GET_SIZE(known.recent) == 0) {
+        if (!PyTuple_Check(reader) || PyTuple_GET_SIZE(reader) != 2 || known.recent == Py_None) {
             PyErr_SetString(PyExc_TypeError, "a record reader is (get, db), beside recent posts to keep its posts in");
             return NULL;
         }

@@ -490,6 +490,35 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     assert posts[0].words == np.array([1, 2, 3], dtype="<u4").tobytes()
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    half=st.integers(1, 40),
+    steps=st.lists(st.tuples(st.booleans(), st.integers(-3, 120)), max_size=400),
+)
+def test_the_compiled_recent_posts_hold_what_two_dicts_hold(kernel, half: int, steps: list[tuple[bool, int]]) -> None:  # type: ignore[no-untyped-def]
+    # PostCache's two generations as dicts (the reference, without the
+    # kernel) and as the kernel's RecentPosts: the same posts, put and got
+    recent = kernel.RecentPosts(half)
+    new: dict[int, object] = {}
+    old: dict[int, object] = {}
+    for number, (put, serial) in enumerate(steps):
+        if put:
+            post = CachedPost(float(number), f"p{number}", b"")
+            recent.put(serial, post)
+            if len(new) >= half:
+                old, new = new, {}
+            new[serial] = post
+        else:
+            assert recent.get(serial) is new.get(serial, old.get(serial))
+    assert len(recent) == len(new) + len(old)
+    recent.clear()
+    assert len(recent) == 0 and all(recent.get(serial) is None for serial in new)
+    with pytest.raises(ValueError):
+        kernel.RecentPosts(0)
+    with pytest.raises(ValueError):
+        recent.put(1, None)
+
+
 def test_a_compiled_cached_post_holds_what_the_python_one_holds(kernel) -> None:  # type: ignore[no-untyped-def]
     assert _rules.CachedPost is kernel.CachedPost
     python = _rules._PythonCachedPost

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from .._compiled import compiled_kernel
 from .._exceptions import ConfigMismatchError
 from .._rules import MAX_CANDIDATES_PER_BAND, OLDEST_PER_KEY, CachedPost, Match
 from ._records import decode_record
+
+_KERNEL = compiled_kernel()
 
 if TYPE_CHECKING:
     from .._judge import Judgement
@@ -271,46 +274,52 @@ class PostCache:
 
     Two generations of at most ``capacity / 2`` entries each: when the new
     one fills, the old one is dropped and the new one becomes old; an entry
-    found in the old one moves to the new one.
+    found in the old one moves to the new one. Where the kernel is built,
+    they are its ``RecentPosts``, which the compiled judge reads and adds to
+    itself; else two dicts.
     """
 
     def __init__(self, capacity: int = 32768) -> None:
         self.capacity = capacity
         self._new: dict[int, CachedPost] = {}
         self._old: dict[int, CachedPost] = {}
+        self._compiled = _KERNEL.RecentPosts(max(1, capacity // 2)) if _KERNEL is not None else None
 
     @property
-    def recent(self) -> tuple[dict[int, CachedPost], dict[int, CachedPost]]:
-        """Both generations, serial -> post, newer first: what ``get`` returns
-        without a read (a post found in the older one stays there)."""
-        return self._new, self._old
+    def recent(self) -> object | None:
+        """What the compiled judge looks posts up in, and keeps those it reads
+        in: the kernel's ``RecentPosts``; None without the kernel."""
+        return self._compiled
 
     def clear(self) -> None:
+        if self._compiled is not None:
+            self._compiled.clear()
         self._new.clear()
         self._old.clear()
 
     def put(self, serial: int, post: CachedPost) -> None:
-        self.settle()
-        self._new[serial] = post
-
-    def settle(self) -> None:
-        """Starts a new generation where the newer one is full, as ``put``
-        does before it adds: the compiled judge adds posts it read to the
-        newer one itself, and the store settles the cache after it."""
+        if self._compiled is not None:
+            self._compiled.put(serial, post)
+            return
         if len(self._new) >= self.capacity // 2:
             self._old, self._new = self._new, {}
+        self._new[serial] = post
 
     def get(self, read: Callable[[int], bytes | memoryview | None], serial: int) -> CachedPost | None:
-        post = self._new.get(serial)
-        if post is None:
-            post = self._old.get(serial)
+        post: CachedPost | None
+        if self._compiled is not None:
+            post = self._compiled.get(serial)
+        else:
+            post = self._new.get(serial)
             if post is None:
-                record = read(serial)
-                if record is None:
-                    return None
-                timestamp, post_id, words = decode_record(record)
-                post = CachedPost(timestamp, post_id, words.tobytes())
-            self.put(serial, post)
+                post = self._old.get(serial)
+        if post is None:
+            record = read(serial)
+            if record is None:
+                return None
+            timestamp, post_id, words = decode_record(record)
+            post = CachedPost(timestamp, post_id, words.tobytes())
+        self.put(serial, post)
         return post
 
 

@@ -532,7 +532,7 @@ class _Transaction:
             self._fail(exc)
 
     @property
-    def recent_posts(self) -> tuple[dict[int, CachedPost], ...]:
+    def recent_posts(self) -> object | None:
         """The posts ``post`` finds without a read: the compiled judge looks here before it calls ``post``."""
         return self._store._cache.recent
 
@@ -554,7 +554,6 @@ class _Transaction:
     def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
         store, batch, settings = self._store, self._batch, self.settings
         try:
-            store._cache.settle()
             first, recorded = judgement.first_serial, judgement.recorded
             batch.record(sketches, recorded, judgement.posts, first)
             next_serial = first + len(recorded)
