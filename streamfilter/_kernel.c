@@ -548,6 +548,7 @@ static PyMethodDef methods[] = {
     {"word_edits", sf_word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
     {"best_match", sf_best_match, METH_VARARGS, "The candidate a post duplicates, by the rules (_rules.best_match)."},
     {"find_in_run", sf_find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
+    {"recorded_items", sf_recorded_items, METH_VARARGS, "The keys and records of a batch's recorded posts (Batch.record)."},
     {"members_in_run", sf_members_in_run, METH_VARARGS, "The serials one LMDB run offers a batch (Batch.members)."},
     {"offered_hits", sf_offered_hits, METH_VARARGS, "What each query offers of its sorted hits (_base.offered)."},
     {"mark_run", sf_mark_run, METH_VARARGS, "Marks a run's keys in a key filter's bits or masks (_Bits, RunMasks)."},

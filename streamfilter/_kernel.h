@@ -117,5 +117,6 @@ extern PyTypeObject RecentPostsType;
 PyObject *sf_recent_post(PyObject *recent, int64_t serial);
 int sf_keep_recent(PyObject *recent, int64_t serial, PyObject *post);
 int sf_add_recent_posts(PyObject *module);
+PyObject *sf_recorded_items(PyObject *self, PyObject *args);
 
 #endif

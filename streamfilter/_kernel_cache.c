@@ -176,3 +176,73 @@ PyTypeObject RecentPostsType = {
 int sf_add_recent_posts(PyObject *module) {
     return PyModule_AddType(module, &RecentPostsType);
 }
+
+/* recorded_items(posts, first_serial, recent, encode) -> [(key, record), ...]
+ * Batch.record's writes, compiled: for the batch's recorded posts (a list
+ * of CachedPost, serials from first_serial on), each one's key (its serial,
+ * 8 bytes big-endian) and record (_records.encode_record), and each kept in
+ * recent (a RecentPosts), as PostCache.put keeps it. A decimal id of up to
+ * 19 digits is packed here; encode(timestamp, post_id, words) makes any
+ * other record. */
+PyObject *sf_recorded_items(PyObject *self, PyObject *args) {
+    PyObject *posts, *recent, *encode;
+    long long first_serial;
+    if (!PyArg_ParseTuple(args, "O!LO!O", &PyList_Type, &posts, &first_serial, &RecentPostsType, &recent, &encode))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(posts);
+    PyObject *items = PyList_New(count);
+    for (Py_ssize_t i = 0; items != NULL && i < count; i++) {
+        PyObject *post = PyList_GET_ITEM(posts, i), *timestamp = NULL, *post_id = NULL, *words = NULL;
+        PyObject *key = NULL, *record = NULL, *item = NULL;
+        int64_t serial = first_serial + i;
+        unsigned char packed_key[8];
+        for (int b = 0; b < 8; b++)
+            packed_key[b] = (unsigned char)((uint64_t)serial >> (56 - 8 * b));
+        if ((timestamp = PyObject_GetAttr(post, sf_name_timestamp)) == NULL ||
+            (post_id = PyObject_GetAttr(post, sf_name_post_id)) == NULL ||
+            (words = PyObject_GetAttr(post, sf_name_words)) == NULL)
+            goto next;
+        double when = PyFloat_AsDouble(timestamp);
+        if (when == -1.0 && PyErr_Occurred())
+            goto next;
+        Py_ssize_t length = PyUnicode_Check(post_id) ? PyUnicode_GET_LENGTH(post_id) : 0;
+        int decimal = length >= 1 && length <= 19 && PyUnicode_IS_ASCII(post_id) && PyBytes_Check(words);
+        const char *digits = decimal ? (const char *)PyUnicode_DATA(post_id) : NULL;
+        unsigned long long number = 0;
+        for (Py_ssize_t d = 0; decimal && d < length; d++) {
+            decimal = digits[d] >= '0' && digits[d] <= '9' && (d > 0 || digits[0] != '0' || length == 1);
+            number = number * 10 + (unsigned long long)(digits[d] - '0');
+        }
+        if (decimal) { /* _HEADER (<dB), the marker 255, the id as <Q, then the words */
+            Py_ssize_t size = PyBytes_GET_SIZE(words);
+            record = PyBytes_FromStringAndSize(NULL, 17 + size);
+            if (record != NULL) {
+                unsigned char *out = (unsigned char *)PyBytes_AS_STRING(record);
+                memcpy(out, &when, 8); /* little-endian, as the kernel is only built where doubles are */
+                out[8] = 255;
+                for (int b = 0; b < 8; b++)
+                    out[9 + b] = (unsigned char)(number >> (8 * b));
+                memcpy(out + 17, PyBytes_AS_STRING(words), size);
+            }
+        } else {
+            record = PyObject_CallFunctionObjArgs(encode, timestamp, post_id, words, NULL);
+        }
+        if (record != NULL && (key = PyBytes_FromStringAndSize((const char *)packed_key, 8)) != NULL &&
+            (item = PyTuple_Pack(2, key, record)) != NULL && sf_keep_recent(recent, serial, post) == 0) {
+            PyList_SET_ITEM(items, i, item);
+            item = NULL;
+        } else if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "a RecentPosts not set up");
+        }
+    next:
+        if (PyErr_Occurred())
+            Py_CLEAR(items);
+        Py_XDECREF(timestamp);
+        Py_XDECREF(post_id);
+        Py_XDECREF(words);
+        Py_XDECREF(key);
+        Py_XDECREF(record);
+        Py_XDECREF(item);
+    }
+    return items;
+}

@@ -21,6 +21,7 @@ from streamfilter._rules import OLDEST_PER_KEY, CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import BatchSketcher
 from streamfilter.stores import Sketch
+from streamfilter.stores._records import decode_record, encode_record
 
 from .adapters.test_generic_text import deepest_by_characters
 
@@ -517,6 +518,20 @@ def test_the_compiled_recent_posts_hold_what_two_dicts_hold(kernel, half: int, s
         kernel.RecentPosts(0)
     with pytest.raises(ValueError):
         recent.put(1, None)
+
+
+def test_recorded_items_are_the_records_python_encodes(kernel) -> None:  # type: ignore[no-untyped-def]
+    ids = ["0", "7", "1234567890123456789", "9999999999999999999", "12345678901234567890", "007", "", "١٢٣",
+           "at://did:plc:abcdefghijklmnopqrstuvwx/app.bsky.feed.post/3k", "user:42", "x" * 300]  # fmt: skip
+    posts = [CachedPost(1.5 + number, post_id, bytes(range(4 * number))) for number, post_id in enumerate(ids)]
+    recent = kernel.RecentPosts(64)
+    items = kernel.recorded_items(posts, 1 << 33, recent, encode_record)
+    assert items == [
+        (((1 << 33) + number).to_bytes(8, "big"), encode_record(post.timestamp, post.post_id, post.words))
+        for number, post in enumerate(posts)
+    ]
+    assert all(recent.get((1 << 33) + number) is post for number, post in enumerate(posts))
+    assert [decode_record(record)[1] for _, record in items] == ids
 
 
 def test_a_compiled_cached_post_holds_what_the_python_one_holds(kernel) -> None:  # type: ignore[no-untyped-def]

@@ -128,16 +128,18 @@ class Batch:
     ) -> None:
         """Write the records of the recorded posts, in serial order at the end
         of the table, and keep their band keys for ``compact``."""
+        recent = self.cache.recent
+        if _KERNEL is not None and recent is not None:  # as below, in one call
+            items = _KERNEL.recorded_items(list(posts), first_serial, recent, encode_record)
+        else:
+            items = [
+                (_U64.pack(first_serial + offset), encode_record(post.timestamp, post.post_id, post.words))
+                for offset, post in enumerate(posts)
+            ]
+            for offset, post in enumerate(posts):
+                self.cache.put(first_serial + offset, post)
         with self.txn.cursor(self.parts.posts) as cursor:
-            cursor.putmulti(
-                [
-                    (_U64.pack(first_serial + offset), encode_record(post.timestamp, post.post_id, post.words))
-                    for offset, post in enumerate(posts)
-                ],
-                append=True,
-            )
-        for offset, post in enumerate(posts):
-            self.cache.put(first_serial + offset, post)
+            cursor.putmulti(items, append=True)
         self.append_run(sketches, list(recorded), first_serial)
 
     # -- writing -------------------------------------------------------------------
