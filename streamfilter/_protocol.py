@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._compiled import PURE_VARIABLE, kernel_mode
+
 __all__ = [
     "FRAME_BYTES",
     "FRAME_HEADER",
@@ -76,6 +78,8 @@ def worker_environment() -> dict[str, str]:
     package first on the path, wherever it was imported from."""
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
+    if kernel_mode() == "pure":  # the worker runs what this process runs (and says nothing more of it)
+        environment[PURE_VARIABLE] = "1"
     return environment
 
 
@@ -127,7 +131,14 @@ def spawn_worker() -> tuple[subprocess.Popen[bytes], socket.socket] | None:
         pass
     try:
         process = subprocess.Popen(
-            [sys.executable, "-c", f"from streamfilter._serve import serve_socket; serve_socket({theirs.fileno()})"],
+            # -P: no current directory before that path, where a folder named streamfilter (an
+            # unpacked data set, a checkout) would be imported in place of this package
+            [
+                sys.executable,
+                "-P",
+                "-c",
+                f"from streamfilter._serve import serve_socket; serve_socket({theirs.fileno()})",
+            ],
             stdin=subprocess.DEVNULL,
             # never the replay's stdout, which may be its --out: a stray print goes to stderr
             stdout=2,

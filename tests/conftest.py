@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -34,6 +35,8 @@ def kernel():  # type: ignore[no-untyped-def]
     from streamfilter._compiled import compiled_kernel
 
     found = compiled_kernel()
+    if found is None and os.environ.get("STREAMFILTER_PURE", "") not in ("", "0"):
+        pytest.skip("STREAMFILTER_PURE=1: the references alone, no kernel to hold to them")
     if found is None:
         pytest.fail("the compiled kernel is not built")
     return found

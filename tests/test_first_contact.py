@@ -5,6 +5,9 @@ kept out of messages."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC
@@ -22,9 +25,30 @@ def streamfilter(*args: str, **kwargs: object) -> subprocess.CompletedProcess[by
 
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
-def test_version(flag: str) -> None:
+def test_version_names_the_kernel_mode(flag: str) -> None:
     done = streamfilter(flag)
-    assert done.returncode == 0 and done.stdout.decode().startswith("streamfilter 0.")
+    mode = "pure" if os.environ.get("STREAMFILTER_PURE", "") not in ("", "0") else "compiled"
+    assert done.returncode == 0 and re.fullmatch(rf"streamfilter 0\.\S+ \({mode}\)\n", done.stdout.decode())
+    pure = streamfilter(flag, env={**os.environ, "STREAMFILTER_PURE": "1"})
+    assert pure.stdout.decode().endswith(" (pure)\n") and pure.stderr == b""  # chosen: nothing to say
+
+
+def test_a_source_tree_without_its_kernel_says_so_once(tmp_path: Path) -> None:
+    # a checkout that was never built: the pure references run, and the
+    # command says once how to build the kernel, unless the references were chosen
+    package = Path(__file__).resolve().parent.parent / "streamfilter"
+    shutil.copytree(package, tmp_path / "streamfilter", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    # an editable install's finder would find the kernel of this checkout for the copy: without it
+    unfound = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]"
+    argv = [sys.executable, "-P", "-c", f"{unfound}; from streamfilter.cli import main; main(['--version'])"]
+    environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    environment.pop("STREAMFILTER_PURE", None)
+    done = subprocess.run(argv, capture_output=True, timeout=120, env=environment)
+    assert done.returncode == 0 and done.stdout.decode().endswith(" (pure)\n")
+    stderr = done.stderr.decode()
+    assert stderr.count("not built") == 1 and "`pip install -e .`" in stderr and str(tmp_path) in stderr
+    chosen = subprocess.run(argv, capture_output=True, timeout=120, env={**environment, "STREAMFILTER_PURE": "1"})
+    assert chosen.stdout.decode().endswith(" (pure)\n") and chosen.stderr == b""
 
 
 def test_quiet_replay_prints_nothing_but_its_output(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -253,6 +254,31 @@ def test_the_commands_own_process_does_not_load_the_emoji_data() -> None:
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_a_worker_imports_this_package_not_a_folder_named_like_it(tmp_path: Path) -> None:
+    # run from a directory holding a decoy streamfilter/ (an unpacked data
+    # set, a checkout): the command and its worker import the installed package
+    command = shutil.which("streamfilter", path=str(Path(sys.executable).parent))
+    if command is None:
+        pytest.skip("no streamfilter command beside this Python")
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=15000, copies=1)
+    marker = tmp_path / "decoy-imported"
+    decoy = tmp_path / "here" / "streamfilter"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('a decoy')\n")
+    (decoy / "_serve.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    verdicts = tmp_path / "v.jsonl"
+    done = subprocess.run(
+        [command, "replay", str(stream), "--db", str(tmp_path / "db"), "--verdicts", str(verdicts),
+         "--sketch-processes", "1", "--out", os.devnull],
+        cwd=decoy.parent, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b"worker" not in done.stderr  # none lost, none failed to start
+    assert not marker.exists()
+    assert len(verdicts.read_bytes().splitlines()) == 15000
 
 
 @needs_proc

@@ -89,7 +89,9 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        print(f"streamfilter {_version()}")  # to stdout, as argparse's own version action
+        from .._compiled import kernel_mode
+
+        print(f"streamfilter {_version()} ({kernel_mode()})")  # to stdout, as argparse's own version action
         parser.exit()
 
 
