@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import socket
 import time
 from collections import deque
@@ -48,6 +47,7 @@ from typing import Any
 
 import anyio
 
+from ._backoff import Backoff
 from ._exceptions import ConfigError, InvalidRecordError, SourceError
 from ._redact import redact
 from .adapters._base import MAX_LINE_BYTES
@@ -264,7 +264,7 @@ class StreamGroup:
     def _retrying(self, what: str, operation: Callable[[], Any]) -> Any:
         redis = self._redis
         transient = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
-        started, delay, lost = time.monotonic(), 0.05, False
+        backoff, lost = Backoff(0.05, 5.0, budget=self.retry_for), False
         while True:
             try:
                 result = operation()
@@ -272,15 +272,14 @@ class StreamGroup:
                 raise SourceError(f"{self._shown}: authentication failed ({exc})") from exc
             except transient as exc:
                 self.connected = False
-                waited = time.monotonic() - started
-                if waited + delay > self.retry_for:
-                    raise SourceError(f"{self._shown}: {what} failed for {waited:.1f} s ({exc})") from exc
+                pause = backoff.wait()
+                if pause is None:
+                    raise SourceError(f"{self._shown}: {what} failed for {backoff.waited:.1f} s ({exc})") from exc
                 if not lost:
                     lost = True
                     self.reconnects += 1
                     self._report(f"{self._shown}: connection lost ({exc}); reconnecting")
-                time.sleep(random.uniform(delay / 2, delay))
-                delay = min(delay * 2, 5.0)
+                time.sleep(pause)
                 continue
             except redis.exceptions.RedisError as exc:
                 raise SourceError(f"{self._shown}: {what} failed: {exc}") from exc

@@ -49,7 +49,6 @@ import codecs
 import functools
 import json
 import logging
-import random
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
@@ -59,6 +58,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
+from ._backoff import Backoff
 from ._exceptions import ConfigError, MissingDependencyError, SourceError
 from ._redact import redact
 from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
@@ -237,9 +237,9 @@ class LiveStream:
             OSError,  # TimeoutError and ssl errors too
         )
         resume = self._resume
-        failures = 0
-        ever_connected = False  # a server answered once: a failure now is a lost connection
         first, largest = backoff
+        waits = Backoff(first, largest, full=True)
+        ever_connected = False  # a server answered once: a failure now is a lost connection
         timeout = httpx.Timeout(10.0, read=read_timeout)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
             while True:
@@ -249,7 +249,7 @@ class LiveStream:
                     records = _connect(client, url, shown, resume, connected, headers, read_timeout)
                     async with aclosing(records):
                         async for record in records:
-                            failures = 0
+                            waits.reset()
                             yield record
                 except transient as exc:
                     reason = _describe(exc)
@@ -258,14 +258,14 @@ class LiveStream:
                 finally:
                     ever_connected = ever_connected or self.connected
                     self.connected = False
-                failures += 1
+                base = resume.retry_ms / 1000 if resume.retry_ms is not None else None
+                delay = max(wait_at_least, waits.wait(base) or 0.0)
+                failures = waits.failures
                 self.reconnects += 1
                 if max_retries is not None and failures > max_retries:
                     if not ever_connected:
                         raise SourceError(f"{shown}: could not connect in {failures} attempts ({reason})")
                     raise SourceError(f"{shown}: gave up after {max_retries} reconnects ({reason})")
-                base = resume.retry_ms / 1000 if resume.retry_ms is not None else first
-                delay = max(wait_at_least, random.uniform(0, min(largest, base * 2 ** (failures - 1))))
                 limit = f"{failures} of {max_retries}" if max_retries is not None else f"{failures}, with no limit"
                 what = "connection lost" if ever_connected else "cannot connect"
                 report(f"{shown}: {what} ({reason}); trying again in {delay:.2f} s (retry {limit})")

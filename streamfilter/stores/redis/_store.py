@@ -64,7 +64,6 @@ import functools
 import json
 import logging
 import math
-import random
 import socket
 import struct
 import threading
@@ -75,6 +74,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from ..._backoff import Backoff
 from ..._clock import checked_clock
 from ..._exceptions import ConfigError, MissingDependencyError, StoreError
 from ..._judge import judge_batch
@@ -466,8 +466,7 @@ class RedisStore(TransactionalStore):
         return f"Redis at {self.location} is unreachable: {tried}; nothing was committed in this run"
 
     def _retrying(self, what: str, operation: Callable[[], Any]) -> Any:
-        started = time.monotonic()
-        delay = 0.05
+        backoff = Backoff(0.05, 5.0, budget=self.retry_for)
         attempt = 0
         while True:
             attempt += 1
@@ -487,11 +486,10 @@ class RedisStore(TransactionalStore):
                 moved = self.cluster and _slots_moved(exc)
                 if not (moved or isinstance(exc, self._transient)):
                     raise StoreError(f"Redis at {self.location}: {what} failed: {exc}") from exc
-                waited = time.monotonic() - started
                 unknown_host = not self._answered and any(sign in str(exc) for sign in _UNKNOWN_HOST)
-                if unknown_host or waited + delay > self.retry_for:
-                    raise StoreError(self._unreachable(what, attempt, waited, exc, unknown_host)) from exc
-                pause = random.uniform(delay / 2, delay)
+                pause = None if unknown_host else backoff.wait()
+                if pause is None:
+                    raise StoreError(self._unreachable(what, attempt, backoff.waited, exc, unknown_host)) from exc
                 if attempt == 1:
                     logger.warning(
                         "Redis at %s: %s failed (%s); retrying for up to %g s (retry_for in the URL sets it)",
@@ -501,7 +499,6 @@ class RedisStore(TransactionalStore):
                         self.retry_for,
                     )
                 time.sleep(pause)
-                delay = min(delay * 2, 5.0)
                 if moved:
                     # Slots moved (resharding, failover): learn the new layout
                     # before running the batch's per-node scripts again.
