@@ -610,3 +610,37 @@ def test_a_command_s_error_shows_that_command_s_usage(tmp_path: Path) -> None:
     stderr = done.stderr.decode()
     assert done.returncode == 2 and stderr.startswith("usage: streamfilter replay [-h]")
     assert "cannot open input" in stderr and "{replay,follow,consume,report,params}" not in stderr
+
+
+def test_the_progress_line_counts_the_bytes_of_lines_done_not_read_ahead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # reading runs batches ahead of judging: the share and the time left
+    # follow the lines done, so 100% is shown only once every line is done
+    import anyio
+
+    from streamfilter.cli._inputs import Inputs, Progress
+
+    stream = tmp_path / "s.jsonl"
+    stream.write_bytes(b"".join(b'{"id": "%d", "text": "%s"}\n' % (n, b"w" * 9000) for n in range(400)))
+    inputs = Inputs([str(stream)])
+    handles = inputs.open_all()
+
+    async def read_all() -> list[int]:
+        return [len(chunk) for chunk in [c async for c in inputs.chunks(handles)] if isinstance(chunk, list)]
+
+    sizes = anyio.run(read_all)
+    handles[0].close()
+    assert len(sizes) > 2 and sum(sizes) == 400  # read whole, in several chunks
+    assert inputs.bytes_done() == 0  # nothing done yet
+    inputs.done(sizes[0])
+    first = inputs.bytes_done()
+    assert 0 < first < stream.stat().st_size
+    progress = Progress(True, inputs)
+    progress.show({"posts": sizes[0], "novel": sizes[0], "duplicate": 0}, final=False)
+    shown = capsys.readouterr().err
+    assert f"{sizes[0]:,} posts" in shown and "100%" not in shown and " left" in shown
+    inputs.progress(400)  # a commit's progress: every line done
+    assert inputs.bytes_done() == stream.stat().st_size
+    progress.show({"posts": 400, "novel": 400, "duplicate": 0}, final=True)
+    assert "100%" in capsys.readouterr().err

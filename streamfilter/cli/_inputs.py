@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import collections
 import gzip
 import os
 import signal
@@ -46,6 +47,9 @@ class Inputs:
         self.broken: list[str] = []  # inputs that ended in a read error, as reported
         self._stop_scope: anyio.CancelScope | None = None
         self._handles: list[IO[bytes]] = []
+        # (lines read, bytes read) after each chunk read, until its lines are done
+        self._read_marks: collections.deque[tuple[int, int]] = collections.deque()
+        self._bytes_done = 0  # into the inputs' bytes, as far as their lines are done (``done``)
 
     def total_bytes(self) -> int | None:
         """The inputs' size on disk (compressed for .gz), None for stdin or a pipe."""
@@ -58,7 +62,21 @@ class Inputs:
         return sum(size.st_size for size in sizes) or None
 
     def bytes_done(self) -> int:
-        """How far into the inputs' bytes reading has come (for .gz, into the compressed file)."""
+        """How far into the inputs' bytes the lines done have come (``done``;
+        for .gz, into the compressed file): not reading, which runs ahead of
+        judging by the batches in flight."""
+        return self._bytes_done
+
+    def done(self, last_line: int) -> None:
+        """Every line up to ``last_line`` is done (judged and committed, or
+        taken into a report): the progress line counts the bytes up to the
+        last chunk read that ended there or before."""
+        marks = self._read_marks
+        while marks and marks[0][0] <= last_line:
+            self._bytes_done = marks.popleft()[1]
+
+    def _bytes_read(self) -> int:
+        """How far into the inputs' bytes reading has come."""
         done = 0
         for handle in self._handles:
             raw = getattr(handle, "fileobj", handle)  # a gzip file's position in its compressed file
@@ -102,6 +120,7 @@ class Inputs:
         A batch can span the end of one input and the start of the next, so
         every input before the last one touched is reported as finished.
         """
+        self.done(last_line)
         index = max(bisect.bisect_right(self._starts, last_line - 1) - 1, 0)
         done = {self.keys[i]: self._starts[i + 1] - self._starts[i] for i in range(index)}
         done[self.keys[index]] = last_line - self._starts[index]
@@ -175,10 +194,12 @@ class Inputs:
                     if not lines:
                         continue
                 self.lines_read += len(lines)
+                self._read_marks.append((self.lines_read, self._bytes_read()))
                 yield lines
             last = b"".join(pending)
             if last and not self.stopping:
                 self.lines_read += 1
+                self._read_marks.append((self.lines_read, self._bytes_read()))
                 if to_skip:
                     to_skip -= 1
                     yield 1
@@ -201,15 +222,20 @@ class Inputs:
 
 
 class Progress:
-    """One line on a terminal's stderr, rewritten in place: counts and rate,
-    and for inputs of known size the share read and the time left."""
+    """The one progress line of replay and report, on a terminal's stderr,
+    rewritten in place: what ``describe`` says of the counts, the rate, and
+    for inputs of known size the share of their bytes done (judged, not
+    read ahead) and the time left at the pace so far."""
 
-    def __init__(self, enabled: bool, inputs: Inputs | None = None) -> None:
+    def __init__(
+        self, enabled: bool, inputs: Inputs | None = None, describe: Callable[[dict[str, int]], str] | None = None
+    ) -> None:
         self.enabled = enabled and not quiet()
         self.started = time.monotonic()
         self._shown = 0.0
         self._inputs = inputs
         self._total = inputs.total_bytes() if inputs is not None and self.enabled else None
+        self._describe = describe or _posts_judged
         self._width = 0
 
     def show(self, counts: dict[str, int], final: bool = False) -> None:
@@ -218,10 +244,7 @@ class Progress:
             return
         self._shown = now
         elapsed = max(now - self.started, 1e-9)
-        line = (
-            f"{counts['posts']:>10,} posts  {counts['novel']:>9,} novel  "
-            f"{counts['duplicate']:>9,} dup  {counts['posts'] / elapsed:>9,.0f}/s"
-        )
+        line = self._describe(counts) + f"  {counts.get('posts', counts.get('lines', 0)) / elapsed:>9,.0f}/s"
         if self._total and self._inputs is not None:
             share = min(self._inputs.bytes_done() / self._total, 1.0)
             left = elapsed * (1 - share) / share if share > 0 else None
@@ -231,6 +254,10 @@ class Progress:
         if final:
             sys.stderr.write("\r" + " " * self._width + "\r")
         sys.stderr.flush()
+
+
+def _posts_judged(counts: dict[str, int]) -> str:
+    return f"{counts['posts']:>10,} posts  {counts['novel']:>9,} novel  {counts['duplicate']:>9,} dup"
 
 
 def _clock(seconds: float) -> str:

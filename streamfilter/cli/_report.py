@@ -15,8 +15,8 @@ from .._exceptions import StreamFilterError
 from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
 from ..report._signals import Coordination
-from ._console import notice, quiet
-from ._inputs import Inputs
+from ._console import notice
+from ._inputs import Inputs, Progress
 from ._parser import UsageError
 
 __all__ = ["run_report"]
@@ -30,14 +30,8 @@ def _verdicts(lines: IO[str]) -> Iterator[dict[str, Any]]:
             yield verdict
 
 
-def _progress(line: int, inputs: Inputs, total: int | None) -> None:
-    """A progress bar on stderr: how much of the inputs' bytes was read (lines alone for stdin)."""
-    if total:
-        share = min(inputs.bytes_done() / total, 1.0)
-        bar = "#" * int(share * 30)
-        print(f"\rstreamfilter report [{bar:<30}] {share:4.0%} {line:,} lines", end="", file=sys.stderr, flush=True)
-    else:
-        print(f"\rstreamfilter report: {line:,} lines", end="", file=sys.stderr, flush=True)
+def _lines_taken(counts: dict[str, int]) -> str:
+    return f"streamfilter report: {counts['lines']:>10,} lines"
 
 
 async def _collect(
@@ -46,12 +40,11 @@ async def _collect(
     verdicts: Iterator[dict[str, Any]],
     adapter: RecordAdapter,
     clusters: Clusters,
-    progress: int | None | bool,
+    progress: Progress,
 ) -> None:
     """Each record with its verdicts into ``clusters``. The lines come from
     replay's own reader (``Inputs.chunks``), so they are numbered, cut and
-    read past exactly as the replay that wrote the verdicts did.
-    ``progress``: the inputs' size for the bar, None for stdin, False for none."""
+    read past exactly as the replay that wrote the verdicts did."""
     pending = next(verdicts, None)
     line = 0
     unjudged: list[int] = []  # lines no verdict names
@@ -79,8 +72,9 @@ async def _collect(
                 (line, str(v["id"])) for v in found if posts and v["verdict"] != "invalid" and v["id"] not in ids
             ]
             clusters.add(posts, found)
-        if progress is not False:
-            _progress(line, inputs, progress)
+        inputs.done(line)
+        progress.show({"lines": line})
+    progress.show({"lines": line}, final=True)
     _check_match(line, unjudged, strangers, pending)
 
 
@@ -124,12 +118,11 @@ def run_report(args: argparse.Namespace) -> int:
     clusters = Clusters(coordination, hash_authors=os.urandom(16) if args.hash_authors else None)
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
-    show = sys.stderr.isatty() and not args.no_progress and not quiet()
-    total = inputs.total_bytes()
+    progress = Progress(sys.stderr.isatty() and not args.no_progress, inputs, _lines_taken)
     try:
         with open(args.verdicts, encoding="utf-8") as verdict_file:
             verdicts = _verdicts(verdict_file)
-            anyio.run(_collect, inputs, handles, verdicts, adapter, clusters, total if show else False)
+            anyio.run(_collect, inputs, handles, verdicts, adapter, clusters, progress)
     except OSError as exc:
         raise UsageError(f"cannot read {args.verdicts}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:  # the data, not the command line: no usage line
@@ -138,8 +131,6 @@ def run_report(args: argparse.Namespace) -> int:
         for handle in handles:
             if handle is not sys.stdin.buffer:
                 handle.close()
-        if show:
-            print(file=sys.stderr)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             clusters.write_json(out, args.top)
