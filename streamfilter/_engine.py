@@ -365,7 +365,7 @@ class Engine:
         """
         began = time.monotonic() if arrived is None else arrived
         self._place_in_time(batch, where or _line)
-        honour = self.config.honour_deletes and hasattr(self.store, "forget")
+        honour = self.config.honour_deletes
         parts = batch.split_after_deletes() if honour else [batch]
         verdicts: list[Verdict] = []
         for number, part in enumerate(parts, 1):

@@ -37,7 +37,7 @@ def chaff(count: int, extra_words: int = 45, seed: int = SEED) -> list[str]:
     base = normalize(ORIGINAL).split()
     target = _band_keys(sketcher, base)
     rng = random.Random(59)
-    posts = []
+    posts: list[str] = []
     while len(posts) < count:
         words = list(base)
         while len(words) < len(base) + extra_words:

@@ -66,7 +66,9 @@ def test_a_deleted_post_no_longer_makes_its_copies_duplicates(store: BandStore) 
             ("duplicate", f"at://{DID}/app.bsky.feed.post/a3"),
         ]
         # a repost of the deleted post finds nothing to be a repost of
-        assert sf.check(bluesky_repost("r1", original, 5)).reason.startswith("repost of a post not in the index")
+        assert (sf.check(bluesky_repost("r1", original, 5)).reason or "").startswith(
+            "repost of a post not in the index"
+        )
         assert sf.forget(original) == 0  # forgotten already: nothing more to forget
 
 

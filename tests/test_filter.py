@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from streamfilter import (
     Chunks,
     FilterConfig,
+    LMDBStore,
     MemoryStore,
     RetweetPolicy,
     StreamFilter,
@@ -330,7 +331,8 @@ async def test_a_nested_async_with_leaves_the_filter_open_until_the_outer_block_
 def test_a_temporary_index_is_removed_on_every_close_even_after_reopening() -> None:
     sf = StreamFilter()
     with sf:
-        directory = Path(sf.store.path)  # type: ignore[attr-defined]
+        assert isinstance(sf.store, LMDBStore)
+        directory = sf.store.path
         sf.check({"id": "1", "text": "in a temporary index"})
     assert not directory.exists()
     with sf:

@@ -133,11 +133,11 @@ def test_a_line_read_from_its_bytes_decodes_as_its_text_does(
     line = (text[:cut] + "".join(pieces) + text[cut:]).encode("utf-8", "surrogatepass") + damage
     line = b"{" + line if not line.startswith(b"{") else line
     fast = _decoded(line)
-    slow_reader = adapters_base.plain_object
-    adapters_base.plain_object = lambda data: None
+    slow_reader = getattr(adapters_base, "plain_object")  # noqa: B009 - a name the module imports, not exports
+    setattr(adapters_base, "plain_object", lambda data: None)  # noqa: B010
     try:
         slow = _decoded(line)
     finally:
-        adapters_base.plain_object = slow_reader
+        setattr(adapters_base, "plain_object", slow_reader)  # noqa: B010
     assert fast[0] == slow[0]
     assert fast[1] == slow[1] if fast[0] == "refused" else _same(fast[1], slow[1])

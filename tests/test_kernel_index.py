@@ -160,7 +160,9 @@ def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> 
     passed = compiled.might_hold(every_slot)
     assert passed.tolist() == reference.might_hold(every_slot).tolist()
     masks, expected = compiled.run_masks.masks(every_slot), reference.run_masks.masks(every_slot)
-    assert (masks is None and expected is None) or (masks is not None and masks.tolist() == expected.tolist())
+    assert (masks is None and expected is None) or (
+        masks is not None and expected is not None and masks.tolist() == expected.tolist()
+    )
     return len(passed)
 
 

@@ -75,7 +75,7 @@ def test_posts_the_kernel_builds_stay_frozen(kernel) -> None:  # type: ignore[no
     (entry,) = kernel.entries_from_wire(rows, {7: b"line"}, Post, POST_SLOTS, Entry, slot_descriptors(Entry))
     assert entry.post == Post("1", "hello", 5.0, platform="text", raw=b"line")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        entry.post.text = "changed"  # type: ignore[misc]
+        entry.post.text = "changed"
 
 
 def test_the_kernel_refuses_slots_that_are_not_the_types_own(kernel) -> None:  # type: ignore[no-untyped-def]

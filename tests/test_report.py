@@ -200,7 +200,7 @@ def test_each_campaign_is_drawn_on_its_own_span_with_empty_bins_as_zero(tmp_path
     posts = [Post(f"b{n}", text, burst_start + n * 14 / 301, author=f"u{n}") for n in range(302)]
     posts += [Post(f"s{n}", other, slow_start + n * 3 * 3600, author=f"v{n}") for n in range(3)]
     for post in posts:
-        original = "b0" if post.id.startswith("b") else "s0"
+        original = "b0" if (post.id or "").startswith("b") else "s0"
         verdict = "novel" if post.id == original else "duplicate"
         clusters.add([post], [{"id": post.id, "verdict": verdict, "duplicate_of": original, "line": 1}])
     spec = campaign_timeline_spec(clusters, 10)  # the slow one is no campaign by the default rule
@@ -360,7 +360,12 @@ def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path
         browser = driver.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(accept_downloads=True)
-            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+            def dismissed(dialog: Any) -> None:
+                dialogs.append(dialog.message)
+                dialog.dismiss()
+
+            page.on("dialog", dismissed)
 
             def refuse(route: Any) -> None:
                 if route.request.url != page_file.as_uri():

@@ -177,6 +177,20 @@ class BandStore(Protocol):
         Works before ``open`` and changes nothing, so a caller can choose
         settings that match an existing index."""
 
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int | str] | None = None,
+        deliver: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
+        """Judge ``sketches`` in order in one transaction, record the novel
+        ones, and commit (``TransactionalStore`` gives it to every store)."""
+
+    def forget(self, posts: Sequence[tuple[str, int]]) -> int:
+        """Forget each (post id, id key): no later post matches it. Returns
+        how many of them the index held."""
+
     def close(self) -> None: ...
 
 

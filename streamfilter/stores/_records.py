@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["decode_id", "decode_record", "encode_record", "id_end"]
+__all__ = ["decode_record", "encode_record", "id_end"]
 
 _HEADER = struct.Struct("<dB")  # timestamp, then the id's length, or one of the markers below
 _NUMERIC_ID = 255  # a decimal id of up to 19 digits follows as 8 bytes
@@ -84,20 +84,6 @@ def id_end(value: bytes | memoryview) -> int:
     if marker == _LONG_ID:
         return start + _ID_LENGTH.size + int(_ID_LENGTH.unpack_from(value, start)[0])
     return start + marker
-
-
-def decode_id(id_bytes: bytes | memoryview) -> str:
-    """A post id from its marker and stored bytes (a record's bytes from its marker to ``id_end``)."""
-    marker, body = id_bytes[0], bytes(id_bytes[1:])
-    if marker == _NUMERIC_ID:
-        return str(_ID_NUMBER.unpack(body)[0])
-    if marker == _AT_URI:
-        letters = _unpack_plc(body[:_PLC_BYTES])
-        rkey = body[_PLC_BYTES + 1 :].decode("utf-8", "replace")
-        return f"{_AT_PREFIX}{letters}{_AT_COLLECTION}{rkey}"
-    if marker == _LONG_ID:
-        body = body[_ID_LENGTH.size :]
-    return body.decode("utf-8", "replace")
 
 
 def decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:

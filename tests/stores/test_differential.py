@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -173,7 +174,10 @@ def test_the_compiled_judge_keeps_what_the_python_loop_keeps(tmp_path: Path, bat
     # and under which serial, which posts were recorded, as which CachedPost,
     # and the clock; the kernel's loop against judge_batch's Python loop
     stream = _stream(700, seed=200 + batch_size)
-    judged: dict[str, list[tuple[object, ...]]] = {"compiled": [], "python": []}
+    judged: dict[str, list[tuple[list[Any], dict[int, int], list[int], object, float, int]]] = {
+        "compiled": [],
+        "python": [],
+    }
     judge_batch = _judge.judge_batch
 
     def recording(txn, sketches, rules):  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -145,7 +146,7 @@ def test_lmdb_runs_whose_serials_lie_2_to_the_32_apart_stay_apart(tmp_path: Path
     store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(10)])
     env = store._require_env()
     with env.begin(write=True) as txn:  # serials jump 2**32 ahead, as after 4 G posts
-        serial = lmdb_store_module._U64.unpack(txn.get(lmdb_store_module._SERIAL_KEY, db=store._meta))[0]
+        serial = lmdb_store_module._U64.unpack(txn.get(lmdb_store_module._SERIAL_KEY, db=store._meta) or b"")[0]
         txn.put(lmdb_store_module._SERIAL_KEY, lmdb_store_module._U64.pack(serial + (1 << 32)), db=store._meta)
     for start in (10, 20, 30):  # of similar size: each would merge with the runs before it
         store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(start, start + 10)])
@@ -165,7 +166,8 @@ def test_lmdb_merge_thread_merges_a_carry_at_once_into_the_runs_pairs_make(
     # before it, and so on, the merge thread merges them all in one swap. The
     # runs must be those that merging pair by pair makes, purges and all.
     plans: list[int] = []
-    plan = lmdb_store_module.merge_plan
+    plan: Callable[[list[Run], LMDBTuning], tuple[int, int] | None]
+    plan = getattr(lmdb_store_module, "merge_plan")  # noqa: B009 - imported there, where the test patches it
 
     def counted(runs: list[Run], tuning: LMDBTuning) -> tuple[int, int] | None:
         planned = plan(runs, tuning)

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -483,9 +484,9 @@ def test_a_near_duplicate_recorded_by_another_worker_meanwhile_is_what_a_post_du
     worker_b.close()
 
 
-def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(
+def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(  # type: ignore[no-untyped-def]
     redis_cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     # A batch that files alone skips the recheck. Here B begins filing a
     # near-copy after A has read, and files it before A does, but has not
     # ended when A ends. A must still recheck, and defer: B's post is first
@@ -525,16 +526,21 @@ def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(
     worker_b.close()
 
 
-def test_a_cluster_filing_whose_worker_died_holds_up_no_batch_past_its_lease(
+def test_a_cluster_filing_whose_worker_died_holds_up_no_batch_past_its_lease(  # type: ignore[no-untyped-def]
     redis_cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     # A batch that files alone skips its recheck. A filing under way makes
     # other batches recheck; one whose worker died (it never ends) stops
     # counting once its lease is over, and its entry goes.
     store = opened(unique_prefix(redis_cluster.url))
     rechecks: list[int] = []
     recheck = ClusterRecording._recheck
-    monkeypatch.setattr(ClusterRecording, "_recheck", lambda self: rechecks.append(1) or recheck(self))
+
+    def counted(self: ClusterRecording) -> Any:
+        rechecks.append(1)
+        return recheck(self)
+
+    monkeypatch.setattr(ClusterRecording, "_recheck", counted)
     filing, client = store._filing_key, store._client
     assert store.check_and_insert([sketch("a", 1, distinct_text(1))]) == [None]
     assert rechecks == []  # alone
