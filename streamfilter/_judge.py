@@ -28,7 +28,6 @@ and every store gives the same verdicts; a differential test holds them to it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -36,32 +35,15 @@ import numpy.typing as npt
 from . import _rules
 from ._compiled import compiled_kernel
 from ._exceptions import StoreError
-from ._rules import OLDEST_PER_KEY, CachedPost, Match
-from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, Sketch, is_same_post
+from ._rules import OLDEST_PER_KEY
+from ._values import CachedPost, Judgement, Match, Sketch
+from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, is_same_post
 
-__all__ = ["Judgement", "judge_batch", "run_batch"]
+__all__ = ["Judgement", "TransactionalStore", "judge_batch", "run_batch"]
 
 _KERNEL = compiled_kernel()
 # How many times a batch may begin again (RetryBatch) before the store is reported broken.
 _MAX_ATTEMPTS = 100
-
-
-@dataclass(slots=True)
-class Judgement:
-    """A judged batch, before it is recorded."""
-
-    matches: list[Match | None]
-    clock: float  # the index's clock after the batch
-    recorded: list[int] = field(default_factory=list)  # indexes of the novel posts to record, in order
-    posts: list[CachedPost] = field(default_factory=list)  # theirs, as verification built them
-    # sketch index -> serial of the post its match names (stored, or recorded
-    # earlier in the batch: ``first_serial`` + its position in ``recorded``)
-    matched: dict[int, int] = field(default_factory=dict)
-    first_serial: int = 0
-    # what an operator watches for (_stats.ATTACK_SIGNALS): posts with more
-    # candidates than are verified, and band keys offering all they may
-    capped: int = 0
-    full_buckets: int = 0
 
 
 def _stored_sharers(
@@ -368,3 +350,23 @@ def run_batch(
         f"{type(store).__name__}: a batch had to begin again {_MAX_ATTEMPTS} times (the index kept changing "
         "under it, or kept needing a larger map); nothing of it was committed"
     )
+
+
+class TransactionalStore:
+    """What every store shares: judging a batch through its transactions."""
+
+    def check_and_insert(
+        self,
+        sketches: Sequence[Sketch],
+        *,
+        progress: Mapping[str, int | str] | None = None,
+        deliver: Callable[[list[Match | None]], None] | None = None,
+    ) -> list[Match | None]:
+        """Judge the sketches in order, in one transaction, and commit
+        (``_judge.run_batch``, which says what ``deliver`` is for).
+
+        A sketch gets None when it is novel, and is then recorded, so a later
+        sketch of the same batch sees it. Otherwise it gets the Match that
+        made it a duplicate, and nothing is recorded.
+        """
+        return run_batch(self, sketches, progress=progress, deliver=deliver)  # type: ignore[arg-type]

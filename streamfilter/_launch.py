@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ._early import catch_early_sigterm
 from ._protocol import (
     default_sketch_processes,
     pace_collector_for_batches,
@@ -41,17 +41,13 @@ _REPLAY_OPTIONS = frozenset(
 )  # fmt: skip
 
 
-# SIGTERM received before the command watches for it (while it imports and
-# opens its index): a stream command stops at its first batch instead of dying
-# by the signal with its work half done. cli._inputs.watch_signals reads it.
-EARLY_SIGNALS: list[int] = []
 _STREAM_COMMANDS = ("replay", "follow", "consume")
 
 
 def run() -> None:
     """The ``streamfilter`` command: ``cli.main`` in a process of its own."""
     if sys.argv[1:2] and sys.argv[1] in _STREAM_COMMANDS:
-        signal.signal(signal.SIGTERM, lambda signum, _frame: EARLY_SIGNALS.append(signum))
+        catch_early_sigterm()  # a stream command stops at its first batch (_early)
     prestarted = _prestart_worker(sys.argv[1:])
     from . import _workers
     from .cli import main

@@ -27,17 +27,14 @@ only keep the index.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ._compiled import compiled_kernel
 from ._shingle import verification_set
-
-if TYPE_CHECKING:
-    from .stores._base import Sketch
+from ._values import CachedPost, Match, Sketch
 
 __all__ = [
     "CUT_OFF_EXACT_BELOW",
@@ -91,15 +88,6 @@ EDIT_MAX_EDITS = 2
 EDIT_MIN_JACCARD = 0.4
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
-    """The earlier post that a post duplicates, and their similarity: the
-    Jaccard of their verification sets, or what ``under_threshold`` raised it to."""
-
-    duplicate_of: str
-    similarity: float
-
-
 def horizon(clock: float, ttl_seconds: float) -> float:
     """The event time a stored post must be newer than to count (-inf without a TTL)."""
     return clock - ttl_seconds if ttl_seconds > 0 else float("-inf")
@@ -118,38 +106,6 @@ def rank_candidates(shared: Mapping[int, int]) -> list[int]:
     order they are verified: most keys shared, then newest (the first
     ``MAX_VERIFIED`` are)."""
     return sorted(shared, key=lambda serial: (shared[serial], serial), reverse=True)
-
-
-class CachedPost:
-    """What verification needs of one stored post: its time, id, word hashes
-    as stored (bytes of little-endian uint32) and, once a comparison needed
-    it, its verification set: as its sorted values packed in bytes
-    (``packed``), which the compiled ``best_match`` builds and keeps, or as
-    a Python set (``members``) where the kernel is not built.
-
-    Where the kernel is built, this is its compiled twin (``_kernel_rules.c``),
-    which the cyclic garbage collector does not track: a post cache holds
-    tens of thousands of these, and a tracked one made every full collection
-    walk them all (docs/benchmarks.md, "Streaming latency")."""
-
-    __slots__ = ("members", "packed", "post_id", "timestamp", "words")
-
-    def __init__(self, timestamp: float, post_id: str, words: bytes, members: set[int] | None = None) -> None:
-        self.timestamp = timestamp
-        self.post_id = post_id
-        self.words = words
-        self.members = members
-        self.packed: bytes | None = None
-
-    @classmethod
-    def of(cls, sketch: Sketch) -> CachedPost:
-        """A sketch as the post it is recorded as."""
-        return cls(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
-
-
-_PythonCachedPost = CachedPost  # what the compiled one is held to (tests/test_kernel.py)
-if _KERNEL is not None:
-    CachedPost = _KERNEL.CachedPost  # type: ignore[misc]  # noqa: F811
 
 
 def _word_list(post: CachedPost) -> list[int]:

@@ -50,8 +50,8 @@ import anyio
 from ._backoff import Backoff
 from ._exceptions import ConfigError, InvalidRecordError, SourceError
 from ._redact import redact
+from ._redis_client import import_redis, split_redis_url
 from .adapters._base import MAX_LINE_BYTES
-from .stores.redis._store import _import_redis, split_redis_url
 
 __all__ = ["StreamGroup"]
 
@@ -187,7 +187,7 @@ class StreamGroup:
         """Connect, and create the group if it is missing."""
         if self._client is not None:
             return
-        redis = self._redis = _import_redis()
+        redis = self._redis = import_redis()
         try:
             client = redis.Redis.from_url(self.url, socket_timeout=30, socket_connect_timeout=5)
         except ValueError as exc:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from streamfilter import _judge, _lsh, _rules
+from streamfilter import _judge, _lsh, _rules, _values
 from streamfilter._compiled import compiled_kernel
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
@@ -538,7 +538,7 @@ def test_recorded_items_are_the_records_python_encodes(kernel) -> None:  # type:
 
 def test_a_compiled_cached_post_holds_what_the_python_one_holds(kernel) -> None:  # type: ignore[no-untyped-def]
     assert _rules.CachedPost is kernel.CachedPost
-    python = _rules._PythonCachedPost
+    python = _values._PythonCachedPost
     fields = ("timestamp", "post_id", "words", "members", "packed")
     for words in (np.array([7, 2**32 - 1, 0], dtype=np.uint32), np.array([7, 2**32 - 1, 0], dtype=np.int64)):
         sketch = Sketch("p1", 12.5, np.zeros(1, dtype=np.uint64), NO_SHINGLES, words)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from typing import IO, Any, Protocol, cast
 
 import anyio
 
+from .._early import EARLY_SIGNALS
 from ..adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 from ._console import notice, quiet
 from ._parser import UsageError
@@ -273,9 +274,7 @@ def _is_file(result: os.stat_result) -> bool:
 
 async def watch_signals(inputs: Inputs | Live, received: list[int]) -> None:
     """Stop ``inputs`` at the first SIGINT or SIGTERM, including one that came
-    before this watch began (``_launch.EARLY_SIGNALS``)."""
-    from .._launch import EARLY_SIGNALS
-
+    before this watch began (``_early.EARLY_SIGNALS``)."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         if EARLY_SIGNALS:
             _stop(inputs, received, EARLY_SIGNALS[0])

@@ -9,20 +9,19 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from .._compiled import compiled_kernel
 from .._exceptions import ConfigMismatchError
-from .._rules import MAX_CANDIDATES_PER_BAND, OLDEST_PER_KEY, CachedPost, Match
+from .._rules import MAX_CANDIDATES_PER_BAND, OLDEST_PER_KEY
+from .._values import CachedPost, Judgement, Match, Sketch
 from ._records import decode_record
 
 _KERNEL = compiled_kernel()
 
-if TYPE_CHECKING:
-    from .._judge import Judgement
 
 __all__ = [
     "FORGOTTEN",
@@ -37,40 +36,11 @@ __all__ = [
     "pinned_fingerprint",
     "with_seed",
     "is_same_post",
-    "TransactionalStore",
     "key_bytes",
     "rank_in_group",
     "offered",
     "by_query_newest_first",
 ]
-
-
-@dataclass(slots=True)
-class Sketch:
-    """What a store needs of one post: who it is, when, its bands and what verifies it.
-
-    ``shingles`` holds the values of the post's runs of 1 to k words, the set
-    that verification compares (``_shingle.verification_hashes``); ``words``
-    its 32-bit word hashes in order, from which a store may rebuild that set
-    (``_shingle.verification_set``) and its band keys (``rekey``) instead of
-    storing them.
-    """
-
-    post_id: str
-    timestamp: float
-    band_keys: npt.NDArray[np.uint64]
-    shingles: npt.NDArray[np.uint64]
-    words: npt.NDArray[np.uint32]
-    # True when the post had no id and ``post_id`` was made up ("line:N"):
-    # such ids can repeat across inputs, so they do not identify a post alone.
-    made_up_id: bool = False
-    # A reference: a repost that carries no text, judged by the post it
-    # reposts. ``band_keys`` holds that post's id key; the sketch is a
-    # duplicate of it when it is live in the index, and is never recorded.
-    refers_to: str | None = None
-    # The post's text ends in a word cut by "…" (``_normalize.is_cut_off``):
-    # it is also compared with the start of each candidate (``judged_similarity``).
-    cut_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,35 +155,13 @@ class BandStore(Protocol):
         deliver: Callable[[list[Match | None]], None] | None = None,
     ) -> list[Match | None]:
         """Judge ``sketches`` in order in one transaction, record the novel
-        ones, and commit (``TransactionalStore`` gives it to every store)."""
+        ones, and commit (``_judge.TransactionalStore`` gives it to every store)."""
 
     def forget(self, posts: Sequence[tuple[str, int]]) -> int:
         """Forget each (post id, id key): no later post matches it. Returns
         how many of them the index held."""
 
     def close(self) -> None: ...
-
-
-class TransactionalStore:
-    """What every store shares: judging a batch through its transactions."""
-
-    def check_and_insert(
-        self,
-        sketches: Sequence[Sketch],
-        *,
-        progress: Mapping[str, int | str] | None = None,
-        deliver: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
-        """Judge the sketches in order, in one transaction, and commit
-        (``_judge.run_batch``, which says what ``deliver`` is for).
-
-        A sketch gets None when it is novel, and is then recorded, so a later
-        sketch of the same batch sees it. Otherwise it gets the Match that
-        made it a duplicate, and nothing is recorded.
-        """
-        from .._judge import run_batch
-
-        return run_batch(self, sketches, progress=progress, deliver=deliver)  # type: ignore[arg-type]
 
 
 def is_same_post(sketch: Sketch, post_id: str, timestamp: float) -> bool:

@@ -18,8 +18,9 @@ import numpy.typing as npt
 
 from .. import _rules
 from .._exceptions import StoreError
+from .._judge import TransactionalStore
 from .._rules import CachedPost, Match
-from ._base import FORGOTTEN, IndexSettings, Sketch, TransactionalStore, pinned_fingerprint
+from ._base import FORGOTTEN, IndexSettings, Sketch, pinned_fingerprint
 
 if TYPE_CHECKING:
     from .._judge import Judgement

@@ -43,8 +43,9 @@ import numpy.typing as npt
 
 from ..._clock import checked_clock
 from ..._exceptions import StoreError, StoreFullError
+from ..._judge import TransactionalStore
 from ..._rules import CachedPost, Match
-from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, TransactionalStore, pinned_fingerprint
+from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, pinned_fingerprint
 from .._records import decode_record, encode_record
 from ._batch import Batch, Hits, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache

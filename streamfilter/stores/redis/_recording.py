@@ -26,7 +26,7 @@ from ._scripts import script
 from ._transaction import _decode_record, slice_life_ms, text_hash
 
 if TYPE_CHECKING:
-    from ..._judge import Judgement
+    from ..._values import Judgement
     from ._transaction import RedisTransaction
 
 __all__ = ["FILING_LEASE", "ClusterRecording"]

@@ -63,25 +63,25 @@ import dataclasses
 import functools
 import json
 import logging
-import math
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from ..._backoff import Backoff
 from ..._clock import checked_clock
-from ..._exceptions import ConfigError, MissingDependencyError, StoreError
-from ..._judge import judge_batch
+from ..._exceptions import ConfigError, StoreError
+from ..._judge import TransactionalStore, judge_batch
 from ..._redact import redact
+from ..._redis_client import import_redis, split_redis_url
 from ..._rules import Match
-from .._base import IndexSettings, Sketch, TransactionalStore, check_fingerprint, with_seed
+from .._base import IndexSettings, Sketch, check_fingerprint, with_seed
 from ._layout import Layout
+from ._recording import ClusterRecording
 from ._scripts import script
 from ._transaction import _INDEX_GONE, RedisTransaction, _emptied
 
@@ -94,44 +94,6 @@ _LENGTH = struct.Struct(">I")
 # The server settings the key layout is made for (docs/guides/production.md):
 # a record hash of up to this many posts, of records up to this many bytes, is a listpack.
 LISTPACK_SETTINGS = {"hash-max-listpack-entries": 1024, "hash-max-listpack-value": 1024}
-
-
-def _import_redis() -> Any:
-    try:
-        import redis
-        import redis.cluster
-    except ImportError as exc:
-        raise MissingDependencyError("the Redis store (redis-py)", "redis") from exc
-    return redis
-
-
-def split_redis_url(url: str, ours: Sequence[str], what: str) -> tuple[str, dict[str, str], float | None]:
-    """(``url`` without streamfilter's own query parameters, the values of those
-    named in ``ours``, ``retry_for`` if given) of a Redis URL that ``what``
-    ("the Redis store", "consume") takes, or a ConfigError saying what is wrong."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        raise ConfigError(f"{redact(url)!r} is not a valid URL: {exc}") from None
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ConfigError(f"{redact(url)!r}: {what} takes a redis://, rediss:// or unix:// URL")
-    found: dict[str, str] = {}
-    kept = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in ours or name == "retry_for":
-            found[name] = value
-        else:
-            kept.append((name, value))
-    retry_for: float | None = None
-    if "retry_for" in found:
-        value = found.pop("retry_for")
-        try:
-            retry_for = float(value)
-        except ValueError:
-            retry_for = math.nan
-        if not (math.isfinite(retry_for) and retry_for >= 0):
-            raise ConfigError(f"{redact(url)}: retry_for must be a finite number of seconds >= 0, got {value!r}")
-    return urlunsplit(parts._replace(query=urlencode(kept))), found, retry_for
 
 
 def _split_url(url: str) -> tuple[str, str, float | None]:
@@ -213,7 +175,7 @@ class RedisStore(TransactionalStore):
     def _connect(self) -> None:
         if self._client is not None:
             return
-        redis = self._redis = _import_redis()
+        redis = self._redis = import_redis()
         self._transient: tuple[type[BaseException], ...] = (
             redis.exceptions.ConnectionError,
             redis.exceptions.TimeoutError,
@@ -317,17 +279,21 @@ class RedisStore(TransactionalStore):
         settings = self._settings
         if settings is None:
             raise StoreError("the Redis store is not open")
-        txn: RedisTransaction = self._retrying("read the index", lambda: RedisTransaction(self, settings))
+        txn: RedisTransaction = self._retrying("read the index", lambda: self._transaction(settings))
         return txn
 
     def _commit_script(self, *, keys: list[bytes], args: list[Any]) -> Any:
         return self._retrying("record a batch", lambda: self._commit(keys=keys, args=args))
 
+    def _transaction(self, settings: IndexSettings, depth: int = 0) -> RedisTransaction:
+        """A transaction on this store, handed what it uses of it and how a Cluster batch records."""
+        return RedisTransaction(self, settings, depth, ClusterRecording)
+
     def _judge_again(self, sketches: Sequence[Sketch], depth: int) -> list[Match | None]:
         """Judge and record ``sketches`` anew, in a transaction of their own (a Cluster's retry)."""
         settings = self._settings
         assert settings is not None
-        txn: RedisTransaction = self._retrying("read the index", lambda: RedisTransaction(self, settings, depth))
+        txn: RedisTransaction = self._retrying("read the index", lambda: self._transaction(settings, depth))
         return txn.record(sketches, judge_batch(txn, sketches, settings))
 
     def _parts(self) -> dict[int, int]:
@@ -529,7 +495,7 @@ class RedisStore(TransactionalStore):
         client = self._require_client()
         forgotten = 0
         for post_id, id_key in posts:
-            txn = self._retrying("read the index", lambda: RedisTransaction(self, settings))
+            txn = self._retrying("read the index", lambda: self._transaction(settings))
             _, serials = txn.members(np.array([id_key], dtype=np.uint64))
             for serial in serials.tolist():
                 post = txn.post(serial)

@@ -22,8 +22,8 @@ import functools
 import hashlib
 import math
 import struct
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +38,8 @@ from ._layout import MEMBER_BYTES, Layout, member_order, member_orders, parse_pa
 from ._scripts import script
 
 if TYPE_CHECKING:
-    from ..._judge import Judgement
-    from ._store import RedisStore
+    from ..._values import Judgement
+    from ._operations import RedisOperations
 
 __all__ = ["RedisTransaction"]
 
@@ -93,8 +93,16 @@ class RedisTransaction:
     # Redis gives the posts their members when it records them.
     next_serial = 1 << 62
 
-    def __init__(self, store: RedisStore, settings: IndexSettings, depth: int = 0) -> None:
+    def __init__(
+        self,
+        store: RedisOperations,
+        settings: IndexSettings,
+        depth: int = 0,
+        cluster_recording: Callable[[RedisTransaction, Sequence[Sketch], Judgement], Any] | None = None,
+    ) -> None:
         self._store = store
+        # how a Cluster batch records (_recording.ClusterRecording), handed in by the store
+        self._cluster_recording = cluster_recording
         self.settings = settings
         self.layout: Layout = store._layout
         self._depth = depth  # how many times a Cluster batch was judged again within this one
@@ -300,9 +308,10 @@ class RedisTransaction:
         if not self._store.cluster:
             self._record_on_one(sketches, judgement)
             return judgement.matches
-        from ._recording import ClusterRecording
-
-        return ClusterRecording(self, sketches, judgement).run()
+        if self._cluster_recording is None:
+            raise StoreError(f"Redis at {self._store.location}: a Cluster transaction was begun without its recording")
+        matches: list[Match | None] = self._cluster_recording(self, sketches, judgement).run()
+        return matches
 
     def _record_on_one(self, sketches: Sequence[Sketch], judgement: Judgement) -> None:
         """Record the novel posts with ``commit.lua``, if nothing the batch read has changed."""
