@@ -46,7 +46,9 @@ The pipeline commits it with each batch, under ``resume_key(url)``, and
 from __future__ import annotations
 
 import codecs
+import collections
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -239,6 +241,7 @@ class LiveStream:
         resume = self._resume
         first, largest = backoff
         waits = Backoff(first, largest, full=True)
+        delivered = _Delivered()
         ever_connected = False  # a server answered once: a failure now is a lost connection
         timeout = httpx.Timeout(10.0, read=read_timeout)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
@@ -249,7 +252,8 @@ class LiveStream:
                     records = _connect(client, url, shown, resume, connected, headers, read_timeout)
                     async with aclosing(records):
                         async for record in records:
-                            waits.reset()
+                            if delivered.is_new(record):  # a reconnect that replays what came before is no success
+                                waits.reset()
                             yield record
                 except transient as exc:
                     reason = _describe(exc)
@@ -270,6 +274,29 @@ class LiveStream:
                 what = "connection lost" if ever_connected else "cannot connect"
                 report(f"{shown}: {what} ({reason}); trying again in {delay:.2f} s (retry {limit})")
                 await anyio.sleep(delay)
+
+
+class _Delivered:
+    """The records a source delivered lately, by a digest of their bytes: a
+    server that serves a finite file, or closes and redirects to one, sends
+    the same records on every reconnect, which is no progress."""
+
+    _KEPT = 1 << 16
+
+    def __init__(self) -> None:
+        self._digests: set[bytes] = set()
+        self._order: collections.deque[bytes] = collections.deque()
+
+    def is_new(self, record: bytes) -> bool:
+        """Whether ``record`` is none of the last ``_KEPT`` delivered, which it then is."""
+        digest = hashlib.blake2b(record, digest_size=16).digest()
+        if digest in self._digests:
+            return False
+        self._digests.add(digest)
+        self._order.append(digest)
+        if len(self._order) > self._KEPT:
+            self._digests.discard(self._order.popleft())
+        return True
 
 
 class _Retryable(Exception):

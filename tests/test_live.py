@@ -197,6 +197,39 @@ async def test_a_server_that_stays_down_gives_up_after_max_retries() -> None:
         await take(f"http://127.0.0.1:{free_port()}/stream", 1, max_retries=2, backoff=(0.01, 0.02))
 
 
+async def test_a_finite_file_served_again_on_each_reconnect_gives_up_after_max_retries() -> None:
+    # each reconnect brings the same five records: no progress, so it counts
+    # against max_retries and backs off, instead of reading them forever
+    import http.server
+    import threading
+
+    body = b"\n".join(fixture_lines("campaign.jsonl")[:5]) + b"\n"
+
+    class Finite(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Finite)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    received: list[bytes] = []
+    try:
+        with pytest.raises(SourceError, match="gave up after 2 reconnects"), anyio.fail_after(30):
+            url = f"http://127.0.0.1:{server.server_address[1]}/feed.jsonl"
+            async with aclosing(follow(url, max_retries=2, backoff=(0.01, 0.02))) as source:
+                async for record in source:
+                    received.append(record)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(received) == 15 and len(set(received)) == 5  # read three times, then given up
+
+
 def test_cli_follow_writes_novel_posts_and_stops_on_sigint(tmp_path: Path) -> None:
     statuses = mastodon_statuses()
     statuses.insert(30, b'{"id": "broken')  # a status cut short: reported, and the stream goes on
