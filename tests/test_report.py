@@ -353,7 +353,7 @@ def _drilldown_stream(tmp_path: Path) -> Path:
 def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path: Path) -> None:
     chromium = _chromium()
     playwright = pytest.importorskip("playwright.sync_api")
-    _, page_file, _ = _report(_drilldown_stream(tmp_path), tmp_path, "--top", "5")
+    _, page_file, _ = _report(_drilldown_stream(tmp_path), tmp_path, "--top", "6")
     requested: list[str] = []
     dialogs: list[str] = []
     with playwright.sync_playwright() as driver:
@@ -437,3 +437,54 @@ def test_hash_authors_names_no_account_and_keeps_each_one_token(tmp_path: Path) 
     ]
     tokens = {account for group in hashed["groups"] for account in group["accounts"]}
     assert tokens and all(token.split(":", 1)[1].startswith("acct-") for token in tokens)
+
+
+def _run_report(tmp_path: Path, stream: Path, *options: str) -> subprocess.CompletedProcess[bytes]:
+    verdicts = tmp_path / f"{stream.stem}.v"
+    judged = subprocess.run(replay_command(str(stream), "--verdicts", str(verdicts), "-q"), capture_output=True)
+    assert judged.returncode == 0, judged.stderr
+    command = [sys.executable, "-m", "streamfilter", "report", str(stream), "--verdicts", str(verdicts), *options]
+    return subprocess.run(command, capture_output=True, timeout=300)
+
+
+def _tweet(number: int, seconds: int, text: str, handle: str) -> str:
+    created = datetime.fromtimestamp(1_336_140_000 + seconds, UTC).strftime("%a %b %d %H:%M:%S +0000 %Y")
+    return json.dumps({"id_str": str(10**17 + number), "created_at": created, "text": text,
+                       "user": {"screen_name": handle}}) + "\n"  # fmt: skip
+
+
+def test_the_bundled_campaign_shows_a_coordinated_group_with_the_defaults(tmp_path: Path) -> None:
+    done = _run_report(tmp_path, FIXTURES / "campaign.jsonl", "--graph", str(tmp_path / "g.graphml"),
+                       "--json", str(tmp_path / "r.json"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    groups = json.loads((tmp_path / "r.json").read_text())["groups"]
+    assert len(groups[0]["accounts"]) >= 3 and b"<edge" in (tmp_path / "g.graphml").read_bytes()
+
+
+@pytest.mark.parametrize("suffix", [".graphml", ".gexf"])
+def test_a_graph_of_handles_xml_cannot_hold_is_well_formed(tmp_path: Path, suffix: str) -> None:
+    import xml.dom.minidom
+
+    text = "graph campaign text for all of us to share right now"
+    handles = ["ctl\u0001a", "b\u001bc", "d\ufffe", "plain"]
+    stream = tmp_path / "controls.jsonl"
+    stream.write_text("".join(_tweet(n, n * 3, text, handle) for n, handle in enumerate(handles)))
+    graph = tmp_path / f"g{suffix}"
+    assert _run_report(tmp_path, stream, "--graph", str(graph)).returncode == 0
+    document = xml.dom.minidom.parse(str(graph))
+    assert len(document.getElementsByTagName("node")) == 4  # each handle its own node, written out
+    assert "\\u0001" in graph.read_text(encoding="utf-8")
+
+
+def test_a_campaign_too_large_for_pairs_is_drawn_as_a_hub(tmp_path: Path) -> None:
+    # 2,000 accounts posting one text within ten minutes would be two million
+    # pairs; each is linked to one hub node for the campaign instead
+    text = "vote for the harbour bridge plan today and share this with your friends"
+    stream = tmp_path / "clique.jsonl"
+    stream.write_text("".join(_tweet(n, n * 3 // 10, text, f"acct{n}") for n in range(2000)))
+    graph, report = tmp_path / "g.graphml", tmp_path / "r.json"
+    assert _run_report(tmp_path, stream, "--graph", str(graph), "--json", str(report)).returncode == 0
+    group = json.loads(report.read_text())["groups"][0]
+    assert group["size"] == 2000 and group["links"] == 2000 and len(group["hubs"]) == 1
+    written = graph.read_text(encoding="utf-8")
+    assert written.count("<edge ") == 2000 and written.count(">campaign<") == 1  # the hub's kind
