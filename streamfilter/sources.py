@@ -63,6 +63,7 @@ import anyio
 from ._backoff import Backoff
 from ._exceptions import ConfigError, MissingDependencyError, SourceError
 from ._redact import redact
+from ._wording import counted
 from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
 
 __all__ = ["LiveStream", "SourceError", "check_url", "follow", "resume_key"]
@@ -268,8 +269,8 @@ class LiveStream:
                 self.reconnects += 1
                 if max_retries is not None and failures > max_retries:
                     if not ever_connected:
-                        raise SourceError(f"{shown}: could not connect in {failures} attempts ({reason})")
-                    raise SourceError(f"{shown}: gave up after {max_retries} reconnects ({reason})")
+                        raise SourceError(f"{shown}: could not connect in {counted(failures, 'attempt')} ({reason})")
+                    raise SourceError(f"{shown}: gave up after {counted(max_retries, 'reconnect')} ({reason})")
                 limit = f"{failures} of {max_retries}" if max_retries is not None else f"{failures}, with no limit"
                 what = "connection lost" if ever_connected else "cannot connect"
                 report(f"{shown}: {what} ({reason}); trying again in {delay:.2f} s (retry {limit})")

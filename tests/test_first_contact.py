@@ -68,7 +68,10 @@ def test_a_misspelt_option_gets_the_subcommands_usage_and_a_suggestion() -> None
     done = streamfilter("replay", "--treshold", "0.5", "x.jsonl")
     stderr = done.stderr.decode()
     assert done.returncode == 2
-    assert "usage: streamfilter replay" in stderr and "did you mean --threshold?" in stderr
+    assert "usage: streamfilter replay" in stderr
+    assert "unrecognized arguments: --treshold (did you mean --threshold?)" in stderr
+    after = streamfilter("replay", "x.jsonl", "--treshold", "0.5").stderr.decode()
+    assert "unrecognized arguments: --treshold 0.5 (did you mean --threshold?)" in after  # the value where it was
 
 
 def test_out_is_byte_for_byte_crlf_included(tmp_path: Path) -> None:
@@ -234,3 +237,19 @@ def test_a_pandas_frame_s_rows_are_records() -> None:
     with StreamFilter() as sf:
         kinds = [v.kind.value for v in sf.check_many(frame.to_dict("records"))]
     assert kinds == ["novel", "duplicate", "novel"]
+
+
+@pytest.mark.parametrize("command", ["replay", "follow", "consume", "report", "params"])
+def test_each_commands_help_ends_with_examples_it_accepts(command: str) -> None:
+    import shlex
+
+    from streamfilter.cli._parser import build_parser
+
+    parser = build_parser()
+    done = streamfilter(command, "--help")
+    examples = done.stdout.decode().split("examples:\n", 1)[1].splitlines()
+    assert 2 <= len(examples) <= 3
+    for example in examples:
+        words = shlex.split(example.split(" > ")[0])
+        assert words[:2] == ["streamfilter", command]
+        parser.parse_args(words[1:])  # every option it names is one of the command's

@@ -195,6 +195,8 @@ async def test_a_server_that_stays_down_gives_up_after_max_retries() -> None:
 
     with pytest.raises(SourceError, match="could not connect in 3 attempts .*ConnectError"):
         await take(f"http://127.0.0.1:{free_port()}/stream", 1, max_retries=2, backoff=(0.01, 0.02))
+    with pytest.raises(SourceError, match=r"could not connect in 1 attempt \("):  # one, not "1 attempts"
+        await take(f"http://127.0.0.1:{free_port()}/stream", 1, max_retries=0)
 
 
 async def test_a_finite_file_served_again_on_each_reconnect_gives_up_after_max_retries() -> None:

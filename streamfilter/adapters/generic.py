@@ -84,6 +84,10 @@ class GenericAdapter:
         found = _first(record, self._text)
         if found is None:
             tried = " or ".join(".".join(path) for path in self._text)
+            empty = [".".join(path) for path in self._text if path[0] in record and _first(record, (path,)) is None]
+            if empty:  # there, but null or not text
+                verb = "is" if len(empty) == 1 else "are"
+                raise InvalidRecordError(f"no text: {' and '.join(empty)} {verb} null or not text (tried {tried})")
             fields = ", ".join(sorted(map(str, record))[:8]) or "none"
             raise InvalidRecordError(
                 f"no text field: tried {tried}, and the record has {fields}; name its text with --text-field"

@@ -12,6 +12,7 @@ from typing import IO
 from .._exceptions import InvalidRecordError
 from .._json import loads
 from .._post import Verdict, VerdictKind, verdict_lines
+from .._wording import counted
 from ..adapters import page_of_posts
 from ._console import notice
 from ._inputs import Inputs, Live
@@ -193,12 +194,8 @@ def drop_torn_line(path: str) -> None:
 def summary(counts: dict[str, int], seconds: float) -> None:
     """The last line of a run: ``1,024 posts, 1,000 novel, 1 duplicate, … in 0.31 s, 3,303 posts/s``."""
 
-    def count(kind: str, one: str, many: str) -> str:
-        return f"{counts[kind]:,} {one if counts[kind] == 1 else many}"
-
     notice(
-        f"{count('posts', 'post', 'posts')}, {counts['novel']:,} novel, "
-        f"{count('duplicate', 'duplicate', 'duplicates')}, "
-        f"{count('retweet', 'retweet', 'retweets')}, {counts['invalid']:,} invalid, {counts['skipped']:,} skipped "
+        f"{counted(counts['posts'], 'post')}, {counts['novel']:,} novel, {counted(counts['duplicate'], 'duplicate')}, "
+        f"{counted(counts['retweet'], 'retweet')}, {counts['invalid']:,} invalid, {counts['skipped']:,} skipped "
         f"in {seconds:.2f} s, {counts['posts'] / max(seconds, 1e-9):,.0f} posts/s"
     )

@@ -48,6 +48,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Help(argparse.HelpFormatter):
+    """argparse's help, with a command's examples (its epilog) kept line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a "did you mean" for a misspelt option, and the usage of
     the subcommand where the mistake was made (argparse gives the top level's)."""
@@ -58,12 +67,13 @@ class _Parser(argparse.ArgumentParser):
             command = self._subcommand(parsed)
             where = command if command is not None else self
             options = [o for action in where._actions for o in action.option_strings if o.startswith("--")]
-            hints = []
+            hints = []  # the user's words as given, then what they may have meant
             for word in unknown:
                 name = word.split("=", 1)[0]
                 close = difflib.get_close_matches(name, options, n=1, cutoff=0.6) if name.startswith("-") else []
-                hints.append(f"{word} (did you mean {close[0]}?)" if close else word)
-            where.error(f"unrecognized arguments: {' '.join(hints)}")
+                hints += close
+            meant = f" (did you mean {', '.join(hints)}?)" if hints else ""
+            where.error(f"unrecognized arguments: {' '.join(unknown)}{meant}")
         return parsed
 
     def _subcommand(self, parsed: argparse.Namespace) -> argparse.ArgumentParser | None:
@@ -105,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = commands.add_parser(
         "replay",
+        epilog="""examples:
+  streamfilter replay fixtures/campaign.jsonl --verdicts verdicts.jsonl > novel.jsonl
+  streamfilter replay day1.jsonl.gz day2.jsonl.gz --db index --out novel.jsonl --resume
+  streamfilter replay posts.jsonl --format twitter --ttl 24h --threshold 0.6 --seed 1""",
+        formatter_class=_Help,
         help="replay JSON Lines (or text) files through the filter",
         description="Replay recorded streams; novel posts go to --out, one verdict per post to --verdicts.",
     )
@@ -128,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     follow = commands.add_parser(
         "follow",
+        epilog="""examples:
+  streamfilter follow https://example.org/stream --out novel.jsonl --db index
+  streamfilter follow wss://jetstream2.us-east.bsky.network/subscribe --format bluesky --max-retries 10""",
+        formatter_class=_Help,
         help="filter a live stream (JSON Lines over HTTP, server-sent events, WebSocket)",
         description="Follow a live stream and write its novel posts to stdout (or --out) as they come. "
         "Reconnects with backoff and jitter, resuming where the protocol allows (SSE Last-Event-ID, "
@@ -168,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     consume = commands.add_parser(
         "consume",
+        epilog="""examples:
+  streamfilter consume "redis://localhost:6379/0?stream=posts&group=filter" --out-stream novel
+  streamfilter consume "redis://localhost:6379/0?stream=posts&group=filter" --store redis://localhost:6379/1""",
+        formatter_class=_Help,
         help="judge the entries of a Redis stream as one of a consumer group",
         description="Read records from a Redis stream with XREADGROUP, as one consumer of a group that any "
         "number of workers share; novel records go to --out-stream or --out, and each entry is acknowledged "
@@ -198,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report",
+        epilog="""examples:
+  streamfilter report fixtures/campaign.jsonl --verdicts verdicts.jsonl --html report.html
+  streamfilter report posts.jsonl --verdicts v.jsonl --json report.json --graph accounts.gexf --top 50""",
+        formatter_class=_Help,
         help="the campaigns in a replay's verdicts: clusters, timelines and charts",
         description="Read a stream with the verdicts a replay or follow run wrote for it (matched by their line) "
         "and write its clusters, a novel post and the duplicates that name it, as JSON (--json) and as one "
@@ -255,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     params = commands.add_parser(
         "params",
+        epilog="""examples:
+  streamfilter params --threshold 0.6
+  streamfilter params --fn-rate 0.01 --fp-rate 0.001""",
+        formatter_class=_Help,
         help="show the LSH split chosen for a threshold, or for target error rates",
         description="Without --fn-rate/--fp-rate: the split FilterConfig derives from --threshold and --num-perm. "
         "With them: the cheapest split that misses at most --fn-rate of the pairs at --fn-at and makes "

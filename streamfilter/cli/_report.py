@@ -12,6 +12,7 @@ from typing import IO, Any
 import anyio
 
 from .._exceptions import StreamFilterError
+from .._wording import counted
 from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
 from ..report._signals import Coordination
@@ -141,8 +142,9 @@ def run_report(args: argparse.Namespace) -> int:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))
     found = clusters.campaigns()
     largest = f", the largest of {found[0].size:,} posts" if found else ""
+    campaigns = f"{len(found):,} of them {'a campaign' if len(found) == 1 else 'campaigns'}"
     notice(
-        f"{clusters.posts:,} posts, {len(clusters.clusters()):,} clusters of 2 posts or more, "
-        f"{len(found):,} of them campaigns{largest}"
+        f"{counted(clusters.posts, 'post')}, {counted(len(clusters.clusters()), 'cluster')} of 2 posts or more, "
+        f"{campaigns}{largest}"
     )
     return 0

@@ -37,6 +37,7 @@ def test_plain_text_lines() -> None:
         (b"[1, 2]", "not an object"),
         (b'"just a string"', "not an object"),
         (b'{"id": 1}', "no text field"),
+        (b'{"id": 1, "text": null}', "no text: text is null or not text"),  # not "the record has id, text"
         (b'{"text": ["a"]}', "not a string"),
         (b'{"text": "a\\u0000b"}'.replace(b"\\u0000", b"\x00"), "null byte"),
         (b"\xff\xfehello", "invalid UTF-8"),
