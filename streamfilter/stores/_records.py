@@ -107,4 +107,6 @@ def decode_record(value: bytes | memoryview) -> tuple[float, str, memoryview]:
             start += _ID_LENGTH.size
         post_id = bytes(value[start : start + length]).decode("utf-8", "replace")
         start += length
+    if (len(value) - start) % 4:
+        raise ValueError(f"a record's word hashes are {len(value) - start} bytes, not whole 32-bit values")
     return timestamp, post_id, memoryview(value)[start:].cast("I")

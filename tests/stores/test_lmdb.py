@@ -508,7 +508,8 @@ def test_an_empty_or_damaged_index_file_is_a_clear_error(tmp_path: Path) -> None
         store.check_and_insert([sketch(f"copy{i}", 400 + i, texts[i]) for i in range(300)])
 
 
-def test_a_damaged_post_record_is_a_clear_error_and_commits_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", [b"\x00", b"\x01"])  # too short for any record; words not whole uint32s
+def test_a_damaged_post_record_is_a_clear_error_and_commits_nothing(tmp_path: Path, damage: bytes) -> None:
     # the judge fetches a copy's candidates from the posts table as it goes
     # (the compiled loop, through the transaction); a record it cannot read
     # stops the batch with the store's error, and none of the batch is kept
@@ -521,8 +522,8 @@ def test_a_damaged_post_record_is_a_clear_error_and_commits_nothing(tmp_path: Pa
     store.close()
     env = lmdb.open(str(tmp_path / "index"), max_dbs=4, subdir=True)
     with env.begin(write=True, db=env.open_db(b"posts")) as txn:
-        for key, _ in list(txn.cursor()):
-            txn.put(key, b"\x00")  # too short for any record
+        for key, value in list(txn.cursor()):
+            txn.put(key, b"\x00" if damage == b"\x00" else value + damage)
     env.close()
     store = LMDBStore(tmp_path / "index")
     store.open(settings())

@@ -606,3 +606,15 @@ def test_a_clock_key_set_by_hand_is_refused_naming_the_key(url: str, value: byte
     with pytest.raises(StoreError, match=r"clock in the key '.*:clock' at .* holds"):
         store.check_and_insert([sketch("b", time.time(), TEXT)])
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("suffix", "value"),
+    [(":config", b"{not json"), (":config", b"[1, 2]"), (":layout", b"\xff\xfe"), (":layout", b'{"nobits": 1}')],
+)
+def test_pinned_keys_edited_by_hand_are_refused_naming_the_key(url: str, suffix: str, value: bytes) -> None:
+    store = opened(url)
+    store._client.set(store._prefix_bytes + suffix.encode(), value)
+    store.close()
+    with pytest.raises(StoreError, match=rf"the key '.*{suffix}' at .* (is not|holds a)"):
+        RedisStore(url).open(settings())

@@ -280,6 +280,8 @@ class LMDBStore(TransactionalStore):
         # (a closed stdout, from the caller's deliver, is not the index's failure)
         if isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
             return _map_error(exc, f"LMDB index at {self.path} failed", self.path)
+        if isinstance(exc, _DECODING_ERRORS):  # what the decoders of a damaged run or record raise
+            return self._damaged(exc)
         return exc
 
     def forget(self, posts: Sequence[tuple[str, int]]) -> int:
@@ -326,6 +328,8 @@ class LMDBStore(TransactionalStore):
         self._merger.error = None
         if isinstance(error, StoreError):
             raise error
+        if isinstance(error, _DECODING_ERRORS):
+            raise self._damaged(error) from error
         raise StoreError(f"merging runs of the LMDB index at {self.path} failed: {error!r}") from error
 
     def _merge_step(self) -> bool:

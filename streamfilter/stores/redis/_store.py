@@ -233,9 +233,12 @@ class RedisStore(TransactionalStore):
                 f"{self.location} holds keys of format {stored_format!r}, expected {_FORMAT!r}: "
                 "start on a fresh prefix (?prefix=name), or delete the old keys"
             )
-        pinned: dict[str, int | str] = json.loads(stored)
+        pinned = self._pinned(self._config_key, stored)
         check_fingerprint(self.location, pinned, requested)
-        self._layout = Layout(**json.loads(stored_layout))
+        try:
+            self._layout = Layout(**self._pinned(self._layout_key, stored_layout))
+        except TypeError as exc:  # fields that are not the layout's
+            raise StoreError(self._edited(self._layout_key, f"is not a key layout ({exc})")) from exc
         self._settings = settings
         self._check_server_settings()
         return pinned
@@ -271,7 +274,23 @@ class RedisStore(TransactionalStore):
         finally:
             if not opened:
                 self.close()
-        return None if stored is None else dict(json.loads(stored))
+        return None if stored is None else self._pinned(self._config_key, stored)
+
+    def _pinned(self, key: bytes, stored: bytes | None) -> dict[str, Any]:
+        """The JSON object a worker pinned under ``key``, or a StoreError naming the key."""
+        try:
+            value = json.loads(stored or b"")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StoreError(self._edited(key, f"is not JSON ({exc})")) from exc
+        if not isinstance(value, dict):
+            raise StoreError(self._edited(key, f"holds a {type(value).__name__}, not a JSON object"))
+        return value
+
+    def _edited(self, key: bytes, problem: str) -> str:
+        return (
+            f"the key {key.decode(errors='replace')!r} at {self.location} {problem}: it was edited by hand or "
+            "written by something else; delete the index's keys and start again, or use a fresh prefix (?prefix=name)"
+        )
 
     # -- the one operation ---------------------------------------------------
     def begin(self) -> RedisTransaction:
