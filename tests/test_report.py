@@ -311,6 +311,7 @@ def test_the_coordination_graph_ranks_planted_groups_first(tmp_path: Path) -> No
 
 
 _HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+_FORMULA = "=cmd|' /C calc'!A2"  # what a spreadsheet would run, were the CSV's cell bare
 
 
 def _drilldown_stream(tmp_path: Path) -> Path:
@@ -327,7 +328,7 @@ def _drilldown_stream(tmp_path: Path) -> Path:
         lines.append(
             json.dumps(
                 {
-                    "id_str": f"9{n:05d}" if n != 9 else '9"><b>00009',
+                    "id_str": {9: '9"><b>00009', 12: _FORMULA}.get(n, f"9{n:05d}"),
                     "text": text.replace("a free", "\u0430 free") if n % 4 == 1 else text,
                     "created_at": datetime.fromtimestamp(moment, UTC).strftime("%a %b %d %H:%M:%S +0000 %Y"),
                     "user": {"screen_name": f"cruiser{n % 60}" if n != 11 else _HOSTILE},
@@ -408,6 +409,8 @@ def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path
             assert page.evaluate("window.__pwned") is None and dialogs == []
             assert _HOSTILE in burst.inner_text()  # the handle
             assert any(_HOSTILE.replace('"', '""') in line for line in csv)
+            cells = [cell for line in csv[1:] for cell in line.split(",")]
+            assert "'" + _FORMULA in cells and not any(cell[:1] in ("=", "+", "-", "@") for cell in cells)
             page.fill("#search", "prize")
             assert _HOSTILE in page.locator("tr.campaign:visible").first.inner_text()  # the text
             assert _HOSTILE.replace("/", "") in page.inner_text("h1")  # the file name

@@ -30,6 +30,8 @@
   search.addEventListener("input", apply);
   sort.addEventListener("change", apply);
   function cell(value) {
+    // a cell a spreadsheet would run as a formula (=, +, -, @, tab, CR first) is text: a quote first
+    if (/^[=+\-@\t\r]/.test(value)) value = "'" + value;
     return /[",\n\r]/.test(value) ? '"' + value.replace(/"/g, '""') + '"' : value;
   }
   document.getElementById("export").addEventListener("click", function () {
