@@ -88,7 +88,10 @@ class MissingDependencyError(StreamFilterError, ImportError):
     """An optional extra is needed for this feature."""
 
     def __init__(self, feature: str, extra: str) -> None:
-        super().__init__(f"{feature} needs the optional extra; install it with: pip install 'streamfilter[{extra}]'")
+        super().__init__(
+            f"{feature} needs the optional extra {extra!r}; install it with: pip install 'streamfilter[{extra}]', "
+            f"or in a clone of streamfilter: pip install -e '.[{extra}]'"
+        )
 
 
 class SourceError(StreamFilterError):
