@@ -94,6 +94,7 @@ class FilterConfig:
     sketch_processes: int | None = None
     honour_deletes: bool = True
     plan: BandPlan = field(init=False, repr=False, compare=False)
+    """The bands and rows this config runs with, and their miss and false-candidate rates (derived)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.retweet_policy, RetweetPolicy):

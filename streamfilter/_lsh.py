@@ -83,6 +83,7 @@ class BandPlan:
         return self.bands * self.rows
 
     def probability(self, similarity: float) -> float:
+        """The chance that two posts of this Jaccard ``similarity`` share a band: 1 - (1 - s^r)^b."""
         return candidate_probability(similarity, self.bands, self.rows)
 
     @property
@@ -98,6 +99,7 @@ class BandPlan:
     def table(
         self, similarities: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     ) -> list[tuple[float, float]]:
+        """(similarity, ``probability``) at each of ``similarities``: the S-curve, as a table."""
         return [(s, self.probability(s)) for s in similarities]
 
 

@@ -9,6 +9,7 @@ needs the internet or installs packages says so on the line before it:
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import os
 import re
@@ -107,9 +108,36 @@ def test_the_reference_documents_every_public_name_and_parameter(site: Path) -> 
     assert not re.search(r"streamfilter\._[a-z]", text)  # private module paths
     for name in streamfilter.__all__:
         assert f'id="streamfilter.{name}"' in reference, name
+    members = ["StreamFilter.open", "FilterConfig.plan", "BandPlan.probability", "BandPlan.table"]
+    members += [f"{store}.{method}" for store in ("LMDBStore", "MemoryStore", "RedisStore") for method in
+                ("open", "close", "progress")]  # fmt: skip
+    for member in members:  # the ones a user calls, each with its own entry
+        assert f'id="streamfilter.{member}"' in reference, member
     section = reference[
         reference.index('id="streamfilter.StreamFilter"') : reference.index('id="streamfilter.FilterConfig"')
     ]
     documented = set(re.findall(r"<td>\s*<code>(\w+)</code>\s*</td>", section))
     signature = inspect.signature(streamfilter.StreamFilter)
     assert documented >= set(signature.parameters), set(signature.parameters) - documented
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/guides/cli.md"])
+def test_the_synopses_name_only_options_their_command_has(page: str) -> None:
+    from streamfilter.cli._parser import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    options = {name: {o for a in sub._actions for o in a.option_strings} for name, sub in commands.items()}
+    text = (ROOT / page).read_text(encoding="utf-8")
+    block = text[text.index("```text\nstreamfilter ") : text.index("```", text.index("```text\nstreamfilter ") + 7)]
+    named: dict[str, set[str]] = {}
+    command = ""
+    for line in block.splitlines():
+        if line.startswith("streamfilter "):
+            command = line.split()[1]
+        if command and "except" not in line:  # "[replay's options, except ... --sketch-processes]" names no option
+            named.setdefault(command, set()).update(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line))
+    for command, found in named.items():
+        assert found <= options[command], (command, found - options[command])
+    wanted = {"--graph", "--min-accounts", "--min-burst", "--window", "--co-post-window"}
+    assert wanted <= named["report"] and "--record" in named["follow"]

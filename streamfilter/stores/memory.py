@@ -46,6 +46,8 @@ class MemoryStore(TransactionalStore):
         self._lock = threading.Lock()
 
     def open(self, settings: IndexSettings) -> dict[str, int | str]:
+        """Open the index, creating it if needed, and pin ``settings`` in it or check them against
+        what it pinned; returns the pinned fingerprint, with the index's seed."""
         self._fingerprint = pinned_fingerprint("memory store", self._fingerprint, dict(settings.fingerprint))
         self._settings = settings
         return dict(self._fingerprint)
@@ -86,6 +88,8 @@ class MemoryStore(TransactionalStore):
         return forgotten
 
     def progress(self) -> dict[str, int | str]:
+        """The progress the committed batches recorded: input name -> lines done, or a live
+        source's resume key -> its position (what ``--resume`` continues from)."""
         return dict(self._progress)
 
     def post_count(self) -> int:
@@ -101,6 +105,7 @@ class MemoryStore(TransactionalStore):
         return None if self._fingerprint is None else dict(self._fingerprint)
 
     def close(self) -> None:
+        """Close the index; what was committed stays. Safe to call twice."""
         self._settings = None
 
 

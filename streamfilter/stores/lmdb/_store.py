@@ -146,6 +146,8 @@ class LMDBStore(TransactionalStore):
 
     # -- opening -------------------------------------------------------------
     def open(self, settings: IndexSettings) -> dict[str, int | str]:
+        """Open the index, creating it if needed, and pin ``settings`` in it or check them against
+        what it pinned; returns the pinned fingerprint, with the index's seed."""
         self._refuse_empty_file()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -421,6 +423,8 @@ class LMDBStore(TransactionalStore):
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int | str]:
+        """The progress the committed batches recorded: input name -> lines done, or a live
+        source's resume key -> its position (what ``--resume`` continues from)."""
         with self._reading() as txn:
             stored = txn.get(_PROGRESS_KEY, db=self._meta)
         if stored is None:
@@ -454,6 +458,7 @@ class LMDBStore(TransactionalStore):
         return self._env
 
     def close(self) -> None:
+        """Close the index; what was committed stays. Safe to call twice."""
         self._merger.stop()
         if self._env is not None:
             with self._lock:

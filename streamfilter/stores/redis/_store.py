@@ -212,6 +212,8 @@ class RedisStore(TransactionalStore):
         self._node_of.clear()  # nodes of a client before this one hold its closed connections
 
     def open(self, settings: IndexSettings) -> dict[str, int | str]:
+        """Open the index, creating it if needed, and pin ``settings`` in it or check them against
+        what it pinned; returns the pinned fingerprint, with the index's seed."""
         self._connect()
         requested = dict(settings.fingerprint)
         # the first worker's seed is pinned (SET NX); every other adopts it
@@ -492,6 +494,8 @@ class RedisStore(TransactionalStore):
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int | str]:
+        """The progress the committed batches recorded: input name -> lines done, or a live
+        source's resume key -> its position (what ``--resume`` continues from)."""
         client = self._require_client()
         lines = self._retrying("read progress", lambda: client.hgetall(self._progress_key))
         points = self._retrying("read resume points", lambda: client.hgetall(self._resume_key))
@@ -547,6 +551,7 @@ class RedisStore(TransactionalStore):
         return self._client
 
     def close(self) -> None:
+        """Close the index; what was committed stays. Safe to call twice."""
         if self._client is not None:
             with self._lock:
                 self._client.close()
