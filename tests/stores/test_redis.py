@@ -258,8 +258,8 @@ def test_missing_extra_names_the_install() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == (
-        "MissingDependencyError the Redis store (redis-py) needs the optional extra; "
-        "install it with: pip install 'streamfilter[redis]'"
+        "MissingDependencyError the Redis store (redis-py) needs the optional extra 'redis'; install it with: "
+        "pip install 'streamfilter[redis]', or in a clone of streamfilter: pip install -e '.[redis]'"
     )
 
 

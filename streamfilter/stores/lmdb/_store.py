@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._clock import checked_clock
-from ..._exceptions import StoreError, StoreFullError
+from ..._exceptions import StoreError, StoreFullError, StreamFilterError
 from ..._judge import TransactionalStore
 from ..._rules import CachedPost, Match
 from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, pinned_fingerprint
@@ -282,8 +282,8 @@ class LMDBStore(TransactionalStore):
         # (a closed stdout, from the caller's deliver, is not the index's failure)
         if isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
             return _map_error(exc, f"LMDB index at {self.path} failed", self.path)
-        if isinstance(exc, _DECODING_ERRORS):  # what the decoders of a damaged run or record raise
-            return self._damaged(exc)
+        if isinstance(exc, _DECODING_ERRORS) and not isinstance(exc, StreamFilterError):
+            return self._damaged(exc)  # what the decoders of a damaged run or record raise
         return exc
 
     def forget(self, posts: Sequence[tuple[str, int]]) -> int:
@@ -330,7 +330,7 @@ class LMDBStore(TransactionalStore):
         self._merger.error = None
         if isinstance(error, StoreError):
             raise error
-        if isinstance(error, _DECODING_ERRORS):
+        if isinstance(error, _DECODING_ERRORS) and not isinstance(error, StreamFilterError):
             raise self._damaged(error) from error
         raise StoreError(f"merging runs of the LMDB index at {self.path} failed: {error!r}") from error
 
