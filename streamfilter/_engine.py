@@ -139,8 +139,8 @@ class Sketcher:
 
     def _prepare(self, records: Sequence[tuple[int, object]]) -> tuple[list[Entry], Columns]:
         # Two passes over the batch, the adapters' then the normaliser's, so
-        # that each keeps its code and tables in the CPU's caches: 7-8% less
-        # of a worker's time than one pass doing both for each post.
+        # that each keeps its code and tables in the CPU's caches (cheaper than
+        # one pass doing both for each post; docs/benchmarks.md).
         entries, to_word = self._adapt(records)
         to_sketch: list[Entry] = []
         word_lists: list[list[str]] = []

@@ -236,7 +236,7 @@ _PREFIX_HEADS = ("RT", "MT", "//")
 # A bare host starts where no label runs into it (not after "a." nor "a"), and
 # its labels are read possessively and its top-level domain checked behind: a
 # hostile "a.a.a.…/" is read in one pass, where backtracking over every label
-# from every start took 29 s at 16,000 characters.
+# from every start grows with the square of the text (benchmarks/hostile.py).
 _URL = regex.compile(
     r"(?:https?|ftp):/\S*|\bwww\.\S+|(?<![\w-])(?<![\w-]\.)[\w-]++(?:\.[\w-]++)++(?<=\.[a-z]{2,})/\S*",
     regex.IGNORECASE,
@@ -297,7 +297,7 @@ def has_retweet_prefix(text: str) -> bool:
 
 # Unicode's stream-safe limit (UAX #15): no real text stacks more than 30
 # marks on one letter, and CPython orders the marks of a run in quadratic
-# time (a flood of 99,000 took 15 s), so a longer run keeps its first 30.
+# time (benchmarks/hostile.py has a flood of them), so a longer run keeps its first 30.
 _MARK_FLOOD = regex.compile(r"(\p{M}{30})\p{M}+")
 
 

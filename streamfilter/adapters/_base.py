@@ -144,7 +144,7 @@ class RecordAdapter:
         self._text = text
 
     def adapt(self, record: object) -> list[Post]:
-        if isinstance(record, (bytes, str)):  # the tuple is 3x faster than bytes | str
+        if isinstance(record, (bytes, str)):  # a tuple: isinstance checks it faster than bytes | str
             if self.format == "text":
                 return self._text.posts({"text": _decode_text(record), "_raw": record})
             decoded = decode_line(record)
