@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -491,3 +492,26 @@ def test_a_campaign_too_large_for_pairs_is_drawn_as_a_hub(tmp_path: Path) -> Non
     assert group["size"] == 2000 and group["links"] == 2000 and len(group["hubs"]) == 1
     written = graph.read_text(encoding="utf-8")
     assert written.count("<edge ") == 2000 and written.count(">campaign<") == 1  # the hub's kind
+
+
+def test_the_report_folds_hashtags_sorts_accounts_naturally_and_counts_whole_posts(tmp_path: Path) -> None:
+    report, page, _ = _report(FIXTURES / "campaign.jsonl", tmp_path)
+    betting = next(c for c in report["clusters"] if c["id"] == "200000000000000001")
+    assert betting["hashtags"] == {"kyderby": 7}  # #ＫＹＤｅｒｂｙ in full-width letters among them
+    accounts = report["groups"][0]["accounts"]  # one post each: by name, their numbers as numbers
+    assert accounts == [f"twitter:user{n}" for n in (1, 2, 3, 9, 10, 11, 12)]
+    html = page.read_text(encoding="utf-8")
+    chart = html[html.index('id="over-time"') : html.index("</figure>", html.index('id="over-time"'))]
+    ticks = re.findall(r">(\d+(?:\.\d+)?)</text>", chart)
+    assert ticks and all("." not in tick for tick in ticks)  # whole posts: no tick at half a post
+
+
+def test_a_chart_of_few_posts_ticks_whole_posts(tmp_path: Path) -> None:
+    text = "graph campaign text for all of us to share right now"
+    stream = tmp_path / "three.jsonl"
+    stream.write_text("".join(_tweet(n, n * 3, text, f"acct{n}") for n in range(3)))
+    _, page, _ = _report(stream, tmp_path)
+    html = page.read_text(encoding="utf-8")
+    chart = html[html.index('id="over-time"') : html.index("</figure>", html.index('id="over-time"'))]
+    ticks = re.findall(r">(\d+(?:\.\d+)?)</text>", chart)
+    assert ticks and all("." not in tick for tick in ticks), ticks

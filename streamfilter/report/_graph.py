@@ -28,7 +28,7 @@ from typing import Any
 
 from .._exceptions import MissingDependencyError
 
-__all__ = ["HUB_FROM", "CoordinationGraph", "Group"]
+__all__ = ["HUB_FROM", "CoordinationGraph", "Group", "natural_key"]
 
 HUB_FROM = 100  # accounts posting within one window, past which a cluster is drawn as a hub
 _HUB = "campaign:"  # a hub's node name: this, then the cluster's id
@@ -124,7 +124,7 @@ class CoordinationGraph:
             accounts = [name for name in names if name not in self.hubs]
             found.append(
                 Group(
-                    accounts=sorted(accounts, key=lambda name: (-self.posts[name], name)),
+                    accounts=sorted(accounts, key=lambda name: (-self.posts[name], natural_key(name))),
                     links=len(inside),
                     co_posts=sum(self.weights[edge] for edge in inside),
                     campaigns=sorted(campaigns, key=lambda cluster_id: rank.get(cluster_id, len(rank))),
@@ -189,3 +189,8 @@ def _most_within(timed: Sequence[tuple[float, str]], window: float) -> int:
         if most > HUB_FROM:
             break
     return most
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """``name``'s sort key with its runs of digits as numbers: user2 before user10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)

@@ -96,7 +96,14 @@ def _over_time(report: Clusters) -> str:
         "mark": {"type": "bar"},
         "encoding": {
             "x": _time_axis(width),
-            "y": {"field": "posts", "type": "quantitative", "stack": "zero", "title": "posts"},
+            # posts are whole: ticks a whole post apart at least, labelled without decimals
+            "y": {
+                "field": "posts",
+                "type": "quantitative",
+                "stack": "zero",
+                "title": "posts",
+                "axis": {"tickMinStep": 1, "format": "d"},
+            },
             "color": {
                 "field": "verdict",
                 "type": "nominal",

@@ -12,6 +12,7 @@ its posts share.
 from __future__ import annotations
 
 import re
+import unicodedata
 from array import array
 from collections import Counter
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class Signals:
         if "://" in text:
             _count(self.domains, (domain.lower().rstrip(".") for domain in _DOMAIN.findall(text)))
         if "#" in text:
-            _count(self.hashtags, (tag.casefold() for tag in _HASHTAG.findall(text)))
+            _count(self.hashtags, (_folded(tag) for tag in _HASHTAG.findall(text)))
 
     def to_json(self, size: int, seconds: array[int], coordination: Coordination) -> dict[str, Any]:
         burst = largest_burst(seconds, coordination.window_seconds)
@@ -96,3 +97,9 @@ def _count(counter: Counter[str], keys: Any) -> None:
     for key in keys:
         if key in counter or len(counter) < MAX_KEYS:
             counter[key] += 1
+
+
+def _folded(tag: str) -> str:
+    """A hashtag as the text is folded: full-width and other compatibility forms
+    to their plain letters, and case (#ＫＹＤＥＲＢＹ counts as #kyderby)."""
+    return unicodedata.normalize("NFKC", tag).casefold()
