@@ -498,6 +498,10 @@ def test_the_report_folds_hashtags_sorts_accounts_naturally_and_counts_whole_pos
     report, page, _ = _report(FIXTURES / "campaign.jsonl", tmp_path)
     betting = next(c for c in report["clusters"] if c["id"] == "200000000000000001")
     assert betting["hashtags"] == {"kyderby": 7}  # #ＫＹＤｅｒｂｙ in full-width letters among them
+    assert [member["account"] for member in betting["members"]] == [f"user{n}" for n in (1, 2, 3, 9, 10, 11, 12)]
+    assert betting["members"][0] == {
+        "time": "2012-05-04T14:07:00.000Z", "platform": "twitter", "account": "user1", "post": "200000000000000001"
+    }  # fmt: skip
     accounts = report["groups"][0]["accounts"]  # one post each: by name, their numbers as numbers
     assert accounts == [f"twitter:user{n}" for n in (1, 2, 3, 9, 10, 11, 12)]
     html = page.read_text(encoding="utf-8")
@@ -515,3 +519,15 @@ def test_a_chart_of_few_posts_ticks_whole_posts(tmp_path: Path) -> None:
     chart = html[html.index('id="over-time"') : html.index("</figure>", html.index('id="over-time"'))]
     ticks = re.findall(r">(\d+(?:\.\d+)?)</text>", chart)
     assert ticks and all("." not in tick for tick in ticks), ticks
+
+
+def test_accounts_in_the_most_campaigns_count_every_post_of_theirs(tmp_path: Path) -> None:
+    # three accounts post one text 600 times each: more than the 500 members a
+    # campaign lists, and the accounts table counts all 600 of each
+    text = "vote for the harbour bridge plan today and share this with your friends"
+    stream = tmp_path / "busy.jsonl"
+    stream.write_text("".join(_tweet(n, n, text, f"busy{n % 3}") for n in range(1800)))
+    _, page, _ = _report(stream, tmp_path)
+    html = page.read_text(encoding="utf-8")
+    rows = re.findall(r'<tr><td>(twitter:busy\d)</td><td class="num">(\d+)</td><td class="num">([\d,]+)</td>', html)
+    assert sorted(rows) == [(f"twitter:busy{n}", "1", "600") for n in range(3)]

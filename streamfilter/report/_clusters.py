@@ -45,6 +45,7 @@ _NUMBERS = re.compile(r"\d+")
 
 class _Cluster:
     __slots__ = (
+        "by_account",
         "examples",
         "first_seen",
         "id",
@@ -75,6 +76,10 @@ class _Cluster:
         self.posted_by: list[tuple[int, str]] = []
         if timestamp is not None and author is not None:
             self.posted_by.append((int(timestamp), f"{platform}:{author}"))
+        # posts by each account, every one of them (members keeps the first MAX_MEMBERS)
+        self.by_account: Counter[str] = Counter()
+        if author is not None:
+            self.by_account[_account_name(platform, author)] += 1
         self.examples: list[str] = []  # ids of variants whose text differs from the original's
         self.variants: list[str] | None = []  # texts of the first of them, while this cluster keeps texts
         self.seconds = array("q")  # each post's time, to the second: a burst of 14 s is drawn as one
@@ -93,6 +98,8 @@ class _Cluster:
         self.signals.add(post.platform, post.author, post.text)
         if timestamp is not None and post.author is not None:
             self.posted_by.append((int(timestamp), f"{post.platform}:{post.author}"))
+        if post.author is not None:
+            self.by_account[_account_name(post.platform, post.author)] += 1
         if len(self.examples) < MAX_EXAMPLES and post.id is not None and post.text[:_TEXT_CHARS] != self.text:
             text = post.text[:_TEXT_CHARS]
             if self.variants is None:
@@ -124,6 +131,11 @@ class _Cluster:
             "last_seen": _iso(self.last_seen),
             "text": self.text,
             "examples": list(self.examples),
+            # its posts, the original first, up to MAX_MEMBERS of them (size says how many there are)
+            "members": [
+                {"time": _iso(timestamp), "platform": platform, "account": author, "post": post_id}
+                for timestamp, platform, author, post_id in self.members
+            ],
             "coordinated": self.signals.coordinated(self.seconds, coordination),
             **self.signals.to_json(self.size, self.seconds, coordination),
         }
@@ -308,3 +320,8 @@ def _printable(post: Post) -> Post:
     if clean_text == text and clean_author == author:
         return post
     return replace(post, text=clean_text, author=clean_author)
+
+
+def _account_name(platform: str | None, author: str) -> str:
+    """An account as the report names it: its platform, then its handle."""
+    return f"{platform or '?'}:{author}"

@@ -91,11 +91,9 @@ def accounts_view(clusters: list[_Cluster], top: int) -> str:
     campaigns: dict[str, set[int]] = {}
     posts: Counter[str] = Counter()
     for rank, cluster in enumerate(clusters, 1):
-        for _, platform, author, _ in cluster.members:
-            account = _account(platform, author)
-            if account:
-                campaigns.setdefault(account, set()).add(rank)
-                posts[account] += 1
+        for account, count in cluster.by_account.items():  # every post, not the members the page lists
+            campaigns.setdefault(account, set()).add(rank)
+            posts[account] += count
     ranked = sorted(campaigns, key=lambda account: (-len(campaigns[account]), -posts[account], account))
     if not ranked:
         return "<p>No campaign post named its account.</p>"
@@ -107,7 +105,7 @@ def accounts_view(clusters: list[_Cluster], top: int) -> str:
     )
     return (
         f"<p>Showing {min(top, len(ranked)):,} of {len(ranked):,} accounts, those in the most campaigns first "
-        "(from the members the campaigns list).</p>"
+        "(every post of theirs in them counted).</p>"
         "<table><tr><th>account</th><th>campaigns</th><th>posts</th><th>which</th></tr>"
         f"{rows}</table>"
     )
