@@ -421,9 +421,23 @@ def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path
             stack = page.evaluate("getComputedStyle(document.body).fontFamily")
             assert all(font in stack for font in ("Noto Sans CJK JP", "Noto Sans Thai", "Noto Color Emoji"))
             assert "May 05 04:17:" in chart and "May 05 04:18" not in chart
+            # on a phone, 400 px wide: nothing runs off the side, charts shrink, campaign texts wrap
+            page.set_viewport_size({"width": 400, "height": 900})
+            page.fill("#search", "")
+            page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 400
+            widths = page.evaluate(
+                "[...document.querySelectorAll('figure.chart svg')].map(s => s.getBoundingClientRect().right)"
+            )
+            assert widths and max(widths) <= 400
+            right = page.evaluate(
+                "Math.max(...[...document.querySelectorAll('p.text')].map(p => p.getBoundingClientRect().right))"
+            )
+            assert right <= 400
         finally:
             browser.close()
     assert requested == []  # the page asked for nothing
+    assert (tmp_path / "phone.png").stat().st_size > 10_000  # the screenshot of the page at 400 px
 
 
 def test_hash_authors_names_no_account_and_keeps_each_one_token(tmp_path: Path) -> None:

@@ -326,6 +326,7 @@ def render(report: Clusters, top: int, title: str) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}</title>
 <style>
 body {{ font: 14px/1.4 system-ui, "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans Thai",
@@ -342,6 +343,12 @@ td, th {{ border-top: 1px solid #eee; padding: 6px; vertical-align: top; text-al
 .num {{ text-align: right; white-space: nowrap; }} .text {{ margin: 0 0 4px; font-weight: 600; }}
 .variants {{ margin: 0; padding-left: 18px; color: #444; }}
 ins {{ background: #d4f7d4; text-decoration: none; }} del {{ background: #ffd8d8; }}
+figure.chart {{ margin: 0; }} figure.chart svg {{ max-width: 100%; height: auto; }}
+body, td {{ overflow-wrap: anywhere; }}
+@media (max-width: 600px) {{
+  body {{ margin: 8px; }} td, th {{ padding: 4px 3px; }} .tools input {{ width: 100%; }}
+  .card {{ min-width: 0; padding: 6px 8px; }} .members {{ display: block; overflow-x: auto; }}
+}}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <div class="cards">{cards}</div>
