@@ -46,9 +46,7 @@ The pipeline commits it with each batch, under ``resume_key(url)``, and
 from __future__ import annotations
 
 import codecs
-import collections
 import functools
-import hashlib
 import json
 import logging
 import re
@@ -62,6 +60,7 @@ import anyio
 
 from ._backoff import Backoff
 from ._exceptions import ConfigError, MissingDependencyError, SourceError
+from ._reconnect import Delivered, Retryable, describe, retry_after
 from ._redact import redact
 from ._wording import counted
 from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
@@ -242,7 +241,7 @@ class LiveStream:
         resume = self._resume
         first, largest = backoff
         waits = Backoff(first, largest, full=True)
-        delivered = _Delivered()
+        delivered = Delivered()
         ever_connected = False  # a server answered once: a failure now is a lost connection
         timeout = httpx.Timeout(10.0, read=read_timeout)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
@@ -257,8 +256,8 @@ class LiveStream:
                                 waits.reset()
                             yield record
                 except transient as exc:
-                    reason = _describe(exc)
-                except _Retryable as exc:
+                    reason = describe(exc)
+                except Retryable as exc:
                     reason, wait_at_least = str(exc), exc.retry_after
                 finally:
                     ever_connected = ever_connected or self.connected
@@ -275,45 +274,6 @@ class LiveStream:
                 what = "connection lost" if ever_connected else "cannot connect"
                 report(f"{shown}: {what} ({reason}); trying again in {delay:.2f} s (retry {limit})")
                 await anyio.sleep(delay)
-
-
-class _Delivered:
-    """The records a source delivered lately, by a digest of their bytes: a
-    server that serves a finite file, or closes and redirects to one, sends
-    the same records on every reconnect, which is no progress."""
-
-    _KEPT = 1 << 16
-
-    def __init__(self) -> None:
-        self._digests: set[bytes] = set()
-        self._order: collections.deque[bytes] = collections.deque()
-
-    def is_new(self, record: bytes) -> bool:
-        """Whether ``record`` is none of the last ``_KEPT`` delivered, which it then is."""
-        digest = hashlib.blake2b(record, digest_size=16).digest()
-        if digest in self._digests:
-            return False
-        self._digests.add(digest)
-        self._order.append(digest)
-        if len(self._order) > self._KEPT:
-            self._digests.discard(self._order.popleft())
-        return True
-
-
-class _Retryable(Exception):
-    """An HTTP answer worth trying again later (429, 5xx), after ``retry_after`` seconds at least."""
-
-    def __init__(self, message: str, retry_after: float = 0.0) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _retry_after(value: str | None) -> float:
-    """Seconds from a Retry-After header in its seconds form; 0 otherwise."""
-    try:
-        return min(max(float(value or 0), 0.0), 3600.0)
-    except ValueError:
-        return 0.0
 
 
 def _origin(url: str) -> tuple[str, str | None, int | None]:
@@ -367,9 +327,7 @@ async def _connect(
         if status in _FATAL_STATUS:
             raise SourceError(f"{shown}: HTTP {status} {response.reason_phrase}; not retrying")
         if status >= 300:
-            raise _Retryable(
-                f"HTTP {status} {response.reason_phrase}", _retry_after(response.headers.get("retry-after"))
-            )
+            raise Retryable(f"HTTP {status} {response.reason_phrase}", retry_after(response.headers.get("retry-after")))
         event_stream = "text/event-stream" in response.headers.get("content-type", "")
         connected(
             f"{shown}: connected"
@@ -444,7 +402,7 @@ async def _websocket(
                 elif isinstance(event, RejectConnection):
                     if event.status_code in _FATAL_STATUS:
                         raise SourceError(f"{shown}: HTTP {event.status_code} on the WebSocket upgrade; not retrying")
-                    raise _Retryable(f"HTTP {event.status_code} on the WebSocket upgrade")
+                    raise Retryable(f"HTTP {event.status_code} on the WebSocket upgrade")
                 elif isinstance(event, RejectData):
                     continue
                 elif isinstance(event, Ping):
@@ -601,10 +559,6 @@ def check_url(url: str) -> None:
         raise ConfigError(f"{redact(url)!r}: follow takes http://, https://, ws:// or wss:// URLs")
     if not host:
         raise ConfigError(f"{redact(url)!r} names no host")
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _with_cursor(url: str, cursor: int | None) -> str:

@@ -26,7 +26,6 @@ only purged serials are deleted, and merges drop purged entries.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
@@ -42,13 +41,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._clock import checked_clock
-from ..._exceptions import StoreError, StoreFullError, StreamFilterError
+from ..._exceptions import StoreError, StreamFilterError
 from ..._judge import TransactionalStore
 from ..._rules import CachedPost, Match
 from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, pinned_fingerprint
 from .._records import decode_record, encode_record
 from ._batch import Batch, Hits, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
+from ._errors import DECODING_ERRORS, map_error, raise_failure
 from ._header import check_index_file
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
 from ._runs import RUN_HEADER, decode_run, encode_run, put_run, short_keys
@@ -68,7 +68,6 @@ _FORMAT_KEY = b"format"
 _PROGRESS_KEY = b"progress"
 _FORMAT = b"streamfilter-lmdb-7"
 # what the decoders raise on a damaged file
-_DECODING_ERRORS = (ValueError, UnicodeDecodeError, struct.error, IndexError, KeyError)
 
 
 class _MapGuard:
@@ -165,7 +164,7 @@ class LMDBStore(TransactionalStore):
                 lock=True,
             )
         except (OSError, lmdb.Error) as exc:
-            raise _map_error(exc, f"cannot open LMDB index at {self.path}", self.path) from exc
+            raise map_error(exc, f"cannot open LMDB index at {self.path}", self.path) from exc
         self._env = env
         # A process killed inside a read transaction (the merge thread's) leaves
         # its reader slot behind, and LMDB keeps every page that reader could
@@ -219,7 +218,7 @@ class LMDBStore(TransactionalStore):
         try:
             env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=4, subdir=True)
         except lmdb.Error as exc:
-            raise _map_error(exc, f"cannot read LMDB index at {path}") from exc
+            raise map_error(exc, f"cannot read LMDB index at {path}") from exc
         try:
             meta = env.open_db(b"meta", create=False)
             with env.begin(db=meta) as txn:
@@ -242,7 +241,7 @@ class LMDBStore(TransactionalStore):
         """What a damaged file makes the decoders raise, as a StoreError that says so."""
         try:
             yield
-        except _DECODING_ERRORS as exc:
+        except DECODING_ERRORS as exc:
             raise self._damaged(exc) from exc
 
     def _damaged(self, exc: BaseException) -> StoreError:
@@ -265,7 +264,7 @@ class LMDBStore(TransactionalStore):
             txn = env.begin(None, None, True, True)
         except BaseException as exc:
             self._lock.release()
-            _raise(self._failed(exc), exc)
+            raise_failure(self._failed(exc), exc)
         return _Transaction(self, txn, settings)
 
     def _failed(self, exc: BaseException) -> BaseException:
@@ -281,8 +280,8 @@ class LMDBStore(TransactionalStore):
             return RetryBatch()
         # (a closed stdout, from the caller's deliver, is not the index's failure)
         if isinstance(exc, lmdb.Error | OSError) and not isinstance(exc, BrokenPipeError):
-            return _map_error(exc, f"LMDB index at {self.path} failed", self.path)
-        if isinstance(exc, _DECODING_ERRORS) and not isinstance(exc, StreamFilterError):
+            return map_error(exc, f"LMDB index at {self.path} failed", self.path)
+        if isinstance(exc, DECODING_ERRORS) and not isinstance(exc, StreamFilterError):
             return self._damaged(exc)  # what the decoders of a damaged run or record raise
         return exc
 
@@ -330,7 +329,7 @@ class LMDBStore(TransactionalStore):
         self._merger.error = None
         if isinstance(error, StoreError):
             raise error
-        if isinstance(error, _DECODING_ERRORS) and not isinstance(error, StreamFilterError):
+        if isinstance(error, DECODING_ERRORS) and not isinstance(error, StreamFilterError):
             raise self._damaged(error) from error
         raise StoreError(f"merging runs of the LMDB index at {self.path} failed: {error!r}") from error
 
@@ -387,7 +386,7 @@ class LMDBStore(TransactionalStore):
                     self._cache.clear()
                     failure = self._failed(exc)
                     if not isinstance(failure, RetryBatch):
-                        _raise(failure, exc)
+                        raise_failure(failure, exc)
             if committed is not None:
                 committed(result)
             return result
@@ -403,7 +402,7 @@ class LMDBStore(TransactionalStore):
         try:
             self._remap(env, size)
         except lmdb.Error as exc:
-            raise _map_error(exc, f"cannot grow the LMDB map of {self.path} to {size} bytes", self.path) from exc
+            raise map_error(exc, f"cannot grow the LMDB map of {self.path} to {size} bytes", self.path) from exc
 
     def _remap(self, env: lmdb.Environment, size: int) -> None:
         """Map the file anew at ``size`` (0: the size another process set); what was read before is gone."""
@@ -419,7 +418,7 @@ class LMDBStore(TransactionalStore):
             with self._map_guard.reading(), env.begin(None, None, False, buffers) as txn:  # type: ignore[call-overload]
                 yield txn
         except lmdb.Error as exc:
-            raise _map_error(exc, f"reading the LMDB index at {self.path} failed", self.path) from exc
+            raise map_error(exc, f"reading the LMDB index at {self.path} failed", self.path) from exc
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int | str]:
@@ -467,45 +466,6 @@ class LMDBStore(TransactionalStore):
                 self._env = None
 
 
-def _raise(failure: BaseException, cause: BaseException) -> NoReturn:
-    """Raise what ``_failed`` made of ``cause``: ``cause`` itself as it was, or another error from it."""
-    if failure is cause:
-        raise cause
-    raise failure from cause
-
-
-def _free_bytes(path: Path) -> int | None:
-    try:
-        stats = os.statvfs(path if path.exists() else path.parent)
-    except OSError:
-        return None
-    return stats.f_bavail * stats.f_frsize
-
-
-def _map_error(exc: BaseException, context: str, path: Path | None = None) -> StoreError:
-    code = getattr(exc, "errno", None)
-    message = str(exc).strip() or type(exc).__name__
-    free = _free_bytes(path) if path is not None else None
-    # LMDB reports a failed write of its pages as EIO on some filesystems
-    # (tmpfs among them), so a near-empty disk is read as "full" too.
-    if (
-        code in (errno.ENOSPC, errno.EDQUOT)
-        or "No space left" in message
-        or (("Input/output error" in message or code == errno.EIO) and free is not None and free < (8 << 20))
-    ):
-        where = "" if free is None else f", {free} bytes free"
-        return StoreFullError(
-            f"{context}: the disk is full ({message}{where}); "
-            "committed data is intact: free space, then rerun with --resume"
-        )
-    if "MDB_CORRUPTED" in message or "MDB_PAGE_NOTFOUND" in message or "MDB_INVALID" in message:
-        return StoreError(
-            f"{context}: the index is damaged ({message}); it cannot be repaired in place: "
-            "replay the stream into a new --db directory"
-        )
-    return StoreError(f"{context}: {message}")
-
-
 class _Transaction:
     """One batch's write transaction on an LMDBStore (see ``IndexTransaction``)."""
 
@@ -529,7 +489,7 @@ class _Transaction:
 
     def _fail(self, exc: BaseException) -> NoReturn:
         self.abort()
-        _raise(self._store._failed(exc), exc)
+        raise_failure(self._store._failed(exc), exc)
 
     def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return short_keys(band_keys)
@@ -556,7 +516,7 @@ class _Transaction:
     def post(self, serial: int) -> CachedPost | None:
         try:  # called for each candidate: no context manager here
             return self._store._cache.get(self._batch.get_post, serial)
-        except _DECODING_ERRORS as exc:
+        except DECODING_ERRORS as exc:
             self._fail(self._store._damaged(exc))
         except BaseException as exc:
             self._fail(exc)
