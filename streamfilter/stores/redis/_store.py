@@ -261,7 +261,7 @@ class RedisStore(TransactionalStore):
             settings = ", ".join(f"{name} {LISTPACK_SETTINGS[name]}" for name in low)
             logger.warning(
                 "Redis at %s: %s below what the index is laid out for; records take about 50 bytes "
-                "more a post until the server sets %s (docs/guides/production.md)",
+                'more a post until the server sets %s (the guide Running in production, "Sizing the index")',
                 self.location,
                 " and ".join(low),
                 settings,
