@@ -24,6 +24,16 @@ def shared_payload(relative: str) -> Path:
     return path
 
 
+class HandClock:
+    """A monotonic clock a test moves by hand (``now``), for code that takes its clock."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def replay_command(*args: str) -> list[str]:
     """The argv of ``python -m streamfilter replay ARGS``."""
     return [sys.executable, "-m", "streamfilter", "replay", *args]

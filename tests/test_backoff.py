@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from streamfilter._backoff import Backoff
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from .conftest import HandClock
 
 
 def test_waits_double_up_to_the_largest_within_their_jitter() -> None:
-    clock = Clock()
+    clock = HandClock()
     half = Backoff(0.05, 0.4, clock=clock)
     full = Backoff(0.05, 0.4, full=True, clock=clock)
     for step in (0.05, 0.1, 0.2, 0.4, 0.4, 0.4):
@@ -26,7 +20,7 @@ def test_waits_double_up_to_the_largest_within_their_jitter() -> None:
 
 
 def test_a_wait_that_would_pass_the_budget_is_not_taken() -> None:
-    clock = Clock()
+    clock = HandClock()
     backoff = Backoff(1.0, 60.0, budget=10.0, clock=clock)
     assert backoff.wait() is not None  # step 1: 0 + 1 <= 10
     clock.now += 7.0  # the attempts themselves took time
@@ -37,7 +31,7 @@ def test_a_wait_that_would_pass_the_budget_is_not_taken() -> None:
 
 
 def test_a_success_starts_the_next_run_from_the_first_step() -> None:
-    clock = Clock()
+    clock = HandClock()
     backoff = Backoff(0.5, 60.0, full=True, budget=5.0, clock=clock)
     for _ in range(3):
         backoff.wait()

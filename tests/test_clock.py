@@ -13,22 +13,14 @@ import pytest
 from streamfilter import StoreError, StreamFilter
 from streamfilter._clock import CORROBORATION, SLACK_DIVISOR, WINDOW, EventClock, checked_clock
 
+from .conftest import HandClock
+
 DAY = 86400.0
 START = 1_700_000_000.0
 
 
-class Wall:
-    """A monotonic clock the test moves by hand, for the live stream's wall time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_few_posts_dated_ahead_are_placed_a_slack_past_the_stream() -> None:
-    clock = EventClock(DAY, wall=Wall())
+    clock = EventClock(DAY, wall=HandClock())
     for second in range(100):
         assert clock.place(START + second) == START + second
     for _ in range(CORROBORATION - 1):  # a few in a row, dated a year ahead
@@ -37,7 +29,7 @@ def test_a_few_posts_dated_ahead_are_placed_a_slack_past_the_stream() -> None:
 
 
 def test_one_percent_of_posts_dated_ahead_never_move_the_clock() -> None:
-    clock = EventClock(DAY, wall=Wall())
+    clock = EventClock(DAY, wall=HandClock())
     placed = []
     for second in range(20 * WINDOW):
         ahead = second % 100 == 50
@@ -47,12 +39,12 @@ def test_one_percent_of_posts_dated_ahead_never_move_the_clock() -> None:
 
 
 def test_as_many_posts_as_the_clock_needs_move_it() -> None:
-    clock = EventClock(DAY, floor=START, wall=Wall())
+    clock = EventClock(DAY, floor=START, wall=HandClock())
     later = START + 30 * DAY
     placed = [clock.place(later + second) for second in range(CORROBORATION)]
     assert placed[:-1] == [START + DAY / SLACK_DIVISOR] * (CORROBORATION - 1)  # held a slack past the old time
     # a new index's first posts have no pace yet: a quarter of the TTL, so a few posts hours apart keep theirs
-    new = EventClock(DAY, wall=Wall())
+    new = EventClock(DAY, wall=HandClock())
     assert [new.place(START), new.place(START + 5 * 3600), new.place(START + 365 * DAY)] == [
         START,
         START + 5 * 3600,
@@ -66,7 +58,7 @@ def test_live_event_time_may_run_as_fast_as_the_wall_clock() -> None:
     # a live stream falls quiet for ten minutes: its next post is dated ten
     # minutes on, and the wall clock says ten minutes passed, so it is placed
     # at its own time; a post dated a day on is still held
-    wall = Wall()
+    wall = HandClock()
     clock = EventClock(300.0, wall=wall)
     assert clock.place(START) == START
     wall.now += 600
@@ -75,7 +67,7 @@ def test_live_event_time_may_run_as_fast_as_the_wall_clock() -> None:
 
 
 def test_without_a_ttl_every_post_keeps_its_time() -> None:
-    clock = EventClock(0.0, wall=Wall())
+    clock = EventClock(0.0, wall=HandClock())
     assert clock.place(START) == START
     assert clock.place(START + 365 * DAY) == START + 365 * DAY
 
