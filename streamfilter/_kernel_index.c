@@ -27,6 +27,47 @@ static inline int64_t bucket_search(const uint32_t *stored, int64_t low, int64_t
     return low;
 }
 
+/* A run being searched: its stored low 32 bits, its fence of 2**bits buckets, its entries. */
+typedef struct {
+    const uint32_t *stored, *fence;
+    int bits;
+    int64_t entries;
+} Searched;
+
+/* Where query q of queries lies in the run: 1 with [*first, *end) its entries,
+ * else 0. The large runs of a large index span gigabytes of the map, and a
+ * key's search misses the cache twice: in the fence, then in its bucket. The
+ * fence of the key PREFETCH_AHEAD on is fetched ahead, and the bucket of the
+ * key half as far on (in a large run, a cache line or two), so the misses overlap. */
+static inline int key_range(const Searched *run, const uint64_t *queries, Py_ssize_t count, Py_ssize_t q,
+                            int64_t *first, int64_t *end) {
+    const uint32_t *stored = run->stored, *fence = run->fence;
+    int bits = run->bits;
+    if (q + PREFETCH_AHEAD < count) {
+        uint64_t ahead = queries[q + PREFETCH_AHEAD] >> (40 - bits);
+        if (!(ahead >> bits))
+            PREFETCH(&fence[ahead]);
+    }
+    if (q + PREFETCH_AHEAD / 2 < count) {
+        uint64_t ahead = queries[q + PREFETCH_AHEAD / 2] >> (40 - bits);
+        if (!(ahead >> bits) && fence[ahead] < (uint64_t)run->entries)
+            PREFETCH(&stored[fence[ahead]]);
+    }
+    uint64_t bucket = queries[q] >> (40 - bits);
+    if (bucket >> bits)
+        return 0; /* not a 40-bit key: in no run */
+    uint32_t rest = (uint32_t)queries[q];
+    int64_t low = fence[bucket], high = fence[bucket + 1];
+    if (high > run->entries)
+        high = run->entries; /* a damaged fence reads no further than the run */
+    int64_t at = bucket_search(stored, low, high, rest, 0);
+    if (at >= high || stored[at] != rest)
+        return 0;
+    *first = at;
+    *end = bucket_search(stored, at + 1, high, rest, 1);
+    return 1;
+}
+
 /* find_in_run(stored, fence, bits, queries, found, first, end) -> count
  * A run's entries: stored, each key's low 32 bits (uint32), sorted within
  * each of the 2**bits fence buckets, fence[b] the first entry of bucket b.
@@ -50,38 +91,11 @@ PyObject *sf_find_in_run(PyObject *self, PyObject *args) {
         const uint64_t *queries = (const uint64_t *)queries_view.buf;
         int64_t *found_at = (int64_t *)found_view.buf, *first_at = (int64_t *)first_view.buf,
                 *end_at = (int64_t *)end_view.buf;
+        Searched run = {stored, fence, bits, entries};
         Py_BEGIN_ALLOW_THREADS
-        for (q = 0; q < count; q++) {
-            /* The large runs of a large index span gigabytes of the map, and
-             * a key's search misses the cache twice: in the fence, then in
-             * its bucket. The fence of the key PREFETCH_AHEAD on is fetched
-             * ahead, and the bucket of the key half as far on (in a large
-             * run, a cache line or two), so the misses overlap. */
-            if (q + PREFETCH_AHEAD < count) {
-                uint64_t ahead = queries[q + PREFETCH_AHEAD] >> (40 - bits);
-                if (!(ahead >> bits))
-                    PREFETCH(&fence[ahead]);
-            }
-            if (q + PREFETCH_AHEAD / 2 < count) {
-                uint64_t ahead = queries[q + PREFETCH_AHEAD / 2] >> (40 - bits);
-                if (!(ahead >> bits) && fence[ahead] < (uint64_t)entries)
-                    PREFETCH(&stored[fence[ahead]]);
-            }
-            uint64_t bucket = queries[q] >> (40 - bits);
-            if (bucket >> bits)
-                continue;  /* not a 40-bit key: in no run */
-            uint32_t rest = (uint32_t)queries[q];
-            int64_t low = fence[bucket], high = fence[bucket + 1];
-            if (high > entries)
-                high = entries;  /* a damaged fence reads no further than the run */
-            int64_t at = bucket_search(stored, low, high, rest, 0);
-            if (at < high && stored[at] == rest) {
-                found_at[found] = q;
-                first_at[found] = at;
-                end_at[found] = bucket_search(stored, at + 1, high, rest, 1);
-                found++;
-            }
-        }
+        for (q = 0; q < count; q++)
+            if (key_range(&run, queries, count, q, &first_at[found], &end_at[found]))
+                found_at[found++] = q;
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&stored_view);
@@ -147,19 +161,12 @@ PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
         const int64_t *passed = (const int64_t *)passed_view.buf;
         int64_t *out_query = (int64_t *)query_view.buf, *out_serial = (int64_t *)serial_view.buf;
         Offsets offsets = {low_view.buf, have_high ? (const uint8_t *)high_view.buf : NULL, low_bytes, first};
+        Searched run = {stored, fence, bits, entries};
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t q = 0; q < count; q++) {
-            uint64_t bucket = queries[q] >> (40 - bits);
-            if (bucket >> bits)
-                continue; /* not a 40-bit key: in no run */
-            uint32_t rest = (uint32_t)queries[q];
-            int64_t low = fence[bucket], high = fence[bucket + 1];
-            if (high > entries)
-                high = entries;
-            low = bucket_search(stored, low, high, rest, 0);
-            if (low >= high || stored[low] != rest)
+            int64_t low, high;
+            if (!key_range(&run, queries, count, q, &low, &high))
                 continue;
-            high = bucket_search(stored, low + 1, high, rest, 1);
             if (first < first_live) { /* its oldest entries may be purged: the key's live ones start later */
                 int64_t below = low, above = high;
                 while (below < above) { /* a key's entries are in serial order */
