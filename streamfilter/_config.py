@@ -86,7 +86,7 @@ class FilterConfig:
     seed: int | None = None
     ttl_seconds: float = 7 * 86400
     retweet_policy: RetweetPolicy = RetweetPolicy.CONTENT
-    batch_size: int = 1024
+    batch_size: int = 2048
     max_delay: float = 0.002
     max_candidates_per_band: int = 8
     purge_limit: int = 1024
