@@ -15,7 +15,8 @@ the batch's first record arrived, and starts
 ``sketch_processes`` worker processes (``_workers``), handing each batch to a
 free one; until the first is ready, and whenever all are lost, batches are
 sketched here. Several batches may then be in preparation at once; they reach
-the store stage in arrival order all the same.
+the store stage in arrival order all the same. The store stage judges
+them on the event loop itself (see ``_commit``).
 
 Either way, batches are judged one at a time in arrival order, so verdicts
 equal those of one-at-a-time processing.
@@ -420,14 +421,16 @@ async def _commit(
             first_line = prepared.first_line
             while marks and marks[0][0] <= first_line:
                 arrived = marks.popleft()[1]
-            # Not cancellable mid-transaction: a cancelled pipeline still
-            # finishes (and commits or aborts) the batch in flight.
-            verdicts = await anyio.to_thread.run_sync(
-                functools.partial(
-                    _commit_now, engine, prepared, _commit_options(hooks, last_line, arrived), hooks, last_line
-                ),
-                limiter=limiter,
-            )
+            # Judged here, on the event loop, not in a worker thread: the stage's
+            # work is Python under the GIL, which a thread would take turns
+            # with the loop for, and each batch would wait for the loop to
+            # hand the next one over. Meanwhile the loop's other work (reading,
+            # relaying to the sketch workers, which hold two batches each)
+            # waits at most one batch. A call cannot be cancelled midway: a
+            # cancelled pipeline still finishes (and commits or aborts) the
+            # batch in flight.
+            async with limiter:
+                verdicts = _commit_now(engine, prepared, _commit_options(hooks, last_line, arrived), hooks, last_line)
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -442,8 +445,9 @@ class CommitHooks:
     before the commit; ``progress`` maps the batch's last record number to
     the input progress that the transaction records; ``where`` names a
     record number in warnings (the CLI: "path:line"); ``after_commit`` gets
-    the batch's last record number once the transaction has committed (in
-    the worker thread; consume acknowledges entries there).
+    the batch's last record number once the transaction has committed (where
+    the batch was judged: a worker thread for a live source, the event loop
+    for a replayed file; consume acknowledges entries there).
     """
 
     deliver: Callable[[list[Verdict]], None] | None = None
@@ -494,9 +498,10 @@ async def _run_chunked(
     marks: deque[_Mark] = deque()
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(_read, source, records_send, marks)
-        # One worker thread at a time for both stages: their work is
-        # Python under the GIL, and overlapping them measured slower;
-        # the event loop stays free meanwhile.
+        # One stage at a time where both run in this process (batches
+        # sketched here, in a worker thread, before a worker process is
+        # ready): their work is Python under the GIL, and overlapping them
+        # measured slower.
         limiter = anyio.CapacityLimiter(1)
         task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
         await _commit(engine, prepared_receive, send, hooks, limiter, marks)
