@@ -5,10 +5,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamfilter.stores.lmdb._merging import merge_entries
-from streamfilter.stores.lmdb._runs import KEY_BITS, decode_run, encode_run, short_keys
+from streamfilter.stores.lmdb._merging import merge_entries, pending_run
+from streamfilter.stores.lmdb._runs import KEY_BITS, decode_run, encode_run, key_order, short_keys
 
 _TOP = np.uint64(1 << KEY_BITS)
+
+
+@pytest.mark.parametrize("pool", [0, 3, 50, 1 << 40])
+@pytest.mark.parametrize("size", [0, 1, 2, 17, 32_768])
+def test_key_order_is_the_stable_sort_order(size: int, pool: int) -> None:
+    rng = np.random.default_rng(size + pool)
+    # drawn from a pool of ``pool`` keys: many ties, a few, or (almost) none
+    keys = rng.integers(0, max(pool, 1), size=size, dtype=np.uint64)
+    assert key_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+def test_a_batch_run_is_sorted_by_key_then_serial_and_keeps_its_last_serial() -> None:
+    keys = np.array([9, 4, 9, 1, 4, 9], dtype=np.uint64)
+    offsets = np.array([0, 0, 1, 1, 2, 2], dtype=np.uint32)
+    run = pending_run(keys, offsets, 100)
+    assert run.keys().tolist() == [1, 4, 4, 9, 9, 9]
+    assert run.offsets(np.uint32).tolist() == [1, 0, 2, 0, 1, 2]
+    assert (run.first, run.last, run.count) == (100, 102, 6)
 
 
 @pytest.mark.parametrize("size", [1, 5, 31, 32, 33, 1000, 70_000, (1 << 22) + 5000])

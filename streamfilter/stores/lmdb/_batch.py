@@ -226,7 +226,7 @@ class Batch:
             self.txn.delete(sizes.pop()[0], db=self.parts.runs)
         run = self._put_entries(entries)
         # for the key filter: the batch's keys are fresh, the merged runs' it may hold already
-        self.new_runs.append((run, [part.identity for part in group], np.sort(pending.keys())))
+        self.new_runs.append((run, [part.identity for part in group], pending.keys()))  # sorted (pending_run)
         self.merge_wanted |= wanted
         return True
 

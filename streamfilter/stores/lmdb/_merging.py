@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ._runs import NO_KEYS, Run
+from ._runs import NO_KEYS, Run, key_order
 from ._tuning import LMDBTuning
 
 __all__ = [
@@ -110,8 +110,11 @@ def merge_entries(runs: Sequence[Run], first_live: int) -> tuple[npt.NDArray[np.
 
 def pending_run(keys: npt.NDArray[np.uint64], offsets: npt.NDArray[np.uint32], first: int) -> Run:
     """A batch's entries before they are written, as ``merge_entries`` takes a
-    run: keys in post order, not sorted, so never searched."""
-    return Run(b"", first, first + int(offsets[-1]), len(keys), _NO_STORED, _NO_STORED, 0, offsets, None, keys)
+    run: sorted by key, then by offset, so that a run written with older ones
+    is a merge of sorted runs (``encode_sorted``); never searched."""
+    order = key_order(keys)
+    last = first + int(offsets.max())
+    return Run(b"", first, last, len(keys), _NO_STORED, _NO_STORED, 0, offsets[order], None, keys[order])
 
 
 def release_freed_memory() -> None:
