@@ -19,6 +19,7 @@ setup(
                 "streamfilter/_kernel_index.c",
                 "streamfilter/_kernel_objects.c",
                 "streamfilter/_kernel_cache.c",
+                "streamfilter/_kernel_clock.c",
             ],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],

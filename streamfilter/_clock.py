@@ -50,12 +50,18 @@ import bisect
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
+from ._compiled import compiled_kernel
 from ._exceptions import StoreError
 from ._time import FUTURE_SLACK
 
 __all__ = ["CORROBORATION", "LEAD", "SLACK_DIVISOR", "WINDOW", "EventClock", "checked_clock"]
+
+_KERNEL = compiled_kernel()
 
 WINDOW = 1024
 CORROBORATION = 32
@@ -77,11 +83,38 @@ class EventClock:
         self.stream_time = floor  # rule 2, as of ``_looked``
         self._wall = wall
         self._looked = wall()
+        if _KERNEL is not None:  # the window as the kernel keeps it: a ring in arrival order, and sorted
+            self._ring = np.zeros(WINDOW, dtype=np.float64)
+            self._ordered = np.zeros(WINDOW, dtype=np.float64)
+            self._size = self._head = 0
         self._arrived: deque[float] = deque()  # the window's times, in arrival order
         self._sorted: list[float] = []  # the same, in time order
 
     def place(self, timestamp: float) -> float:
         """The time a post dated ``timestamp`` is judged and recorded at."""
+        if _KERNEL is None:
+            return self._place(timestamp)[0]
+        return float(self.place_all([timestamp])[0][0])
+
+    def place_all(self, stamps: Sequence[float]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``place`` for each of ``stamps`` in turn: the times they are
+        placed at, and the stream's time after each."""
+        if _KERNEL is None:
+            pairs = [self._place(timestamp) for timestamp in stamps]
+            return np.array([at for at, _ in pairs], dtype=np.float64), np.array(
+                [stream for _, stream in pairs], dtype=np.float64
+            )
+        times = np.array(stamps, dtype=np.float64)
+        placed, streams = np.empty_like(times), np.empty_like(times)
+        self._size, self._head, self.corroborated, self.stream_time, self._looked = _KERNEL.place_times(
+            self._ring, self._ordered, self._size, self._head, self.corroborated, self._new, self.slack,
+            self.stream_time, self._looked, WINDOW, CORROBORATION, LEAD, float(SLACK_DIVISOR), self._wall,
+            times, placed, streams,
+        )  # fmt: skip
+        return placed, streams
+
+    def _place(self, timestamp: float) -> tuple[float, float]:
+        """The rule without the kernel: where a post dated ``timestamp`` is placed, and the stream's time then."""
         arrived, ordered = self._arrived, self._sorted
         if len(arrived) == WINDOW:
             del ordered[bisect.bisect_left(ordered, arrived.popleft())]
@@ -100,7 +133,7 @@ class EventClock:
             allowance = self.slack * (SLACK_DIVISOR / 4 if self._new else 1)
         else:
             allowance = max(self.slack, (CORROBORATION + LEAD) * self._pace())
-        return min(timestamp, self.stream_time + allowance)
+        return min(timestamp, self.stream_time + allowance), self.stream_time
 
     def _pace(self) -> float:
         """Seconds between the stream's posts: the span of the window's

@@ -472,15 +472,57 @@ class Engine:
         posts dated tomorrow cannot expire the index. One more than a TTL
         behind the clock is recorded already expired: nothing after it can
         match it (posts replayed into an index that saw newer ones)."""
+        judged = [entry for entry in batch.entries if entry.kind is None]
+        sketches = [batch.sketches[entry.sketch_index] for entry in judged]
+        stamps = [sketch.timestamp for sketch in sketches]
+        if not judged:
+            return
+        if any(entry.post is not None and entry.post.timestamp is None for entry in judged) or not all(
+            map(math.isfinite, stamps)
+        ):
+            self._place_each(judged, sketches, where)
+            return
+        # Every post dated: the clock places them all at once, and the rare
+        # posts that need a word (dated ahead, a TTL off) are found in arrays.
+        placed, streams = self._clock.place_all(stamps)
+        ahead = np.flatnonzero(placed < np.array(stamps))
+        for index in ahead.tolist():
+            sketches[index].timestamp = float(placed[index])
+        before = np.empty_like(placed)  # the newest time judged before each post
+        before[0] = self._latest
+        np.maximum(np.maximum.accumulate(placed[:-1]), self._latest, out=before[1:])
+        notes: list[tuple[int, int, str]] = []  # (post, order, warning), made in post order below
+        if len(ahead) and not self._warned_ahead:
+            self._warned_ahead = True
+            first = int(ahead[0])
+            stream_time = float(streams[first])
+            notes.append((first, 0, _dated_ahead(stamps[first] - stream_time, stream_time, float(placed[first]))))
+        ttl = self.config.ttl_seconds
+        if ttl > 0:
+            known = np.isfinite(before)
+            for index in np.flatnonzero(known & (placed - before > ttl)).tolist():
+                notes.append((index, 1, _newer_than_all(float(placed[index] - before[index]))))
+            behind = np.flatnonzero(known & (before - placed > ttl))
+            if len(behind) and not self._warned_behind:
+                self._warned_behind = True
+                index = int(behind[0])
+                notes.append((index, 1, _older_than_newest(float(before[index] - placed[index]))))
+        for index, order, what in sorted(notes):
+            self._warn(judged[index], where, stamps[index] if order == 0 else float(placed[index]), what)
+        if len(ahead):
+            self.stats.noticed(dated_ahead=len(ahead))
+        newest = float(placed.max())
+        self._latest, self._latest_dated = max(self._latest, newest), max(self._latest_dated, newest)
+
+    def _place_each(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
+        """``_place_in_time`` one post at a time, for a batch that holds an
+        undated post (or a time that is not finite); the reference for the rest."""
         ttl = self.config.ttl_seconds
         clock = self._clock
         latest, dated = self._latest, self._latest_dated
         waiting: list[Sketch] = []  # undated, before the stream's first dated post
         ahead = 0
-        for entry in batch.entries:
-            if entry.kind is not None:
-                continue
-            sketch = batch.sketches[entry.sketch_index]
+        for entry, sketch in zip(judged, sketches, strict=True):
             if entry.post is not None and entry.post.timestamp is None:
                 if math.isfinite(dated):
                     sketch.timestamp = dated
@@ -497,9 +539,7 @@ class Engine:
                             entry,
                             where,
                             sketch.timestamp,
-                            f"is dated {_span(sketch.timestamp - clock.stream_time)} ahead of the stream's time "
-                            f"({_utc(clock.stream_time)}), further than a few posts may move the clock: it is judged "
-                            f"and recorded at {_utc(placed)} (later such posts are counted in the stats, not reported)",
+                            _dated_ahead(sketch.timestamp - clock.stream_time, clock.stream_time, placed),
                         )
                     sketch.timestamp = placed
                 for undated in waiting:
@@ -509,23 +549,10 @@ class Engine:
             timestamp = sketch.timestamp
             if ttl > 0 and math.isfinite(latest):
                 if timestamp - latest > ttl:
-                    self._warn(
-                        entry,
-                        where,
-                        timestamp,
-                        f"is {_span(timestamp - latest)} newer than every post before it, more than the TTL, "
-                        "and the stream's posts since have reached its time: every earlier post has expired",
-                    )
+                    self._warn(entry, where, timestamp, _newer_than_all(timestamp - latest))
                 elif latest - timestamp > ttl and not self._warned_behind:
                     self._warned_behind = True
-                    self._warn(
-                        entry,
-                        where,
-                        timestamp,
-                        f"is {_span(latest - timestamp)} older than the newest post the index "
-                        "has seen, more than the TTL: it is recorded already expired, and no later post can "
-                        "match it (later such posts are not reported)",
-                    )
+                    self._warn(entry, where, timestamp, _older_than_newest(latest - timestamp))
             latest = max(latest, timestamp)
         for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
             undated.timestamp = clock.place(undated.timestamp)
@@ -581,3 +608,25 @@ class Engine:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _dated_ahead(lead: float, stream_time: float, placed: float) -> str:
+    return (
+        f"is dated {_span(lead)} ahead of the stream's time ({_utc(stream_time)}), further than a few posts may "
+        f"move the clock: it is judged and recorded at {_utc(placed)} (later such posts are counted in the stats, "
+        "not reported)"
+    )
+
+
+def _newer_than_all(gap: float) -> str:
+    return (
+        f"is {_span(gap)} newer than every post before it, more than the TTL, and the stream's posts since have "
+        "reached its time: every earlier post has expired"
+    )
+
+
+def _older_than_newest(gap: float) -> str:
+    return (
+        f"is {_span(gap)} older than the newest post the index has seen, more than the TTL: it is recorded "
+        "already expired, and no later post can match it (later such posts are not reported)"
+    )

@@ -557,6 +557,7 @@ static PyMethodDef methods[] = {
     {"verdict_lines", sf_verdict_lines, METH_VARARGS, "The --verdicts lines of verdicts, as UTF-8 (Verdict.json_line)."},
     {"sketches_from_columns", sf_sketches_from_columns, METH_VARARGS, "A batch's Sketch objects (Columns.sketches)."},
     {"verdicts_of", sf_verdicts_of, METH_VARARGS, "A judged batch's Verdict objects (Engine._verdicts)."},
+    {"place_times", sf_place_times, METH_VARARGS, "The times a batch's posts are placed at (EventClock.place)."},
     {NULL, NULL, 0, NULL},
 };
 

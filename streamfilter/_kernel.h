@@ -4,7 +4,8 @@
  * _kernel_batch.c (the judge's loop over a batch), _kernel_text.c (the words
  * of an ASCII text, the folding of its non-ASCII runs) and _kernel_index.c
  * (the LMDB run search, the key filter's marks), _kernel_objects.c (a
- * worker's batch rebuilt as objects). */
+ * worker's batch rebuilt as objects) and _kernel_clock.c (the event-time
+ * clock's placing of posts). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -58,6 +59,7 @@ PyObject *sf_offered_hits(PyObject *self, PyObject *args);
 PyObject *sf_mark_run(PyObject *self, PyObject *args);
 PyObject *sf_mark_keys(PyObject *self, PyObject *args);
 PyObject *sf_entries_from_wire(PyObject *self, PyObject *args);
+PyObject *sf_place_times(PyObject *self, PyObject *args);
 PyObject *sf_verdict_lines(PyObject *self, PyObject *args);
 PyObject *sf_sketches_from_columns(PyObject *self, PyObject *args);
 PyObject *sf_verdicts_of(PyObject *self, PyObject *args);

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import random
 import struct
 import time
 from pathlib import Path
@@ -10,8 +12,10 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from streamfilter import StoreError, StreamFilter
+from streamfilter import FilterConfig, StoreError, StreamFilter
 from streamfilter._clock import CORROBORATION, SLACK_DIVISOR, WINDOW, EventClock, checked_clock
+from streamfilter._compiled import compiled_kernel
+from streamfilter._engine import Engine
 
 from .conftest import HandClock
 
@@ -98,3 +102,82 @@ def test_a_damaged_clock_in_an_lmdb_index_is_refused_naming_the_index(tmp_path: 
     with pytest.raises(StoreError, match=f"clock in the LMDB index at {tmp_path / 'index'} holds .* not a finite"):
         with StreamFilter(path=tmp_path / "index") as sf:
             sf.check_many(records)
+
+
+def _adversarial_times(seed: int, count: int) -> list[float]:
+    """A stream's dates with what a campaign adds: bursts a year ahead, posts
+    a week behind, ties, and the odd time that is not finite."""
+    rng = random.Random(seed)
+    times, now = [], START
+    for _ in range(count):
+        now += rng.choice([0.0, 0.5, 1.0, 30.0])
+        roll = rng.random()
+        if roll < 0.02:
+            times.append(now + 365 * DAY)
+        elif roll < 0.03:
+            times.append(now - 7 * DAY)
+        elif roll < 0.032:
+            times.append(rng.choice([math.inf, -math.inf, math.nan]))
+        else:
+            times.append(now)
+    return times
+
+
+@pytest.mark.skipif(compiled_kernel() is None, reason="the compiled kernel is not built")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kernel_places_every_post_where_the_rule_does(seed: int) -> None:
+    times = _adversarial_times(seed, 3 * WINDOW + 17)  # the window fills, then wraps
+    compiled, reference = EventClock(DAY, wall=(tick := HandClock())), EventClock(DAY, wall=HandClock())
+    expected = []
+    for timestamp in times:  # the rule, one post at a time; the wall clock moves a little each post
+        reference._wall.now += 0.25  # type: ignore[attr-defined]
+        expected.append(reference._place(timestamp))
+    got: list[tuple[float, float]] = []
+    for start in range(0, len(times), 500):  # the kernel, a batch at a time
+        batch = times[start : start + 500]
+        placed, streams = [], []
+        for timestamp in batch:  # the same wall readings, one a post
+            tick.now += 0.25
+            at, stream = compiled.place_all([timestamp])
+            placed.append(float(at[0]))
+            streams.append(float(stream[0]))
+        got += zip(placed, streams, strict=True)
+    assert [repr(pair) for pair in got] == [repr(pair) for pair in expected]  # repr: nan equals nan
+    assert (compiled.corroborated, compiled.stream_time) == (reference.corroborated, reference.stream_time)
+    # a whole batch at once places as one post at a time does, the wall clock standing still
+    whole, single = EventClock(DAY, wall=HandClock()), EventClock(DAY, wall=HandClock())
+    assert repr(whole.place_all(times)[0].tolist()) == repr([single.place(timestamp) for timestamp in times])
+
+
+def test_a_batch_placed_at_once_warns_and_counts_as_one_post_at_a_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    times = [t if math.isfinite(t) else START for t in _adversarial_times(7, 3000)]
+    times[1500] = times[1499] + 2 * DAY  # a post newer than all before it by more than the TTL
+    records = [{"id": str(n), "text": f"post {n} of the stream", "created_at": t} for n, t in enumerate(times)]
+
+    def judged(path: Path) -> tuple[list[tuple[str, str | None]], list[str], dict[str, int]]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="streamfilter"):
+            with StreamFilter(FilterConfig(ttl_seconds=DAY, seed=1), path=path) as sf:
+                verdicts = [(v.kind.value, v.duplicate_of) for v in sf.check_many(records)]
+                signals = dict(sf.stats().signals)
+        return verdicts, [r.getMessage() for r in caplog.records], signals
+
+    at_once = judged(tmp_path / "at-once")
+    monkeypatch.setattr(
+        Engine,
+        "_place_in_time",
+        lambda self, batch, where: self._place_each(
+            [e for e in batch.entries if e.kind is None],
+            [batch.sketches[e.sketch_index] for e in batch.entries if e.kind is None],
+            where,
+        ),
+    )
+    one_by_one = judged(tmp_path / "one-by-one")
+    assert at_once == one_by_one
+    verdicts, warnings, signals = at_once
+    assert signals["dated_ahead"] > 0
+    assert any("ahead of the stream's time" in w for w in warnings)
+    assert any("newer than every post before it" in w for w in warnings)
+    assert any("older than the newest post" in w for w in warnings)
