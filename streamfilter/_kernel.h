@@ -15,6 +15,12 @@
 
 #define MAX_SHINGLE 8
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)(address))
+#endif
+
 /* Every run of 1 to k words of one post (uint32 word hashes), sorted,
  * without repeats, into out (room for count * k values); how many. */
 Py_ssize_t sf_runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, uint64_t *out);
@@ -117,6 +123,8 @@ int sf_add_cached_post(PyObject *module);
  * borrowed reference, or NULL (no error set) for none; keeping a post there. */
 extern PyTypeObject RecentPostsType;
 PyObject *sf_recent_post(PyObject *recent, int64_t serial);
+/* Asks the memory for where sf_recent_post will look for ``serial``, ahead of the look. */
+void sf_recent_prefetch(PyObject *recent, int64_t serial);
 int sf_keep_recent(PyObject *recent, int64_t serial, PyObject *post);
 int sf_add_recent_posts(PyObject *module);
 PyObject *sf_recorded_items(PyObject *self, PyObject *args);

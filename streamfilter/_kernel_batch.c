@@ -195,6 +195,10 @@ static int referred(const Known *known, const Shared *ranked, Py_ssize_t n, PyOb
 static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n, PyObject *sketch,
                          PyObject *same_post) {
     PyObject *posts = PyList_New(n);
+    /* A flood's candidates are scattered through the recent posts: their
+     * slots are asked of the memory at once, not one miss after another. */
+    for (Py_ssize_t i = 0; known->recent != Py_None && i < n; i++)
+        sf_recent_prefetch(known->recent, ranked[i].serial);
     for (Py_ssize_t i = 0; posts != NULL && i < n; i++) {
         PyObject *post = post_of(known, ranked[i].serial);
         if (post != NULL && post != Py_None && same_post != Py_None) {

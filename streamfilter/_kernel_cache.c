@@ -57,6 +57,12 @@ PyObject *sf_recent_post(PyObject *recent, int64_t serial) {
     return NULL;
 }
 
+void sf_recent_prefetch(PyObject *recent, int64_t serial) {
+    RecentPosts *self = (RecentPosts *)recent;
+    for (int generation = 0; generation < 2 && self->tables[generation].slots != NULL; generation++)
+        PREFETCH(&self->tables[generation].slots[slot_of(&self->tables[generation], serial)]);
+}
+
 int sf_keep_recent(PyObject *recent, int64_t serial, PyObject *post) {
     RecentPosts *self = (RecentPosts *)recent;
     if (self->tables[0].slots == NULL) /* not set up: keeps nothing */

@@ -7,11 +7,6 @@
  * RunMasks.add_in_numpy of Run.prefixes. */
 #include "_kernel.h"
 
-#if defined(__GNUC__) || defined(__clang__)
-#define PREFETCH(address) __builtin_prefetch(address)
-#else
-#define PREFETCH(address) ((void)(address))
-#endif
 #define PREFETCH_AHEAD 16
 
 /* The first position in [low, high) of stored whose value is > (above) or

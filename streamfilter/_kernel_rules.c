@@ -234,6 +234,17 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
     Py_ssize_t best_index = -1, i;
     double best = 0.0;
     int failed = 0;
+    for (i = 0; i < PyList_GET_SIZE(posts); i++) { /* each candidate's fields, asked of the memory at once */
+        PyObject *post = PyList_GET_ITEM(posts, i);
+        if (!Py_IS_TYPE(post, &CachedPostType))
+            continue;
+        CachedPost *cached = (CachedPost *)post;
+        PREFETCH(cached->timestamp);
+        PREFETCH(cached->words);
+        PREFETCH(cached->packed);
+        PREFETCH((char *)cached->packed + 64);
+        PREFETCH((char *)cached->packed + 128);
+    }
     for (i = 0; i < PyList_GET_SIZE(posts); i++) {
         PyObject *post = PyList_GET_ITEM(posts, i);
         if (post == Py_None)
