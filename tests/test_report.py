@@ -545,3 +545,21 @@ def test_accounts_in_the_most_campaigns_count_every_post_of_theirs(tmp_path: Pat
     html = page.read_text(encoding="utf-8")
     rows = re.findall(r'<tr><td>(twitter:busy\d)</td><td class="num">(\d+)</td><td class="num">([\d,]+)</td>', html)
     assert sorted(rows) == [(f"twitter:busy{n}", "1", "600") for n in range(3)]
+
+
+def test_a_link_counts_as_campaigns_only_the_clusters_that_are_campaigns(tmp_path: Path) -> None:
+    import networkx  # type: ignore[import-untyped]
+
+    # a and b share two clusters within seconds: one a campaign (c joins it),
+    # the other two accounts only, below --min-accounts (3)
+    campaign = "vote for the harbour bridge plan today and share this with your friends"
+    pair = "the ferry timetable changed again this morning for everyone going north"
+    stream = tmp_path / "two.jsonl"
+    stream.write_text(
+        _tweet(1, 0, campaign, "a") + _tweet(2, 5, campaign, "b") + _tweet(3, 9, campaign, "c")
+        + _tweet(4, 100, pair, "a") + _tweet(5, 104, pair, "b")
+    )  # fmt: skip
+    graph = tmp_path / "g.graphml"
+    assert _run_report(tmp_path, stream, "--graph", str(graph)).returncode == 0
+    link = networkx.read_graphml(graph).edges["twitter:a", "twitter:b"]
+    assert (link["clusters"], link["campaigns"], link["weight"]) == (2, 1, 2)

@@ -136,7 +136,7 @@ def run_report(args: argparse.Namespace) -> int:
         with open(args.json, "w", encoding="utf-8") as out:
             clusters.write_json(out, args.top)
     if args.graph:
-        clusters.graph().write(args.graph)
+        clusters.graph().write(args.graph, [campaign.id for campaign in clusters.campaigns()])
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))

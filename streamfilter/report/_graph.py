@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +62,7 @@ class CoordinationGraph:
         self.window = window
         self.weights: Counter[tuple[str, str]] = Counter()
         self.posts: Counter[str] = Counter()  # clustered posts by account
-        self.campaigns_of: dict[tuple[str, str], set[str]] = {}
+        self.clusters_of: dict[tuple[str, str], set[str]] = {}
         self.hubs: dict[str, str] = {}  # hub node -> its cluster id
 
     def add_cluster(self, cluster_id: str, posts: Iterable[tuple[float, str]]) -> None:
@@ -81,7 +81,7 @@ class CoordinationGraph:
                     continue
                 edge = (account, other) if account < other else (other, account)
                 self.weights[edge] += 1
-                self.campaigns_of.setdefault(edge, set()).add(cluster_id)
+                self.clusters_of.setdefault(edge, set()).add(cluster_id)
 
     def _add_hub(self, cluster_id: str, timed: Sequence[tuple[float, str]]) -> None:
         """Link each account of a cluster too large for pairs to its hub, weighted by its posts there."""
@@ -90,7 +90,7 @@ class CoordinationGraph:
         for _, account in timed:
             edge = (account, hub)
             self.weights[edge] += 1
-            self.campaigns_of.setdefault(edge, set()).add(cluster_id)
+            self.clusters_of.setdefault(edge, set()).add(cluster_id)
 
     def groups(self, order: Sequence[str]) -> list[Group]:
         """The connected groups, largest first (then by co-posts); ``order``
@@ -120,7 +120,7 @@ class CoordinationGraph:
             edges[component[edge[0]]].append(edge)
         found = []
         for names, inside in zip(members, edges, strict=True):
-            campaigns = set().union(*(self.campaigns_of[edge] for edge in inside))
+            campaigns = set().union(*(self.clusters_of[edge] for edge in inside))
             accounts = [name for name in names if name not in self.hubs]
             found.append(
                 Group(
@@ -136,8 +136,12 @@ class CoordinationGraph:
             )
         return sorted(found, key=lambda group: (-len(group.accounts), -group.co_posts))
 
-    def write(self, path: str) -> None:
-        """The graph as GraphML (``.graphml``) or GEXF (``.gexf``), which Gephi opens (needs networkx)."""
+    def write(self, path: str, campaign_ids: Collection[str]) -> None:
+        """The graph as GraphML (``.graphml``) or GEXF (``.gexf``), which Gephi opens (needs networkx).
+
+        A link's ``clusters`` counts the near-duplicate clusters its two
+        accounts co-posted in, its ``campaigns`` those of them that are
+        campaigns (``campaign_ids``: clusters that show coordination)."""
         try:
             import networkx  # type: ignore[import-untyped]
         except ImportError as exc:
@@ -150,10 +154,17 @@ class CoordinationGraph:
             )
         for hub, cluster_id in self.hubs.items():
             graph.add_node(_xml_safe(hub), kind="campaign", platform="", handle=_xml_safe(cluster_id), posts=0)
+        campaign_ids = set(campaign_ids)
         for (left, right), weight in self.weights.items():
-            campaigns = len(self.campaigns_of[(left, right)])
-            via_hub = right in self.hubs
-            graph.add_edge(_xml_safe(left), _xml_safe(right), weight=weight, campaigns=campaigns, via_hub=via_hub)
+            clusters = self.clusters_of[(left, right)]
+            graph.add_edge(
+                _xml_safe(left),
+                _xml_safe(right),
+                weight=weight,
+                clusters=len(clusters),
+                campaigns=len(clusters & campaign_ids),
+                via_hub=right in self.hubs,
+            )
         if path.endswith(".gexf"):
             networkx.write_gexf(graph, path)
         else:
