@@ -567,6 +567,14 @@ class Engine:
         logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
 
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
+        verdicts = self._built_verdicts(batch, matches)
+        for at in [at for at, entry in enumerate(batch.entries) if entry.kind is VerdictKind.INVALID]:
+            record_id = self.adapter.readable_id(batch.entries[at].raw)
+            if record_id is not None:  # the id an invalid record's verdict line names
+                verdicts[at] = dataclasses.replace(verdicts[at], record_id=record_id)
+        return verdicts
+
+    def _built_verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
             return _KERNEL.verdicts_of(  # type: ignore[no-any-return]
                 batch.entries,

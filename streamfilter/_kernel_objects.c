@@ -221,7 +221,7 @@ static int put_similarity(Buffer *buffer, PyObject *value) {
     return done;
 }
 
-enum { V_KIND, V_LINE, V_POST, V_DUPLICATE_OF, V_SIMILARITY, V_REASON, V_RAW, VERDICT_FIELDS };
+enum { V_KIND, V_LINE, V_POST, V_DUPLICATE_OF, V_SIMILARITY, V_REASON, V_RAW, V_RECORD_ID, VERDICT_FIELDS };
 
 /* Whether every slot at ``offsets`` of ``object`` is set; 0 with AttributeError set if not. */
 static int all_set(PyObject *object, const Py_ssize_t *offsets, Py_ssize_t count) {
@@ -239,7 +239,7 @@ static int put_verdict(Buffer *buffer, PyObject *verdict, const Py_ssize_t *offs
     static PyObject *value_name = NULL;
     if (value_name == NULL && (value_name = PyUnicode_InternFromString("_value_")) == NULL)
         return -1;
-    if (!all_set(verdict, offsets, V_RAW))
+    if (!all_set(verdict, offsets, VERDICT_FIELDS))
         return -1;
     PyObject *line = SLOT(verdict, offsets[V_LINE]), *post = SLOT(verdict, offsets[V_POST]);
     if (!PyLong_CheckExact(line)) {
@@ -255,7 +255,7 @@ static int put_verdict(Buffer *buffer, PyObject *verdict, const Py_ssize_t *offs
         PyErr_SetString(PyExc_TypeError, "a verdict's post is not a Post");
         return -1;
     }
-    PyObject *post_id = post == Py_None ? Py_None : SLOT(post, post_id_offset);
+    PyObject *post_id = post == Py_None ? SLOT(verdict, offsets[V_RECORD_ID]) : SLOT(post, post_id_offset);
     if (post_id == NULL) {
         PyErr_SetString(PyExc_AttributeError, "a verdict's post has no id set");
         return -1;
@@ -471,6 +471,7 @@ PyObject *sf_verdicts_of(PyObject *self, PyObject *args) {
         values[V_LINE] = SLOT(entry, from[E_LINE]);
         values[V_POST] = SLOT(entry, from[E_POST]);
         values[V_RAW] = SLOT(entry, from[E_RAW]);
+        values[V_RECORD_ID] = Py_None; /* an invalid record's own id: Engine._verdicts reads it */
         verdict = filled(verdict_type, to, values, VERDICT_FIELDS);
     next:
         Py_XDECREF(duplicate_of);

@@ -119,6 +119,7 @@ class Verdict:
     None only for invalid records. ``duplicate_of`` and ``similarity`` are
     set for duplicates; ``reason`` says why a record is invalid or skipped
     (a like, a follow: not a post), or why a post passed unjudged.
+    ``record_id`` is an invalid record's id, where it could be read.
     """
 
     kind: VerdictKind
@@ -128,6 +129,7 @@ class Verdict:
     similarity: float | None = None
     reason: str | None = None
     raw: Any = field(default=None, repr=False, compare=False)
+    record_id: str | None = None
 
     def __init__(
         self,
@@ -138,8 +140,11 @@ class Verdict:
         similarity: float | None = None,
         reason: str | None = None,
         raw: Any = None,
+        record_id: str | None = None,
     ) -> None:
-        set_kind, set_line, set_post, set_duplicate_of, set_similarity, set_reason, set_raw = _VERDICT_SETTERS
+        set_kind, set_line, set_post, set_duplicate_of, set_similarity, set_reason, set_raw, set_record_id = (
+            _VERDICT_SETTERS
+        )
         set_kind(self, kind)
         set_line(self, line)
         set_post(self, post)
@@ -147,6 +152,7 @@ class Verdict:
         set_similarity(self, similarity)
         set_reason(self, reason)
         set_raw(self, raw)
+        set_record_id(self, record_id)
 
     @property
     def is_novel(self) -> bool:
@@ -154,9 +160,11 @@ class Verdict:
 
     @property
     def post_id(self) -> str:
+        """The post's id; for a record without a post, its own id where it
+        could be read, else ``line:N``."""
         if self.post is not None and self.post.id is not None:
             return self.post.id
-        return f"line:{self.line}"
+        return self.record_id if self.record_id is not None else f"line:{self.line}"
 
     def to_json(self) -> dict[str, Any]:
         """The ``--verdicts`` line for this verdict."""

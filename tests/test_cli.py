@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from streamfilter import StreamFilter
 from streamfilter._clock import CORROBORATION
 from tests.conftest import FIXTURES
 
@@ -132,6 +133,26 @@ def test_invalid_lines_are_reported_rejected_and_the_stream_goes_on(tmp_path: Pa
     assert (tmp_path / "rejects").read_bytes().splitlines() == [lines[i - 1] for i in (3, 4, 5, 6, 9)]
     assert "10 posts, 3 novel, 2 duplicates, 0 retweets, 5 invalid" in stderr
     assert len((tmp_path / "out").read_bytes().splitlines()) == 3
+
+
+def test_an_invalid_verdict_names_the_records_id_where_it_can_be_read(tmp_path: Path) -> None:
+    stream = tmp_path / "invalid.jsonl"
+    stream.write_text(
+        '{"id_str": "d1", "created_at": "Fri Feb 31 14:00:00 +0000 2012", "text": "a post of an impossible day"}\n'
+        '{"data": {"id": "v2", "text": "a page whose post has no time we read", "created_at": "soon"}}\n'
+        '{"id": true, "text": "a post whose id is a boolean"}\n'
+        '{"id": "", "text": "a post whose id is empty"}\n'
+        "{not json at all\n"
+    )
+    verdicts = tmp_path / "v.jsonl"
+    assert replay(str(stream), "--verdicts", str(verdicts), "--out", os.devnull).returncode == 0
+    lines = [json.loads(line) for line in verdicts.read_text().splitlines()]
+    assert [(line["id"], line["verdict"]) for line in lines] == [
+        ("d1", "invalid"), ("v2", "invalid"), ("line:3", "invalid"), ("line:4", "invalid"), ("line:5", "invalid")
+    ]  # fmt: skip
+    with StreamFilter() as sf:  # the library's verdict says the same
+        verdict = sf.check({"id": "g9", "text": None})
+        assert (verdict.kind.value, verdict.post_id, verdict.record_id) == ("invalid", "g9", "g9")
 
 
 # Runs the command and writes its peak RSS (VmHWM, KiB) to argv[1] at exit; wait4's

@@ -145,10 +145,10 @@ def test_verdicts_the_kernel_builds_are_the_python_loops(kernel, monkeypatch, pa
             dataclasses.replace(entry, reference=True) if (at + number) % 3 == 0 and entry.kind is None else entry
             for at, entry in enumerate(batch.entries)
         ]
-        compiled = engine._verdicts(batch, matches)
+        compiled = engine._built_verdicts(batch, matches)
         with monkeypatch.context() as patched:
             patched.setattr(_engine, "_KERNEL", None)
-            python = engine._verdicts(batch, matches)
+            python = engine._built_verdicts(batch, matches)
         assert compiled == python
         assert [verdict.raw for verdict in compiled] == [verdict.raw for verdict in python]
         assert all(built.raw is reference.raw for built, reference in zip(compiled, python, strict=True))
@@ -160,4 +160,4 @@ def test_verdicts_the_kernel_builds_are_the_python_loops(kernel, monkeypatch, pa
 def test_the_kernel_refuses_a_sketch_index_past_the_matches(kernel) -> None:  # type: ignore[no-untyped-def]
     entry = Entry(1, b"x", Post("1", "x"), sketch_index=1)  # one past the one match
     with pytest.raises(IndexError):
-        object.__new__(Engine)._verdicts(PreparedBatch([entry], []), [None])
+        object.__new__(Engine)._built_verdicts(PreparedBatch([entry], []), [None])

@@ -167,6 +167,25 @@ class RecordAdapter:
             raise InvalidRecordError(f"record is a {type(record).__name__}; expected a dict, a line or a Post")
         return posts
 
+    def readable_id(self, record: object) -> str | None:
+        """The id of a record that makes no valid post, where one can be read
+        (an invalid verdict's ``record_id``): a string or an integer, not
+        empty, under the generic id field (``id_field`` or its usual names)
+        or a Twitter v2 page's ``data``; None for any other record."""
+        try:
+            decoded = decode_line(record) if isinstance(record, bytes | str) else record
+        except (InvalidRecordError, RecursionError, ValueError):
+            return None
+        if not isinstance(decoded, Mapping):
+            return None
+        paths = getattr(self._generic, "id_paths", ())
+        for source in (decoded, decoded.get("data")):
+            if isinstance(source, Mapping):
+                found = _first_of(source, paths)
+                if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
+                    return str(found)
+        return None
+
     def _from_mapping(self, record: Mapping[str, Any]) -> list[Post]:
         if self.format in ("generic", "text"):
             return self._generic.posts(record)
@@ -178,3 +197,14 @@ class RecordAdapter:
         if self.format in ("mastodon", "bluesky"):
             raise InvalidRecordError(f"not a {self.format} record")
         return self._generic.posts(record)
+
+
+def _first_of(record: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> object:
+    """The first value found at one of ``paths`` (dotted, as tuples) in ``record``."""
+    for path in paths:
+        value: object = record
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None:
+            return value
+    return None

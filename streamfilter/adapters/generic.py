@@ -69,7 +69,7 @@ class GenericAdapter:
         self.id_field = id_field
         self.text_field = text_field
         self.time_field = time_field
-        self._id = self._paths(id_field, "id_field")
+        self._id = self.id_paths = self._paths(id_field, "id_field")
         self._text = self._paths(text_field, "text_field")
         self._time = self._paths(time_field, "time_field")
 
