@@ -10,7 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -237,6 +237,23 @@ def test_a_pandas_frame_s_rows_are_records() -> None:
     with StreamFilter() as sf:
         kinds = [v.kind.value for v in sf.check_many(frame.to_dict("records"))]
     assert kinds == ["novel", "duplicate", "novel"]
+
+
+def test_a_polars_frame_s_rows_are_records() -> None:
+    pl = pytest.importorskip("polars")
+    from streamfilter import StreamFilter
+
+    frame = pl.DataFrame(
+        {
+            "id": ["1", "2", "3"],
+            "text": ["win a free cruise today for two", "win a FREE cruise today for two!!", "flight delayed again"],
+            "created_at": [datetime(2024, 5, 1, 12, 0, second, tzinfo=UTC) for second in (0, 5, 9)],
+        }
+    )
+    with StreamFilter() as sf:
+        verdicts = sf.check_many(frame.iter_rows(named=True))
+    assert [v.kind.value for v in verdicts] == ["novel", "duplicate", "novel"]
+    assert [v.post.timestamp for v in verdicts if v.post is not None] == [1714564800.0, 1714564805.0, 1714564809.0]
 
 
 @pytest.mark.parametrize("command", ["replay", "follow", "consume", "report", "params"])
