@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -113,7 +114,7 @@ def test_report_without_an_output_is_a_usage_error(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 2 and "needs --html FILE, --json FILE or --graph FILE" in done.stderr
+    assert done.returncode == 2 and "needs --html FILE, --json FILE, --graph FILE or --members FILE" in done.stderr
 
 
 def _chromium() -> str:
@@ -563,3 +564,26 @@ def test_a_link_counts_as_campaigns_only_the_clusters_that_are_campaigns(tmp_pat
     assert _run_report(tmp_path, stream, "--graph", str(graph)).returncode == 0
     link = networkx.read_graphml(graph).edges["twitter:a", "twitter:b"]
     assert (link["clusters"], link["campaigns"], link["weight"]) == (2, 1, 2)
+
+
+def test_members_exports_every_post_of_every_campaign_with_its_text(tmp_path: Path) -> None:
+    # one campaign of 600 accounts, more than the page lists, and a pair's own cluster
+    text = "vote for the harbour bridge plan today and share this with your friends"
+    pair = "the ferry timetable changed again this morning for everyone going north"
+    stream = tmp_path / "big.jsonl"
+    lines = [_tweet(n, n // 10, text + (" now" if n % 2 else ""), f"acct{n}") for n in range(600)]
+    lines += [_tweet(900, 5000, pair, "x"), _tweet(901, 5003, pair, "y")]
+    lines.append(_tweet(902, 5004, '=HYPERLINK("http://x") ' + text, "=cmd"))
+    stream.write_text("".join(lines))
+    members = tmp_path / "members.csv"
+    assert _run_report(tmp_path, stream, "--members", str(members)).returncode == 0
+    with members.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 601 and {row["campaign"] for row in rows} == {str(10**17)}  # not the pair's
+    assert rows[0] == {
+        "campaign": str(10**17), "time": "2012-05-04T14:00:00.000Z", "platform": "twitter",
+        "account": "acct0", "post": str(10**17), "text": text,
+    }  # fmt: skip
+    assert rows[1]["text"] == text + " now" and rows[1]["account"] == "acct1"
+    planted = rows[-1]  # a formula in a cell is written after a quote
+    assert planted["account"] == "'=cmd" and planted["text"].startswith("'=HYPERLINK")

@@ -235,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--html", metavar="FILE", help="write the HTML report here")
     report.add_argument("--json", metavar="FILE", help="write the clusters as JSON here")
     report.add_argument(
+        "--members",
+        metavar="FILE",
+        help="write every post of every campaign, with its text, as CSV here (the page lists the first 500)",
+    )
+    report.add_argument(
         "--top",
         type=_positive_int,
         default=10,

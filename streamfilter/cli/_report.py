@@ -15,6 +15,7 @@ from .._exceptions import StreamFilterError
 from .._wording import counted
 from ..adapters import RecordAdapter, record_adapter
 from ..report import Clusters, render
+from ..report._members import MemberSpool
 from ..report._signals import Coordination
 from ._console import notice
 from ._inputs import Inputs, Progress
@@ -107,16 +108,18 @@ def _check_writable(option: str, path: str) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    if not (args.html or args.json or args.graph):
-        raise UsageError("report needs --html FILE, --json FILE or --graph FILE")
-    for option, path in (("--html", args.html), ("--json", args.json), ("--graph", args.graph)):
+    if not (args.html or args.json or args.graph or args.members):
+        raise UsageError("report needs --html FILE, --json FILE, --graph FILE or --members FILE")
+    outputs = (("--html", args.html), ("--json", args.json), ("--graph", args.graph), ("--members", args.members))
+    for option, path in outputs:
         if path:
             _check_writable(option, path)
     adapter = record_adapter(
         args.format, id_field=args.id_field, text_field=args.text_field, time_field=args.time_field
     )
     coordination = Coordination(args.min_accounts, args.min_burst, args.window, args.co_post_window)
-    clusters = Clusters(coordination, hash_authors=os.urandom(16) if args.hash_authors else None)
+    spool = MemberSpool() if args.members else None
+    clusters = Clusters(coordination, hash_authors=os.urandom(16) if args.hash_authors else None, spool=spool)
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
     progress = Progress(sys.stderr.isatty() and not args.no_progress, inputs, _lines_taken)
@@ -137,6 +140,11 @@ def run_report(args: argparse.Namespace) -> int:
             clusters.write_json(out, args.top)
     if args.graph:
         clusters.graph().write(args.graph, [campaign.id for campaign in clusters.campaigns()])
+    if spool is not None:
+        try:
+            spool.write_csv(args.members, [campaign.id for campaign in clusters.campaigns()])
+        finally:
+            spool.close()
     if args.html:
         with open(args.html, "w", encoding="utf-8") as out:
             out.write(render(clusters, args.top, f"streamfilter report: {', '.join(args.inputs)}"))

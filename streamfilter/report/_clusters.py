@@ -28,6 +28,7 @@ from typing import IO, Any, TypeVar, cast
 
 from .._post import Post
 from ._graph import CoordinationGraph
+from ._members import MemberSpool
 from ._signals import Coordination, Signals
 from ._tricks import tricks
 
@@ -146,11 +147,19 @@ class Clusters:
 
     ``hash_authors``: a key to hash every handle with (``--hash-authors``), so
     a report can be shared without naming accounts; the same account gets the
-    same token throughout one report, and another key gives other tokens."""
+    same token throughout one report, and another key gives other tokens.
+    ``spool``: where each post joined to a cluster is also written
+    (``--members``)."""
 
-    def __init__(self, coordination: Coordination | None = None, hash_authors: bytes | None = None) -> None:
+    def __init__(
+        self,
+        coordination: Coordination | None = None,
+        hash_authors: bytes | None = None,
+        spool: MemberSpool | None = None,
+    ) -> None:
         self.coordination = coordination or Coordination()
         self._author_key = hash_authors
+        self.spool = spool
         self._views: dict[str, tuple[Coordination, Any]] = {}  # campaigns() and graph(), see _derived
         self.posts = 0
         self.verdicts: Counter[str] = Counter()
@@ -209,12 +218,17 @@ class Clusters:
                 cluster = _Cluster(original, text, timestamp, author, platform)
             cluster.variants = None  # until it is large enough (below)
             self._clusters[original] = cluster
+            if self.spool is not None and waiting is not None:
+                timestamp, author, platform, text = waiting
+                self.spool.add(original, timestamp, platform, author, original, text)
         if cluster.variants is None and cluster.size + 1 >= self._text_floor:
             cluster.variants = []
             self._with_texts += 1
             if self._with_texts > MAX_TEXTS:
                 self._raise_text_floor()
         cluster.add(post)
+        if self.spool is not None:
+            self.spool.add(original, post.timestamp, post.platform, post.author, post.id, post.text)
 
     def _raise_text_floor(self) -> None:
         """Keep variant texts only in clusters of at least twice the size before."""
