@@ -83,17 +83,16 @@ class EventClock:
         self.stream_time = floor  # rule 2, as of ``_looked``
         self._wall = wall
         self._looked = wall()
-        if _KERNEL is not None:  # the window as the kernel keeps it: a ring in arrival order, and sorted
-            self._ring = np.zeros(WINDOW, dtype=np.float64)
-            self._ordered = np.zeros(WINDOW, dtype=np.float64)
-            self._size = self._head = 0
-        self._arrived: deque[float] = deque()  # the window's times, in arrival order
-        self._sorted: list[float] = []  # the same, in time order
+        # The window, as the kernel keeps it: a ring in arrival order, and sorted ...
+        self._ring = np.zeros(WINDOW, dtype=np.float64)
+        self._ordered = np.zeros(WINDOW, dtype=np.float64)
+        self._size = self._head = 0
+        # ... and as the rule without it does
+        self._arrived: deque[float] = deque()
+        self._sorted: list[float] = []
 
     def place(self, timestamp: float) -> float:
         """The time a post dated ``timestamp`` is judged and recorded at."""
-        if _KERNEL is None:
-            return self._place(timestamp)[0]
         return float(self.place_all([timestamp])[0][0])
 
     def place_all(self, stamps: Sequence[float]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
