@@ -154,15 +154,22 @@ def _by_capital_look() -> dict[int, str]:
 
 
 @functools.cache
-def _spoof_patterns() -> tuple[regex.Pattern[str], regex.Pattern[str], regex.Pattern[str]]:
-    """(any look-alike; a word of Latin letters, digits, marks and
-    look-alikes alone; a letter that is neither Latin nor a look-alike)."""
+def _spoof_patterns() -> tuple[regex.Pattern[str], regex.Pattern[str]]:
+    """(a word of Latin letters, digits, marks and look-alikes alone; a
+    letter that is neither Latin nor a look-alike)."""
     members = "".join(regex.escape(chr(code)) for code in sorted(_by_look()))
     return (
-        regex.compile(f"[{members}]"),
         regex.compile(f"(?:[0-9\\p{{Latin}}\\p{{M}}]|[{members}])+"),
         regex.compile(f"[^\\P{{L}}\\p{{Latin}}{members}]"),
     )
+
+
+@functools.cache
+def _lookalikes() -> frozenset[str]:
+    """The look-alikes ``_by_look`` spells, as characters: whether a text
+    holds one is a set's question, which a pattern of a character class of
+    1,500 members answers 37 times slower (44 µs a non-ASCII tweet)."""
+    return frozenset(map(chr, _by_look()))
 
 
 _LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
@@ -172,9 +179,10 @@ _LATIN = regex.compile(r"\p{Latin}")
 def spell_spoofs(text: str) -> str:
     """``text`` with its spoofed words spelled by how they look (see the
     module docstring); any other text as it is."""
-    lookalike, spoof_word, other_letter = _spoof_patterns()
-    if lookalike.search(text) is None:
+    lookalikes = _lookalikes()
+    if lookalikes.isdisjoint(text):
         return text
+    spoof_word, other_letter = _spoof_patterns()
     # every letter of the post Latin or a look-alike: even its words with no
     # Latin letter are spoofs (a post in a script of its own has letters that
     # look like none); otherwise only its words that mix the two are
@@ -183,7 +191,7 @@ def spell_spoofs(text: str) -> str:
 
     def spelled(run: regex.Match[str]) -> str:
         word = str(run.group())
-        if not (spoof_word.fullmatch(word) and lookalike.search(word) and (every_word or _LATIN.search(word))):
+        if not (spoof_word.fullmatch(word) and not lookalikes.isdisjoint(word) and (every_word or _LATIN.search(word))):
             return word
         if not tables:
             # a post whose words mostly begin with a capital was written in capitals or
