@@ -155,11 +155,11 @@ def _by_capital_look() -> dict[int, str]:
 
 @functools.cache
 def _spoof_patterns() -> tuple[regex.Pattern[str], regex.Pattern[str]]:
-    """(a word of Latin letters, digits, marks and look-alikes alone; a
-    letter that is neither Latin nor a look-alike)."""
+    """(a character of a spoofed word: an ASCII digit, a Latin letter, a mark
+    or a look-alike; a letter that is neither Latin nor a look-alike)."""
     members = "".join(regex.escape(chr(code)) for code in sorted(_by_look()))
     return (
-        regex.compile(f"(?:[0-9\\p{{Latin}}\\p{{M}}]|[{members}])+"),
+        regex.compile(f"[0-9\\p{{Latin}}\\p{{M}}]|[{members}]"),
         regex.compile(f"[^\\P{{L}}\\p{{Latin}}{members}]"),
     )
 
@@ -172,6 +172,21 @@ def _lookalikes() -> frozenset[str]:
     return frozenset(map(chr, _by_look()))
 
 
+# A character's class, asked of the patterns one character at a time and
+# kept: a text's characters are few and recur, and a pattern over the
+# look-alikes' 1,550 members takes tens of µs a text.
+@functools.lru_cache(maxsize=1 << 16)
+def _in_spoof_word(char: str) -> bool:
+    """Whether ``char`` may be part of a spoofed word: an ASCII digit, a Latin letter, a mark or a look-alike."""
+    return _spoof_patterns()[0].fullmatch(char) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _other_letter(char: str) -> bool:
+    """Whether ``char`` is a letter that is neither Latin nor a look-alike."""
+    return _spoof_patterns()[1].fullmatch(char) is not None
+
+
 _LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
 _LATIN = regex.compile(r"\p{Latin}")
 
@@ -182,16 +197,17 @@ def spell_spoofs(text: str) -> str:
     lookalikes = _lookalikes()
     if lookalikes.isdisjoint(text):
         return text
-    spoof_word, other_letter = _spoof_patterns()
     # every letter of the post Latin or a look-alike: even its words with no
     # Latin letter are spoofs (a post in a script of its own has letters that
     # look like none); otherwise only its words that mix the two are
-    every_word = other_letter.search(text) is None
+    every_word = not any(map(_other_letter, set(text)))
     tables: list[dict[int, str]] = []  # chosen at the first spoof: most posts with look-alikes have none
 
     def spelled(run: regex.Match[str]) -> str:
         word = str(run.group())
-        if not (spoof_word.fullmatch(word) and not lookalikes.isdisjoint(word) and (every_word or _LATIN.search(word))):
+        if not (
+            all(map(_in_spoof_word, word)) and not lookalikes.isdisjoint(word) and (every_word or _LATIN.search(word))
+        ):
             return word
         if not tables:
             # a post whose words mostly begin with a capital was written in capitals or

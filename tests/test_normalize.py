@@ -193,3 +193,36 @@ def test_words_in_one_script_keep_their_letters(text: str) -> None:
     Greek letters that look Latin are folded everywhere, as before)."""
     words = normalize(text).split()
     assert all(not word.isascii() for word in words)
+
+
+def _spelled_by_whole_patterns(text: str) -> str:
+    """spell_spoofs as the patterns over whole texts and words give it: the
+    reference for its character-at-a-time tests."""
+    from streamfilter import _confusables as c
+
+    members = "".join(regex.escape(chr(code)) for code in sorted(c._by_look()))
+    spoof_word = regex.compile(f"(?:[0-9\\p{{Latin}}\\p{{M}}]|[{members}])+")
+    other_letter = regex.compile(f"[^\\P{{L}}\\p{{Latin}}{members}]")
+    lookalike = regex.compile(f"[{members}]")
+    if lookalike.search(text) is None:
+        return text
+    every_word = other_letter.search(text) is None
+    words = c._LETTER_RUN.findall(text)
+    capitalised = sum(word[:1].isupper() for word in words) * 2 >= len(words)
+    table = c._by_capital_look() if capitalised else c._by_look()
+
+    def spelled(run: regex.Match[str]) -> str:
+        word = str(run.group())
+        if spoof_word.fullmatch(word) and lookalike.search(word) and (every_word or c._LATIN.search(word)):
+            return word.translate(table)
+        return word
+
+    return str(c._LETTER_RUN.sub(spelled, text))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="aeoHPcx09 \u0301ηοΗΟаеоАЕОꮯᏟ日本ج\u00e9ǝ.!", max_size=30))
+def test_spoofs_are_spelled_as_the_whole_text_patterns_spell_them(text: str) -> None:
+    from streamfilter._confusables import spell_spoofs
+
+    assert spell_spoofs(text) == _spelled_by_whole_patterns(text)
