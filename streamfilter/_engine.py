@@ -19,14 +19,12 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _rules
-from ._clock import EventClock
 from ._compiled import compiled_kernel
 from ._config import FilterConfig
 from ._exceptions import ConfigError, InvalidRecordError, StreamFilterError
@@ -38,9 +36,10 @@ from ._prepared import ENTRY_SLOTS, NO_SHINGLES, NO_WORDS, Columns, Entry, Prepa
 from ._rules import CUT_OFF_EXACT_BELOW, CUT_OFF_MIN_WORDS
 from ._shingle import ShingleSets
 from ._sketching import BatchSketcher
-from ._stats import StatsRecorder, duration_text
+from ._stats import StatsRecorder
+from ._timeline import Timeline
 from .adapters import NotAPost, RecordAdapter
-from .stores._base import BandStore, IndexSettings, Match, Sketch
+from .stores._base import BandStore, IndexSettings, Match
 
 __all__ = ["Engine", "PreparedBatch", "Sketcher"]
 
@@ -283,10 +282,6 @@ def _line(number: int) -> str:
     return f"line {number}"
 
 
-def _utc(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
 # A code point JSON can escape (\udc00) but UTF-8 cannot encode: surrogate
 # pairs are joined when JSON is decoded, so one left in a string is alone.
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -306,24 +301,12 @@ def _without_lone_surrogates(text: str) -> str:
     return text if _lone_surrogate(text) is None else _SURROGATE.sub("\ufffd", text)
 
 
-def _span(seconds: float) -> str:
-    days = seconds / 86400
-    if days < 1:
-        return duration_text(seconds)
-    return f"{days / 365.25:.1f} years" if days >= 365.25 else f"{days:.1f} days"
-
-
 class Engine:
     """Sketcher and store, wired by one FilterConfig."""
 
     def __init__(self, config: FilterConfig, store: BandStore, adapter: RecordAdapter) -> None:
         self.store = store
         self.adapter = adapter
-        # the newest event time judged, from the index's own clock when the store tells it
-        self._latest = -math.inf
-        self._latest_dated = -math.inf  # the same, of dated posts only (see _place_in_time)
-        self._warned_behind = False
-        self._warned_ahead = False
         self.stats = StatsRecorder()
         pinned = store.open(
             IndexSettings(
@@ -340,8 +323,8 @@ class Engine:
         self.config = config
         self.sketcher = Sketcher(config, adapter)
         self.prepare = self.sketcher.prepare
-        self._latest = float(store.clock())
-        self._clock = EventClock(config.ttl_seconds, self._latest)
+        # posts placed in event time from the index's own clock, when the store tells it
+        self._timeline = Timeline(config.ttl_seconds, float(store.clock()), self.stats.noticed)
 
     def _rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
         return self.sketcher.rekey(word_seqs)
@@ -454,117 +437,13 @@ class Engine:
     @property
     def newest_event_time(self) -> float | None:
         """The newest event time judged (or in the index at open); None before any."""
-        return self._latest if math.isfinite(self._latest) else None
+        latest = self._timeline.latest
+        return latest if math.isfinite(latest) else None
 
     def _place_in_time(self, batch: PreparedBatch, where: Callable[[int], str]) -> None:
-        """Place each post in event time (``_clock.EventClock``), give
-        undated posts the stream's time, and warn where a post is dated
-        ahead of the clock, or arrives more than a TTL behind it.
-
-        An undated post takes the newest event time among the dated posts
-        judged so far, or, before any, that of the first dated post after
-        it in its batch; only in a stream with no dated post yet does it keep
-        the wall clock (a plain-text stream expires in wall time), so one
-        undated line in a replay of old posts does not move the clock to now.
-
-        A dated post later than the corroborated time plus the slack is
-        judged and recorded at that limit, and counted as dated ahead: a few
-        posts dated tomorrow cannot expire the index. One more than a TTL
-        behind the clock is recorded already expired: nothing after it can
-        match it (posts replayed into an index that saw newer ones)."""
+        """Place each post of the batch in event time (``_timeline.Timeline``)."""
         judged = [entry for entry in batch.entries if entry.kind is None]
-        sketches = [batch.sketches[entry.sketch_index] for entry in judged]
-        stamps = [sketch.timestamp for sketch in sketches]
-        if not judged:
-            return
-        if any(entry.post is not None and entry.post.timestamp is None for entry in judged) or not all(
-            map(math.isfinite, stamps)
-        ):
-            self._place_each(judged, sketches, where)
-            return
-        # Every post dated: the clock places them all at once, and the rare
-        # posts that need a word (dated ahead, a TTL off) are found in arrays.
-        placed, streams = self._clock.place_all(stamps)
-        ahead = np.flatnonzero(placed < np.array(stamps))
-        for index in ahead.tolist():
-            sketches[index].timestamp = float(placed[index])
-        before = np.empty_like(placed)  # the newest time judged before each post
-        before[0] = self._latest
-        np.maximum(np.maximum.accumulate(placed[:-1]), self._latest, out=before[1:])
-        notes: list[tuple[int, int, str]] = []  # (post, order, warning), made in post order below
-        if len(ahead) and not self._warned_ahead:
-            self._warned_ahead = True
-            first = int(ahead[0])
-            stream_time = float(streams[first])
-            notes.append((first, 0, _dated_ahead(stamps[first] - stream_time, stream_time, float(placed[first]))))
-        ttl = self.config.ttl_seconds
-        if ttl > 0:
-            known = np.isfinite(before)
-            for index in np.flatnonzero(known & (placed - before > ttl)).tolist():
-                notes.append((index, 1, _newer_than_all(float(placed[index] - before[index]))))
-            behind = np.flatnonzero(known & (before - placed > ttl))
-            if len(behind) and not self._warned_behind:
-                self._warned_behind = True
-                index = int(behind[0])
-                notes.append((index, 1, _older_than_newest(float(before[index] - placed[index]))))
-        for index, order, what in sorted(notes):
-            self._warn(judged[index], where, stamps[index] if order == 0 else float(placed[index]), what)
-        if len(ahead):
-            self.stats.noticed(dated_ahead=len(ahead))
-        newest = float(placed.max())
-        self._latest, self._latest_dated = max(self._latest, newest), max(self._latest_dated, newest)
-
-    def _place_each(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
-        """``_place_in_time`` one post at a time, for a batch that holds an
-        undated post (or a time that is not finite); the reference for the rest."""
-        ttl = self.config.ttl_seconds
-        clock = self._clock
-        latest, dated = self._latest, self._latest_dated
-        waiting: list[Sketch] = []  # undated, before the stream's first dated post
-        ahead = 0
-        for entry, sketch in zip(judged, sketches, strict=True):
-            if entry.post is not None and entry.post.timestamp is None:
-                if math.isfinite(dated):
-                    sketch.timestamp = dated
-                else:
-                    waiting.append(sketch)
-                    continue
-            else:
-                placed = clock.place(sketch.timestamp)
-                if placed < sketch.timestamp:
-                    ahead += 1
-                    if not self._warned_ahead:
-                        self._warned_ahead = True
-                        self._warn(
-                            entry,
-                            where,
-                            sketch.timestamp,
-                            _dated_ahead(sketch.timestamp - clock.stream_time, clock.stream_time, placed),
-                        )
-                    sketch.timestamp = placed
-                for undated in waiting:
-                    undated.timestamp = sketch.timestamp
-                waiting.clear()
-                dated = max(dated, sketch.timestamp)
-            timestamp = sketch.timestamp
-            if ttl > 0 and math.isfinite(latest):
-                if timestamp - latest > ttl:
-                    self._warn(entry, where, timestamp, _newer_than_all(timestamp - latest))
-                elif latest - timestamp > ttl and not self._warned_behind:
-                    self._warned_behind = True
-                    self._warn(entry, where, timestamp, _older_than_newest(latest - timestamp))
-            latest = max(latest, timestamp)
-        for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
-            undated.timestamp = clock.place(undated.timestamp)
-            latest = max(latest, undated.timestamp)
-        if ahead:
-            self.stats.noticed(dated_ahead=ahead)
-        self._latest, self._latest_dated = latest, dated
-
-    def _warn(self, entry: Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:
-        post = entry.post
-        when = "dated " + _utc(timestamp) if post is not None and post.timestamp is not None else "undated"
-        logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
+        self._timeline.place(judged, [batch.sketches[entry.sketch_index] for entry in judged], where)
 
     def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
         verdicts = self._built_verdicts(batch, matches)
@@ -616,25 +495,3 @@ class Engine:
 
     def close(self) -> None:
         self.store.close()
-
-
-def _dated_ahead(lead: float, stream_time: float, placed: float) -> str:
-    return (
-        f"is dated {_span(lead)} ahead of the stream's time ({_utc(stream_time)}), further than a few posts may "
-        f"move the clock: it is judged and recorded at {_utc(placed)} (later such posts are counted in the stats, "
-        "not reported)"
-    )
-
-
-def _newer_than_all(gap: float) -> str:
-    return (
-        f"is {_span(gap)} newer than every post before it, more than the TTL, and the stream's posts since have "
-        "reached its time: every earlier post has expired"
-    )
-
-
-def _older_than_newest(gap: float) -> str:
-    return (
-        f"is {_span(gap)} older than the newest post the index has seen, more than the TTL: it is recorded "
-        "already expired, and no later post can match it (later such posts are not reported)"
-    )

@@ -15,7 +15,7 @@ import pytest
 from streamfilter import FilterConfig, StoreError, StreamFilter
 from streamfilter._clock import CORROBORATION, SLACK_DIVISOR, WINDOW, EventClock, checked_clock
 from streamfilter._compiled import compiled_kernel
-from streamfilter._engine import Engine
+from streamfilter._timeline import Timeline
 
 from .conftest import HandClock
 
@@ -165,15 +165,7 @@ def test_a_batch_placed_at_once_warns_and_counts_as_one_post_at_a_time(
         return verdicts, [r.getMessage() for r in caplog.records], signals
 
     at_once = judged(tmp_path / "at-once")
-    monkeypatch.setattr(
-        Engine,
-        "_place_in_time",
-        lambda self, batch, where: self._place_each(
-            [e for e in batch.entries if e.kind is None],
-            [batch.sketches[e.sketch_index] for e in batch.entries if e.kind is None],
-            where,
-        ),
-    )
+    monkeypatch.setattr(Timeline, "place", Timeline._place_each)
     one_by_one = judged(tmp_path / "one-by-one")
     assert at_once == one_by_one
     verdicts, warnings, signals = at_once

@@ -1,0 +1,182 @@
+"""Posts placed in event time: the stream's clock as the engine keeps it.
+
+``Timeline.place`` gives each post of a batch the time it is judged and
+recorded at (``_clock.EventClock``'s rule), gives undated posts the
+stream's time, and warns, with the post's place in its input, where a post
+is dated ahead of the clock or arrives more than a TTL off it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+
+from ._clock import EventClock
+from ._prepared import Entry
+from ._stats import duration_text
+from ._values import Sketch
+
+__all__ = ["Timeline"]
+
+logger = logging.getLogger("streamfilter")
+
+
+class Timeline:
+    """The stream's event time for one engine: its clock, the newest time
+    judged (``latest``; of dated posts, ``latest_dated``), and which warnings
+    were given once. ``noticed`` counts posts dated ahead (``StatsRecorder.noticed``)."""
+
+    def __init__(self, ttl_seconds: float, latest: float, noticed: Callable[..., None]) -> None:
+        self.ttl_seconds = ttl_seconds
+        self.latest = latest  # from the index's own clock when the store tells it
+        self.latest_dated = -math.inf
+        self.clock = EventClock(ttl_seconds, latest)
+        self._noticed = noticed
+        self._warned_behind = False
+        self._warned_ahead = False
+
+    def place(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
+        """Place each post (``judged``, the entries to judge, with their
+        ``sketches``) in event time (``_clock.EventClock``), give
+        undated posts the stream's time, and warn where a post is dated
+        ahead of the clock, or arrives more than a TTL behind it.
+
+        An undated post takes the newest event time among the dated posts
+        judged so far, or, before any, that of the first dated post after
+        it in its batch; only in a stream with no dated post yet does it keep
+        the wall clock (a plain-text stream expires in wall time), so one
+        undated line in a replay of old posts does not move the clock to now.
+
+        A dated post later than the corroborated time plus the slack is
+        judged and recorded at that limit, and counted as dated ahead: a few
+        posts dated tomorrow cannot expire the index. One more than a TTL
+        behind the clock is recorded already expired: nothing after it can
+        match it (posts replayed into an index that saw newer ones)."""
+        if not judged:
+            return
+        stamps = [sketch.timestamp for sketch in sketches]
+        if any(entry.post is not None and entry.post.timestamp is None for entry in judged) or not all(
+            map(math.isfinite, stamps)
+        ):
+            self._place_each(judged, sketches, where)
+            return
+        # Every post dated: the clock places them all at once, and the rare
+        # posts that need a word (dated ahead, a TTL off) are found in arrays.
+        placed, streams = self.clock.place_all(stamps)
+        ahead = np.flatnonzero(placed < np.array(stamps))
+        for index in ahead.tolist():
+            sketches[index].timestamp = float(placed[index])
+        before = np.empty_like(placed)  # the newest time judged before each post
+        before[0] = self.latest
+        np.maximum(np.maximum.accumulate(placed[:-1]), self.latest, out=before[1:])
+        notes: list[tuple[int, int, str]] = []  # (post, order, warning), made in post order below
+        if len(ahead) and not self._warned_ahead:
+            self._warned_ahead = True
+            first = int(ahead[0])
+            stream_time = float(streams[first])
+            notes.append((first, 0, _dated_ahead(stamps[first] - stream_time, stream_time, float(placed[first]))))
+        ttl = self.ttl_seconds
+        if ttl > 0:
+            known = np.isfinite(before)
+            for index in np.flatnonzero(known & (placed - before > ttl)).tolist():
+                notes.append((index, 1, _newer_than_all(float(placed[index] - before[index]))))
+            behind = np.flatnonzero(known & (before - placed > ttl))
+            if len(behind) and not self._warned_behind:
+                self._warned_behind = True
+                index = int(behind[0])
+                notes.append((index, 1, _older_than_newest(float(before[index] - placed[index]))))
+        for index, order, what in sorted(notes):
+            self._warn(judged[index], where, stamps[index] if order == 0 else float(placed[index]), what)
+        if len(ahead):
+            self._noticed(dated_ahead=len(ahead))
+        newest = float(placed.max())
+        self.latest, self.latest_dated = max(self.latest, newest), max(self.latest_dated, newest)
+
+    def _place_each(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
+        """``place`` one post at a time, for a batch that holds an
+        undated post (or a time that is not finite); the reference for the rest."""
+        ttl = self.ttl_seconds
+        clock = self.clock
+        latest, dated = self.latest, self.latest_dated
+        waiting: list[Sketch] = []  # undated, before the stream's first dated post
+        ahead = 0
+        for entry, sketch in zip(judged, sketches, strict=True):
+            if entry.post is not None and entry.post.timestamp is None:
+                if math.isfinite(dated):
+                    sketch.timestamp = dated
+                else:
+                    waiting.append(sketch)
+                    continue
+            else:
+                placed = clock.place(sketch.timestamp)
+                if placed < sketch.timestamp:
+                    ahead += 1
+                    if not self._warned_ahead:
+                        self._warned_ahead = True
+                        self._warn(
+                            entry,
+                            where,
+                            sketch.timestamp,
+                            _dated_ahead(sketch.timestamp - clock.stream_time, clock.stream_time, placed),
+                        )
+                    sketch.timestamp = placed
+                for undated in waiting:
+                    undated.timestamp = sketch.timestamp
+                waiting.clear()
+                dated = max(dated, sketch.timestamp)
+            timestamp = sketch.timestamp
+            if ttl > 0 and math.isfinite(latest):
+                if timestamp - latest > ttl:
+                    self._warn(entry, where, timestamp, _newer_than_all(timestamp - latest))
+                elif latest - timestamp > ttl and not self._warned_behind:
+                    self._warned_behind = True
+                    self._warn(entry, where, timestamp, _older_than_newest(latest - timestamp))
+            latest = max(latest, timestamp)
+        for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
+            undated.timestamp = clock.place(undated.timestamp)
+            latest = max(latest, undated.timestamp)
+        if ahead:
+            self._noticed(dated_ahead=ahead)
+        self.latest, self.latest_dated = latest, dated
+
+    def _warn(self, entry: Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:
+        post = entry.post
+        when = "dated " + _utc(timestamp) if post is not None and post.timestamp is not None else "undated"
+        logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
+
+
+def _dated_ahead(lead: float, stream_time: float, placed: float) -> str:
+    return (
+        f"is dated {_span(lead)} ahead of the stream's time ({_utc(stream_time)}), further than a few posts may "
+        f"move the clock: it is judged and recorded at {_utc(placed)} (later such posts are counted in the stats, "
+        "not reported)"
+    )
+
+
+def _newer_than_all(gap: float) -> str:
+    return (
+        f"is {_span(gap)} newer than every post before it, more than the TTL, and the stream's posts since have "
+        "reached its time: every earlier post has expired"
+    )
+
+
+def _older_than_newest(gap: float) -> str:
+    return (
+        f"is {_span(gap)} older than the newest post the index has seen, more than the TTL: it is recorded "
+        "already expired, and no later post can match it (later such posts are not reported)"
+    )
+
+
+def _utc(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _span(seconds: float) -> str:
+    days = seconds / 86400
+    if days < 1:
+        return duration_text(seconds)
+    return f"{days / 365.25:.1f} years" if days >= 365.25 else f"{days:.1f} days"
