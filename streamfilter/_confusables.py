@@ -168,13 +168,13 @@ def _spoof_patterns() -> tuple[regex.Pattern[str], regex.Pattern[str]]:
 def _lookalikes() -> frozenset[str]:
     """The look-alikes ``_by_look`` spells, as characters: whether a text
     holds one is a set's question, which a pattern of a character class of
-    1,500 members answers 37 times slower (44 µs a non-ASCII tweet)."""
+    all of them answers far slower (docs/benchmarks.md)."""
     return frozenset(map(chr, _by_look()))
 
 
 # A character's class, asked of the patterns one character at a time and
-# kept: a text's characters are few and recur, and a pattern over the
-# look-alikes' 1,550 members takes tens of µs a text.
+# kept: a text's characters are few and recur, and a pattern over all the
+# look-alikes is slow to run over a whole text.
 @functools.lru_cache(maxsize=1 << 16)
 def _in_spoof_word(char: str) -> bool:
     """Whether ``char`` may be part of a spoofed word: an ASCII digit, a Latin letter, a mark or a look-alike."""
