@@ -191,9 +191,10 @@ _LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
 _LATIN = regex.compile(r"\p{Latin}")
 
 
-def spell_spoofs(text: str) -> str:
+def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
     """``text`` with its spoofed words spelled by how they look (see the
-    module docstring); any other text as it is."""
+    module docstring); any other text as it is. ``only_whole``: only a text
+    whose every letter is Latin or a look-alike."""
     lookalikes = _lookalikes()
     if lookalikes.isdisjoint(text):
         return text
@@ -201,6 +202,8 @@ def spell_spoofs(text: str) -> str:
     # Latin letter are spoofs (a post in a script of its own has letters that
     # look like none); otherwise only its words that mix the two are
     every_word = not any(map(_other_letter, set(text)))
+    if only_whole and not every_word:
+        return text
     tables: list[dict[int, str]] = []  # chosen at the first spoof: most posts with look-alikes have none
 
     def spelled(run: regex.Match[str]) -> str:

@@ -79,7 +79,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 7
+NORMALIZER_VERSION = 8
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -491,6 +491,10 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
 
 def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
     """``words_and_cut``'s words of a text that is not all ASCII once its mentions are out."""
+    # Folding can make a look-alike of a letter that was none (Ӟ folds to з,
+    # which looks like 3): a text of look-alikes and Latin letters alone is
+    # spelled again, so that it normalises as its normal form does.
+    text = spell_spoofs(text, only_whole=True)
     words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
     # a cut word is dropped; in an unspaced script "…" falls between whole characters
     if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:

@@ -118,6 +118,14 @@ def test_normalize_is_idempotent(text: str) -> None:
     assert normalize(once) == once
 
 
+@pytest.mark.parametrize("text", ["Ӟ", "ё", "ӞӞ hello", "ё hello", "Ӟдравствуйте"])
+def test_a_letter_that_folds_into_a_look_alike_normalises_as_its_normal_form_does(text: str) -> None:
+    # Ӟ folds to з, which looks like 3; ё to е, which looks like e: a text
+    # of look-alikes and Latin letters is spelled after folding too
+    once = normalize(text)
+    assert normalize(once) == once
+
+
 @settings(max_examples=200)
 @given(st.text())
 def test_normal_form_is_lowercase_words(text: str) -> None:
