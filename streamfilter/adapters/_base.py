@@ -55,6 +55,12 @@ class Adapter(Protocol):
     def posts(self, record: Mapping[str, Any]) -> list[Post]: ...
 
 
+class GenericReader(Adapter, Protocol):
+    """The generic adapter, which also reads the id of a record that makes no post."""
+
+    def readable_id(self, record: Mapping[str, Any]) -> str | None: ...
+
+
 def decode_line(line: bytes | str) -> dict[str, Any] | str:
     """One input line as a JSON object, or as plain text when it is not JSON.
 
@@ -133,7 +139,7 @@ class RecordAdapter:
         self,
         format: str,
         platforms: Sequence[Adapter],
-        generic: Adapter,
+        generic: GenericReader,
         text: Adapter,
     ) -> None:
         if format not in self.FORMATS:
@@ -178,12 +184,9 @@ class RecordAdapter:
             return None
         if not isinstance(decoded, Mapping):
             return None
-        paths = getattr(self._generic, "id_paths", ())
         for source in (decoded, decoded.get("data")):
-            if isinstance(source, Mapping):
-                found = _first_of(source, paths)
-                if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
-                    return str(found)
+            if isinstance(source, Mapping) and (found := self._generic.readable_id(source)) is not None:
+                return found
         return None
 
     def _from_mapping(self, record: Mapping[str, Any]) -> list[Post]:
@@ -197,14 +200,3 @@ class RecordAdapter:
         if self.format in ("mastodon", "bluesky"):
             raise InvalidRecordError(f"not a {self.format} record")
         return self._generic.posts(record)
-
-
-def _first_of(record: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> object:
-    """The first value found at one of ``paths`` (dotted, as tuples) in ``record``."""
-    for path in paths:
-        value: object = record
-        for part in path:
-            value = value.get(part) if isinstance(value, Mapping) else None
-        if value is not None:
-            return value
-    return None

@@ -69,7 +69,7 @@ class GenericAdapter:
         self.id_field = id_field
         self.text_field = text_field
         self.time_field = time_field
-        self._id = self.id_paths = self._paths(id_field, "id_field")
+        self._id = self._paths(id_field, "id_field")
         self._text = self._paths(text_field, "text_field")
         self._time = self._paths(time_field, "time_field")
 
@@ -79,6 +79,14 @@ class GenericAdapter:
 
     def matches(self, record: Mapping[str, Any]) -> bool:
         return _first(record, self._text) is not None
+
+    def readable_id(self, record: Mapping[str, Any]) -> str | None:
+        """The id of a record that makes no valid post, read as ``posts``
+        reads it, where it is a string or an integer and not empty."""
+        found = _first(record, self._id)
+        if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
+            return str(found)
+        return None
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
         found = _first(record, self._text)
