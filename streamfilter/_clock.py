@@ -95,7 +95,9 @@ class EventClock:
         """The time a post dated ``timestamp`` is judged and recorded at."""
         return float(self.place_all([timestamp])[0][0])
 
-    def place_all(self, stamps: Sequence[float]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    def place_all(
+        self, stamps: Sequence[float] | npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """``place`` for each of ``stamps`` in turn: the times they are
         placed at, and the stream's time after each."""
         if _KERNEL is None:
@@ -103,7 +105,7 @@ class EventClock:
             return np.array([at for at, _ in pairs], dtype=np.float64), np.array(
                 [stream for _, stream in pairs], dtype=np.float64
             )
-        times = np.array(stamps, dtype=np.float64)
+        times = np.asarray(stamps, dtype=np.float64)
         placed, streams = np.empty_like(times), np.empty_like(times)
         self._size, self._head, self.corroborated, self.stream_time, self._looked = _KERNEL.place_times(
             self._ring, self._ordered, self._size, self._head, self.corroborated, self._new, self.slack,

@@ -66,8 +66,9 @@ class Timeline:
             return
         # Every post dated: the clock places them all at once, and the rare
         # posts that need a word (dated ahead, a TTL off) are found in arrays.
-        placed, streams = self.clock.place_all(stamps)
-        ahead = np.flatnonzero(placed < np.array(stamps))
+        times = np.array(stamps, dtype=np.float64)
+        placed, streams = self.clock.place_all(times)
+        ahead = np.flatnonzero(placed < times)
         for index in ahead.tolist():
             sketches[index].timestamp = float(placed[index])
         before = np.empty_like(placed)  # the newest time judged before each post
