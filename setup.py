@@ -20,6 +20,7 @@ setup(
                 "streamfilter/_kernel_objects.c",
                 "streamfilter/_kernel_cache.c",
                 "streamfilter/_kernel_clock.c",
+                "streamfilter/_kernel_lsh.c",
             ],
             depends=["streamfilter/_kernel.h"],
             extra_compile_args=["-O3"],

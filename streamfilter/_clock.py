@@ -87,13 +87,20 @@ class EventClock:
         self._ring = np.zeros(WINDOW, dtype=np.float64)
         self._ordered = np.zeros(WINDOW, dtype=np.float64)
         self._size = self._head = 0
+        # place's time, where it is placed, and the stream's time then
+        self._one = tuple(np.zeros(1, dtype=np.float64) for _ in range(3))
         # ... and as the rule without it does
         self._arrived: deque[float] = deque()
         self._sorted: list[float] = []
 
     def place(self, timestamp: float) -> float:
         """The time a post dated ``timestamp`` is judged and recorded at."""
-        return float(self.place_all([timestamp])[0][0])
+        if _KERNEL is None:
+            return self._place(timestamp)[0]
+        stamp, placed, stream = self._one
+        stamp[0] = timestamp
+        self._place_times(stamp, placed, stream)
+        return float(placed[0])
 
     def place_all(
         self, stamps: Sequence[float] | npt.NDArray[np.float64]
@@ -107,12 +114,18 @@ class EventClock:
             )
         times = np.asarray(stamps, dtype=np.float64)
         placed, streams = np.empty_like(times), np.empty_like(times)
+        self._place_times(times, placed, streams)
+        return placed, streams
+
+    def _place_times(
+        self, times: npt.NDArray[np.float64], placed: npt.NDArray[np.float64], streams: npt.NDArray[np.float64]
+    ) -> None:
+        assert _KERNEL is not None
         self._size, self._head, self.corroborated, self.stream_time, self._looked = _KERNEL.place_times(
             self._ring, self._ordered, self._size, self._head, self.corroborated, self._new, self.slack,
             self.stream_time, self._looked, WINDOW, CORROBORATION, LEAD, float(SLACK_DIVISOR), self._wall,
             times, placed, streams,
         )  # fmt: skip
-        return placed, streams
 
     def _place(self, timestamp: float) -> tuple[float, float]:
         """The rule without the kernel: where a post dated ``timestamp`` is placed, and the stream's time then."""

@@ -28,8 +28,9 @@ from . import _rules
 from ._compiled import compiled_kernel
 from ._config import FilterConfig
 from ._exceptions import ConfigError, InvalidRecordError, StreamFilterError
-from ._judge import Judgement, run_batch
-from ._lsh import PLATFORMS, exact_keys, id_keys, scoped_id
+from ._group import GroupCommit
+from ._judge import Judgement, judge_in, run_batch
+from ._lsh import PLATFORMS, id_keys, scoped_id, text_keys
 from ._normalize import normalize_fallback, words_and_cut
 from ._post import VERDICT_SLOTS, RetweetPolicy, Verdict, VerdictKind
 from ._prepared import ENTRY_SLOTS, NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
@@ -98,9 +99,7 @@ class Sketcher:
         words, where a copy cut short by "…" finds it (``_lsh.exact_keys``)."""
         seed = self.config.seed
         assert seed is not None
-        return np.column_stack(
-            [exact_keys(words, offsets, seed, first) for first in (0, CUT_OFF_MIN_WORDS, CUT_OFF_EXACT_BELOW)]
-        )
+        return text_keys(words, offsets, seed, (0, CUT_OFF_MIN_WORDS, CUT_OFF_EXACT_BELOW))
 
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
@@ -228,9 +227,9 @@ class Sketcher:
                 if not entry.reference and entry.post is not None
             ]
             text_keys = self._text_keys(shingles.words, shingles.word_offsets)
-            keys = np.column_stack([keys, text_keys, id_keys(text_ids, seed)])
-            shingle_counts = np.diff(shingles.offsets).tolist()
-            word_counts = np.diff(shingles.word_offsets).tolist()
+            keys = np.concatenate([keys, text_keys, id_keys(text_ids, seed)[:, None]], axis=1)
+            shingle_counts = _counts(shingles.offsets)
+            word_counts = _counts(shingles.word_offsets)
         if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are
             if not word_lists:
                 return Columns([], [], [], [], NO_SHINGLES, NO_SHINGLES, NO_WORDS)
@@ -270,6 +269,15 @@ class Sketcher:
         )
 
 
+def _counts(offsets: npt.NDArray[np.int64]) -> list[int]:
+    """How many values each post has, from its offsets (``np.diff``; in
+    Python for the few posts of the sync API's calls, where it is cheaper)."""
+    if len(offsets) > 16:
+        return np.diff(offsets).tolist()  # type: ignore[no-any-return]
+    ends = offsets.tolist()
+    return [end - start for start, end in zip(ends, ends[1:], strict=False)]
+
+
 def _unreadable(line: int, exc: Exception) -> str:
     """The reason of a record that failed in a way no check foresaw: the
     record is ``invalid`` and the stream goes on, and the log keeps the
@@ -304,7 +312,9 @@ def _without_lone_surrogates(text: str) -> str:
 class Engine:
     """Sketcher and store, wired by one FilterConfig."""
 
-    def __init__(self, config: FilterConfig, store: BandStore, adapter: RecordAdapter) -> None:
+    def __init__(
+        self, config: FilterConfig, store: BandStore, adapter: RecordAdapter, *, commit_within: float = 0.0
+    ) -> None:
         self.store = store
         self.adapter = adapter
         self.stats = StatsRecorder()
@@ -325,6 +335,9 @@ class Engine:
         self.prepare = self.sketcher.prepare
         # posts placed in event time from the index's own clock, when the store tells it
         self._timeline = Timeline(config.ttl_seconds, float(store.clock()), self.stats.noticed)
+        # one-record calls share a transaction that commits within commit_within seconds (_group)
+        grouped = commit_within > 0 and getattr(store, "holds", False)
+        self._group = GroupCommit(store, commit_within) if grouped else None
 
     def _rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
         return self.sketcher.rekey(word_seqs)
@@ -347,6 +360,7 @@ class Engine:
         for the latency in ``stats``; by default, when this call began.
         """
         began = time.monotonic() if arrived is None else arrived
+        self.flush()
         self._place_in_time(batch, where or _line)
         honour = self.config.honour_deletes
         parts = batch.split_after_deletes() if honour else [batch]
@@ -377,6 +391,34 @@ class Engine:
         run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out, judged=self._noticed)
         return built[-1]
 
+    def commit_one(self, batch: PreparedBatch) -> list[Verdict]:
+        """``commit`` for the sync API's one-record calls: judged in the
+        store's group of them (``_group``), which commits within
+        ``commit_within`` seconds; a record that deletes posts, or a store
+        without groups, commits on its own."""
+        group = self._group
+        if group is None or any(entry.deletes is not None for entry in batch.entries):
+            return self.commit(batch)
+        began = time.monotonic()
+        self._place_in_time(batch, _line)
+        if not batch.sketches:
+            verdicts = self._verdicts(batch, [])
+        else:
+            built: list[list[Verdict]] = []
+
+            def verdicts_out(matches: list[Match | None]) -> None:
+                built.append(self._verdicts(batch, matches))
+
+            group.judge(lambda txn: judge_in(txn, batch.sketches, verdicts_out, self._noticed))
+            verdicts = built[-1]
+        self.stats.committed(verdicts, time.monotonic() - began)
+        return verdicts
+
+    def flush(self) -> None:
+        """Commit the open group of one-record calls, if any (``commit_one``)."""
+        if self._group is not None:
+            self._group.flush()
+
     def _noticed(self, judgement: Judgement) -> None:
         """A committed batch's attack signals (``_stats.ATTACK_SIGNALS``)."""
         if judgement.capped or judgement.full_buckets:
@@ -395,6 +437,7 @@ class Engine:
         # indexed (it is invalid), and the id has no UTF-8 to hash (mmh3 dies
         # of one). A delete notice that names one, hostile or broken, forgets nothing.
         ids = [post_id for post_id in post_ids if _lone_surrogate(post_id) is None]
+        self.flush()
         platforms = PLATFORMS if platform is None else (platform,)
         pairs = [(post_id, scoped_id(name, post_id)) for name in platforms for post_id in ids]
         keys = id_keys([scoped for _, scoped in pairs], self.config.seed or 0).tolist()
@@ -494,4 +537,8 @@ class Engine:
         return self.commit(self.prepare(records))
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            if self._group is not None:
+                self._group.close()
+        finally:
+            self.store.close()

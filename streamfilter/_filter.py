@@ -70,6 +70,15 @@ class StreamFilter:
             seconds, ms, µs or ns, ISO 8601, or Twitter's format).
         adapter: a ``RecordAdapter`` of your own (see ``record_adapter``), which
             replaces ``format`` and the ``*_field`` options.
+        commit_within: the seconds within which a verdict of ``check`` or
+            ``is_novel`` is made durable. These calls share one LMDB
+            transaction, a group, that commits this long after its first
+            call (or after 1,024 calls, or at ``flush``, ``close``, or any
+            other write), so a loop of them does not pay an fsync each.
+            A crash before the commit costs the group's index entries: a
+            later copy of one of its novel posts passes again; no post is
+            lost. ``0`` commits every call on its own. ``check_many`` and
+            the async API always commit before they return their verdicts.
 
     Raises:
         ConfigError: ``path`` and ``store`` are both given, or ``config`` or
@@ -87,6 +96,7 @@ class StreamFilter:
         text_field: str = "text",
         time_field: str = "created_at",
         adapter: RecordAdapter | None = None,
+        commit_within: float = 0.1,
     ) -> None:
         if path is not None and store is not None:
             raise ConfigError("give either path (an LMDB index directory) or store, not both")
@@ -98,6 +108,10 @@ class StreamFilter:
             raise ConfigError(
                 f"store must be a BandStore such as LMDBStore(path) or MemoryStore(), got {type(store).__name__}"
             )
+        number = isinstance(commit_within, int | float) and not isinstance(commit_within, bool)
+        if not number or not 0 <= commit_within < 3600:
+            raise ConfigError(f"commit_within is in seconds, from 0 up to an hour, got {commit_within!r}")
+        self._commit_within = float(commit_within)
         self.config = config if config is not None else FilterConfig()
         self._adapter = adapter or record_adapter(
             format, id_field=id_field, text_field=text_field, time_field=time_field
@@ -121,7 +135,7 @@ class StreamFilter:
         """Open the index; ``config`` is then the one it runs with (its
         ``seed`` the index's own, where the config left it to the index)."""
         if self._engine is None:
-            self._engine = Engine(self.config, self.store, self._adapter)
+            self._engine = Engine(self.config, self.store, self._adapter, commit_within=self._commit_within)
             self.config = self._engine.config
 
     def close(self) -> None:
@@ -245,8 +259,11 @@ class StreamFilter:
         every second, unless ``recount`` asks for a count now (as the stats
         line does). A count blocks the caller, so async code calls
         ``await anyio.to_thread.run_sync(sf.stats)``. On a shared store it
-        counts every worker's posts, not this filter's."""
+        counts every worker's posts, not this filter's. The open group of
+        ``check`` and ``is_novel`` calls is committed first, so the index's
+        counts include what they recorded."""
         engine = self._require_engine()
+        engine.flush()
         now = time.monotonic()
         if recount or self._index_posts is None or now >= self._index_posts[1]:
             count = self.store.post_count()
@@ -277,7 +294,8 @@ class StreamFilter:
         return self._require_engine().judge(self._numbered(records))
 
     def check(self, record: Any) -> Verdict:
-        """The verdict for one record that carries one post.
+        """The verdict for one record that carries one post. It is durable
+        within ``commit_within`` seconds (see the class docstring).
 
         A record that carries several (a response page) raises
         StreamFilterError before anything is judged or indexed; ``check_many``
@@ -289,7 +307,13 @@ class StreamFilter:
                 f"the record carries {len(prepared.entries)} posts (a response page?): nothing was indexed; "
                 "judge it with check_many([record]) or judge()"
             )
-        return engine.commit(prepared)[0]
+        return engine.commit_one(prepared)[0]
+
+    def flush(self) -> None:
+        """Make every verdict given so far durable: commit the open group of
+        ``check`` and ``is_novel`` calls (see ``commit_within``). Blocks for
+        one fsync at most; async code runs it in a thread."""
+        self._require_engine().flush()
 
     def forget(self, *post_ids: str | int, platform: str | None = None) -> int:
         """Remove posts from the index by id, as a platform's delete asks: a

@@ -39,7 +39,7 @@ from ._rules import OLDEST_PER_KEY
 from ._values import CachedPost, Judgement, Match, Sketch
 from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, is_same_post
 
-__all__ = ["Judgement", "TransactionalStore", "judge_batch", "run_batch"]
+__all__ = ["Judgement", "TransactionalStore", "judge_batch", "judge_in", "run_batch"]
 
 _KERNEL = compiled_kernel()
 # How many times a batch may begin again (RetryBatch) before the store is reported broken.
@@ -209,15 +209,29 @@ class _Ranking:
         self._batch.file(index, serial)
 
 
+def _distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """``np.unique(keys, return_inverse=True)``, in fewer steps."""
+    ordered = np.sort(keys)
+    first = np.empty(len(ordered), dtype=np.bool_)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    distinct = ordered[first]
+    return distinct, np.searchsorted(distinct, keys)
+
+
 def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
     if count == 0:
         return Judgement([], txn.clock, first_serial=txn.next_serial)
-    lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
-    every = txn.index_keys(np.concatenate([sketch.band_keys for sketch in sketches]))
-    owner = np.repeat(np.arange(count), lengths)
-    queries, inverse = np.unique(every, return_inverse=True)
+    if count == 1:  # the sync API's one-record calls
+        every = txn.index_keys(sketches[0].band_keys)
+        owner = np.zeros(len(every), dtype=np.int64)
+    else:
+        lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
+        every = txn.index_keys(np.concatenate([sketch.band_keys for sketch in sketches]))
+        owner = np.repeat(np.arange(count), lengths)
+    queries, inverse = _distinct(every)
     hits = txn.members(queries)
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
@@ -352,8 +366,26 @@ def run_batch(
     )
 
 
+def judge_in(
+    txn: IndexTransaction,
+    sketches: Sequence[Sketch],
+    deliver: Callable[[list[Match | None]], None],
+    judged: Callable[[Judgement], None],
+) -> None:
+    """``run_batch``'s steps in a transaction that stays open: judge, record,
+    ``deliver``; the caller commits (``_group``, whose transactions judge one
+    batch after another)."""
+    judgement = judge_batch(txn, sketches, txn.settings)
+    deliver(txn.record(sketches, judgement))
+    judged(judgement)
+
+
 class TransactionalStore:
     """What every store shares: judging a batch through its transactions."""
+
+    # whether its transactions can hold the posts of batch after batch until
+    # they commit (``hold``), as the sync API's group commit asks (``_group``)
+    holds = False
 
     def check_and_insert(
         self,

@@ -66,14 +66,6 @@ static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
 
 static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
-static inline uint64_t fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
 
 /* One 8-byte lane of a MurmurHash3 x64 128 block, mixed. */
 static inline uint64_t scrambled(uint64_t k, uint64_t first, uint64_t second, int rotation) {
@@ -553,10 +545,12 @@ static PyMethodDef methods[] = {
     {"offered_hits", sf_offered_hits, METH_VARARGS, "What each query offers of its sorted hits (_base.offered)."},
     {"mark_run", sf_mark_run, METH_VARARGS, "Marks a run's keys in a key filter's bits or masks (_Bits, RunMasks)."},
     {"mark_keys", sf_mark_keys, METH_VARARGS, "Marks 40-bit keys in a key filter's bits or masks (_Bits, RunMasks)."},
+    {"marked", sf_marked, METH_VARARGS, "The indexes of the 40-bit keys marked in a key filter's bits (_Bits)."},
     {"entries_from_wire", sf_entries_from_wire, METH_VARARGS, "A worker's entry rows as Entry and Post objects (from_wire)."},
     {"verdict_lines", sf_verdict_lines, METH_VARARGS, "The --verdicts lines of verdicts, as UTF-8 (Verdict.json_line)."},
     {"sketches_from_columns", sf_sketches_from_columns, METH_VARARGS, "A batch's Sketch objects (Columns.sketches)."},
     {"verdicts_of", sf_verdicts_of, METH_VARARGS, "A judged batch's Verdict objects (Engine._verdicts)."},
+    {"text_keys", sf_text_keys, METH_VARARGS, "Posts' exact-words and start keys (_lsh.exact_keys), posts x firsts."},
     {"place_times", sf_place_times, METH_VARARGS, "The times a batch's posts are placed at (EventClock.place)."},
     {NULL, NULL, 0, NULL},
 };

@@ -4,8 +4,9 @@
  * _kernel_batch.c (the judge's loop over a batch), _kernel_text.c (the words
  * of an ASCII text, the folding of its non-ASCII runs) and _kernel_index.c
  * (the LMDB run search, the key filter's marks), _kernel_objects.c (a
- * worker's batch rebuilt as objects) and _kernel_clock.c (the event-time
- * clock's placing of posts). */
+ * worker's batch rebuilt as objects), _kernel_clock.c (the event-time
+ * clock's placing of posts) and _kernel_lsh.c (the keys of a post's words in
+ * order). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -14,6 +15,16 @@
 #include <stdint.h>
 
 #define MAX_SHINGLE 8
+
+/* MurmurHash3's 64-bit finaliser. */
+static inline uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(address) __builtin_prefetch(address)
@@ -64,8 +75,10 @@ PyObject *sf_members_in_run(PyObject *self, PyObject *args);
 PyObject *sf_offered_hits(PyObject *self, PyObject *args);
 PyObject *sf_mark_run(PyObject *self, PyObject *args);
 PyObject *sf_mark_keys(PyObject *self, PyObject *args);
+PyObject *sf_marked(PyObject *self, PyObject *args);
 PyObject *sf_entries_from_wire(PyObject *self, PyObject *args);
 PyObject *sf_place_times(PyObject *self, PyObject *args);
+PyObject *sf_text_keys(PyObject *self, PyObject *args);
 PyObject *sf_verdict_lines(PyObject *self, PyObject *args);
 PyObject *sf_sketches_from_columns(PyObject *self, PyObject *args);
 PyObject *sf_verdicts_of(PyObject *self, PyObject *args);

@@ -358,3 +358,42 @@ PyObject *sf_mark_keys(PyObject *self, PyObject *args) {
         return NULL;
     Py_RETURN_NONE;
 }
+
+/* marked(bits, width, keys) -> bytearray of int64: the indexes of the keys
+ * (40-bit, uint64) whose bit is set in bits (2**width bits), in order
+ * (_Bits.might_hold). */
+PyObject *sf_marked(PyObject *self, PyObject *args) {
+    Py_buffer bits_view, keys_view;
+    int width;
+    if (!PyArg_ParseTuple(args, "y*iy*", &bits_view, &width, &keys_view))
+        return NULL;
+    PyObject *found = NULL;
+    Py_ssize_t slots = width >= 8 && width <= 32 ? (Py_ssize_t)1 << width : 0, count = keys_view.len / 8;
+    if (bits_view.len * 8 != slots) {
+        PyErr_SetString(PyExc_ValueError, "bad bits buffer for its width");
+        goto done;
+    }
+    found = PyByteArray_FromStringAndSize(NULL, count * 8);
+    if (found == NULL)
+        goto done;
+    const uint8_t *bits = (const uint8_t *)bits_view.buf;
+    const uint64_t *keys = (const uint64_t *)keys_view.buf;
+    int64_t *out = (int64_t *)PyByteArray_AS_STRING(found);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t at = 0; at < count; at++) {
+        if (keys[at] >> 40) {
+            PyErr_SetString(PyExc_ValueError, "a key of more than 40 bits");
+            Py_CLEAR(found);
+            goto done;
+        }
+        uint64_t slot = keys[at] >> (40 - width);
+        if (bits[slot >> 3] >> (slot & 7) & 1)
+            out[kept++] = at;
+    }
+    if (PyByteArray_Resize(found, kept * 8) < 0)
+        Py_CLEAR(found);
+done:
+    PyBuffer_Release(&bits_view);
+    PyBuffer_Release(&keys_view);
+    return found;
+}

@@ -50,6 +50,7 @@ __all__ = [
     "exact_keys",
     "id_keys",
     "scoped_id",
+    "text_keys",
     "PLATFORMS",
 ]
 
@@ -216,6 +217,19 @@ def exact_keys(
         if len(words):
             sums[filled] = np.add.reduceat(mixed, offsets[:-1][filled])
         return _fmix64(sums ^ (counts.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ salt)
+
+
+def text_keys(
+    words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], seed: int, firsts: Sequence[int]
+) -> npt.NDArray[np.uint64]:
+    """A (posts, len(firsts)) matrix: column c is ``exact_keys(words, offsets, seed, firsts[c])``."""
+    if _KERNEL is not None:  # the columns below, in one compiled pass; tests/test_kernel.py holds it to them
+        keys = _KERNEL.text_keys(
+            np.ascontiguousarray(words, dtype=np.uint32), np.ascontiguousarray(offsets, dtype=np.int64),
+            seed, tuple(firsts),
+        )  # fmt: skip
+        return np.frombuffer(keys, dtype=np.uint64).reshape(len(offsets) - 1, len(firsts))
+    return np.column_stack([exact_keys(words, offsets, seed, first) for first in firsts])
 
 
 def id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:

@@ -131,8 +131,11 @@ class StatsRecorder:
     def committed(self, verdicts: Sequence[Verdict], seconds: float) -> None:
         kinds = [verdict.kind.value for verdict in verdicts]
         with self._lock:
-            for kind in self._posts:
-                self._posts[kind] += kinds.count(kind)
+            if len(kinds) == 1:  # the sync API's one-record calls
+                self._posts[kinds[0]] += 1
+            else:
+                for kind in self._posts:
+                    self._posts[kind] += kinds.count(kind)
             self._buckets[bisect.bisect_left(BATCH_SECONDS_BUCKETS, seconds)] += 1
             self._seconds += seconds
             self._batches += 1

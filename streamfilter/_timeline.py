@@ -24,6 +24,9 @@ __all__ = ["Timeline"]
 
 logger = logging.getLogger("streamfilter")
 
+# Fewer posts than this are placed one at a time: arrays cost more than they save.
+_FEW = 8
+
 
 class Timeline:
     """The stream's event time for one engine: its clock, the newest time
@@ -59,8 +62,10 @@ class Timeline:
         if not judged:
             return
         stamps = [sketch.timestamp for sketch in sketches]
-        if any(entry.post is not None and entry.post.timestamp is None for entry in judged) or not all(
-            map(math.isfinite, stamps)
+        if (
+            len(judged) < _FEW
+            or any(entry.post is not None and entry.post.timestamp is None for entry in judged)
+            or not all(map(math.isfinite, stamps))
         ):
             self._place_each(judged, sketches, where)
             return
@@ -98,8 +103,9 @@ class Timeline:
         self.latest, self.latest_dated = max(self.latest, newest), max(self.latest_dated, newest)
 
     def _place_each(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
-        """``place`` one post at a time, for a batch that holds an
-        undated post (or a time that is not finite); the reference for the rest."""
+        """``place`` one post at a time, for a batch that holds an undated
+        post (or a time that is not finite), or only a few posts; the
+        reference for the rest."""
         ttl = self.ttl_seconds
         clock = self.clock
         latest, dated = self.latest, self.latest_dated

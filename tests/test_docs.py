@@ -108,7 +108,7 @@ def test_the_reference_documents_every_public_name_and_parameter(site: Path) -> 
     assert not re.search(r"streamfilter\._[a-z]", text)  # private module paths
     for name in streamfilter.__all__:
         assert f'id="streamfilter.{name}"' in reference, name
-    members = ["StreamFilter.open", "FilterConfig.plan", "BandPlan.probability", "BandPlan.table"]
+    members = ["StreamFilter.open", "StreamFilter.flush", "FilterConfig.plan", "BandPlan.probability", "BandPlan.table"]
     members += [f"{store}.{method}" for store in ("LMDBStore", "MemoryStore", "RedisStore") for method in
                 ("open", "close", "progress")]  # fmt: skip
     for member in members:  # the ones a user calls, each with its own entry

@@ -108,6 +108,37 @@ def test_sketches_equal_the_numpy_reference(  # type: ignore[no-untyped-def]
     assert keys.tolist() == reference_keys.tolist()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 40), max_size=30),
+    seed=st.integers(0, 2**32 - 1),
+    firsts=st.lists(st.integers(0, 12), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_text_keys_equal_the_numpy_reference(  # type: ignore[no-untyped-def]
+    kernel, counts: list[int], seed: int, firsts: list[int], data: st.DataObject
+) -> None:
+    words = np.array(data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=sum(counts), max_size=sum(counts))))
+    words = words.astype(np.uint32)
+    offsets = np.cumsum([0, *counts]).astype(np.int64)
+    expected = [_lsh.exact_keys(words, offsets, seed, first).tolist() for first in firsts]
+    keys = np.frombuffer(kernel.text_keys(words, offsets, seed, tuple(firsts)), dtype=np.uint64)
+    assert keys.reshape(len(counts), len(firsts)).T.tolist() == expected
+    assert _lsh.text_keys(words, offsets, seed, firsts).T.tolist() == expected
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_lsh, "_KERNEL", None)
+        assert _lsh.text_keys(words, offsets, seed, firsts).T.tolist() == expected
+
+
+def test_text_keys_refuse_offsets_past_the_words(kernel) -> None:  # type: ignore[no-untyped-def]
+    words = np.arange(4, dtype=np.uint32)
+    for offsets in ([0, 9], [1, 2], [0, 3, 2]):
+        with pytest.raises(ValueError):
+            kernel.text_keys(words, np.array(offsets, dtype=np.int64), 1, (0,))
+    with pytest.raises(ValueError):
+        kernel.text_keys(words, np.array([0, 4], dtype=np.int64), 1, (-1,))
+
+
 def test_bad_offsets_are_refused_not_read_past(kernel) -> None:  # type: ignore[no-untyped-def]
     words = np.arange(4, dtype=np.uint32)
     multipliers = np.ones(4, dtype=np.uint64).tobytes()
@@ -569,5 +600,6 @@ def test_the_posts_a_store_caches_add_nothing_for_the_collector_to_walk(kernel, 
         before = len(gc.get_objects())
         for n, text in enumerate(texts[:-1]):
             assert sf.is_novel({"id": str(n), "text": text})
+        sf.flush()  # the open group of calls holds its posts until it commits
         gc.collect()
         assert len(gc.get_objects()) - before < 300

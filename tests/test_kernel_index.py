@@ -158,7 +158,9 @@ def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> 
     width = compiled._bits.width
     every_slot = np.arange(1 << width, dtype=np.uint64) << np.uint64(KEY_BITS - width)
     passed = compiled.might_hold(every_slot)
-    assert passed.tolist() == reference.might_hold(every_slot).tolist()
+    assert passed.tolist() == reference._bits.might_hold_in_numpy(every_slot).tolist()
+    within = np.random.default_rng(width).integers(0, 1 << (KEY_BITS - width), len(every_slot), dtype=np.uint64)
+    assert compiled.might_hold(every_slot | within).tolist() == passed.tolist()  # a slot's every key
     masks, expected = compiled.run_masks.masks(every_slot), reference.run_masks.masks(every_slot)
     assert (masks is None and expected is None) or (
         masks is not None and expected is not None and masks.tolist() == expected.tolist()
@@ -211,6 +213,10 @@ def test_bad_marks_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
         kernel.mark_keys(bits, 20, -1, np.array([1 << 40, 1], dtype=np.uint64))
     with pytest.raises(TypeError):  # read-only marks
         kernel.mark_keys(bits.tobytes(), 20, -1, np.zeros(1, dtype=np.uint64))
+    with pytest.raises(ValueError):  # bits read for another width
+        kernel.marked(bits, 21, np.zeros(1, dtype=np.uint64))
+    with pytest.raises(ValueError):  # a key past the 40 bits
+        kernel.marked(bits, 20, np.array([1, 1 << 40], dtype=np.uint64))
     assert not bits.any() and not masks.any()
     kernel.mark_run(masks, 20, 3, stored, np.full(257, 4, dtype=np.uint32))  # tops past the run: read no further
     assert not masks.any()

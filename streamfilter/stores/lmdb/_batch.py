@@ -83,10 +83,12 @@ class Batch:
             return nothing
         hit_queries: list[npt.NDArray[np.int64]] = []
         hit_serials: list[npt.NDArray[np.int64]] = []
-        runs = self.runs()
         key_filter = self.parts.key_filter
-        key_filter.sync(runs)
-        self.read = runs
+        runs = self.read
+        if runs is None:  # nothing is written before compact: a second look-up reads the same runs
+            runs = self.runs()
+            key_filter.sync(runs)
+            self.read = runs
         # most keys of a novel post are in no run at all
         maybe = key_filter.might_hold(queries)  # in a small run
         maybe_queries = queries[maybe]

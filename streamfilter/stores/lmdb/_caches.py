@@ -126,6 +126,13 @@ class _Bits:
 
     def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Indexes of the keys that may have been added."""
+        if _KERNEL is not None:  # what might_hold_in_numpy gives, in one pass
+            marked = _KERNEL.marked(self.bytes, self.width, np.ascontiguousarray(keys, dtype=np.uint64))
+            return np.frombuffer(marked, dtype=np.int64)
+        return self.might_hold_in_numpy(keys)
+
+    def might_hold_in_numpy(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        """``might_hold`` without the kernel: the reference it is tested against."""
         slots = keys >> self.shift
         return np.flatnonzero((self.bytes[slots >> np.uint64(3)] >> (slots & np.uint64(7)).astype(np.uint8)) & 1)
 

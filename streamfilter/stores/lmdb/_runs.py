@@ -224,7 +224,10 @@ class Run:
 
 def short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """The keys the runs keep: the top ``KEY_BITS`` of each band key."""
-    return band_keys >> np.uint64(64 - KEY_BITS)
+    return band_keys >> _SHORT_SHIFT
+
+
+_SHORT_SHIFT = np.uint64(64 - KEY_BITS)
 
 
 def decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None, *, owned: bool = False) -> Run:

@@ -49,7 +49,9 @@ from .._records import decode_record, encode_record
 from ._batch import Batch, Hits, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
 from ._errors import DECODING_ERRORS, map_error, raise_failure
+from ._guard import MapGuard
 from ._header import check_index_file
+from ._held import HeldPosts
 from ._merging import Merger, merge_entries, merge_plan, release_freed_memory
 from ._runs import RUN_HEADER, decode_run, encode_run, put_run, short_keys
 from ._tuning import LMDBTuning
@@ -70,48 +72,6 @@ _FORMAT = b"streamfilter-lmdb-7"
 # what the decoders raise on a damaged file
 
 
-class _MapGuard:
-    """Keeps this process's read transactions and the map's growth apart.
-
-    LMDB lets a process resize its map only while no transaction of that
-    process is open (py-lmdb also invalidates the open ones). Write
-    transactions are kept apart by the store's lock; read transactions,
-    such as the merge thread's, by this: growth waits for the open ones
-    to end, and new ones wait for growth to end.
-    """
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._readers = 0
-        self._growing = False
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        with self._condition:
-            while self._growing:
-                self._condition.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._readers -= 1
-                self._condition.notify_all()
-
-    @contextmanager
-    def growing(self) -> Iterator[None]:
-        with self._condition:
-            self._growing = True
-            while self._readers:
-                self._condition.wait()
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._growing = False
-                self._condition.notify_all()
-
-
 class LMDBStore(TransactionalStore):
     """A band store in an LMDB directory; the directory is created if needed.
 
@@ -120,6 +80,8 @@ class LMDBStore(TransactionalStore):
     loses nothing, but a power cut may lose the last few batches. ``tuning``
     sets the sizes at which the index changes layout (never a verdict).
     """
+
+    holds = True  # the sync API's one-record calls share a transaction (_group)
 
     def __init__(
         self,
@@ -140,7 +102,7 @@ class LMDBStore(TransactionalStore):
         self._key_filter = KeyFilter(self.tuning)
         self._merger = Merger(self._merge_step)
         self._purged = 0  # posts purged by committed batches since this object opened
-        self._map_guard = _MapGuard()
+        self._map_guard = MapGuard()
         self._run_cache = RunCache(self.tuning)
 
     # -- opening -------------------------------------------------------------
@@ -412,7 +374,7 @@ class LMDBStore(TransactionalStore):
 
     @contextmanager
     def _reading(self, *, buffers: bool = False) -> Iterator[lmdb.Transaction]:
-        """A read transaction, which the map's growth waits for (see _MapGuard)."""
+        """A read transaction, which the map's growth waits for (see MapGuard)."""
         env = self._require_env()
         try:
             with self._map_guard.reading(), env.begin(None, None, False, buffers) as txn:  # type: ignore[call-overload]
@@ -477,6 +439,10 @@ class _Transaction:
         self.settings = settings
         self._open = True
         self._purged = 0
+        # where the LMDB transaction must end: LMDB's writer lock belongs to
+        # the thread that began it (the sync API's group, _group, sets this)
+        self.ends_in: Callable[[Callable[[], object]], object] | None = None
+        self.held: HeldPosts | None = None  # the group's posts, written at the commit (hold)
         try:
             clock_bytes = txn.get(_CLOCK_KEY, db=store._meta)
             self.clock = store._checked_clock(clock_bytes)
@@ -494,12 +460,28 @@ class _Transaction:
     def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         return short_keys(band_keys)
 
+    def hold(self, earlier: HeldPosts | None = None) -> None:
+        """Keep the posts of the batches judged from now on in memory, and
+        write them at the commit, so that batch after batch can be judged in
+        this transaction at the cost of none of the writes (``_group``).
+        ``earlier``: the posts of an aborted transaction of the group, to
+        write in this one."""
+        held = HeldPosts(self.next_serial, self.settings.max_candidates_per_band)
+        if earlier is not None:
+            held.adopt(earlier)
+            for offset, post in enumerate(held.posts):
+                self._store._cache.put(held.first + offset, post)
+            self.clock, self.next_serial = max(self.clock, held.clock), held.next_serial
+        self.held = held
+
     def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        try:
-            with self._store._corruption_reported():
-                return self._batch.members(queries, self._first_live)
+        try:  # called for each batch: no context manager here
+            hits = self._batch.members(queries, self._first_live)
+        except DECODING_ERRORS as exc:
+            self._fail(self._store._damaged(exc))
         except BaseException as exc:
             self._fail(exc)
+        return hits if self.held is None else self.held.with_held(queries, hits)
 
     @property
     def recent_posts(self) -> object | None:
@@ -507,13 +489,16 @@ class _Transaction:
         return self._store._cache.recent
 
     @property
-    def record_reader(self) -> tuple[Callable[..., object], lmdb._Database]:
+    def record_reader(self) -> tuple[Callable[..., object], lmdb._Database] | None:
         """(get, posts table): the compiled judge reads a post the recent ones
         lack as ``post`` does, decodes it and keeps it among them, leaving
-        to ``post`` any read that fails and any record it does not decode."""
-        return self._txn.get, self._store._posts
+        to ``post`` any read that fails and any record it does not decode.
+        None while posts are held: ``post`` finds them, a read would not."""
+        return (self._txn.get, self._store._posts) if self.held is None else None
 
     def post(self, serial: int) -> CachedPost | None:
+        if self.held is not None and (held := self.held.post(serial)) is not None:
+            return held
         try:  # called for each candidate: no context manager here
             return self._store._cache.get(self._batch.get_post, serial)
         except DECODING_ERRORS as exc:
@@ -522,12 +507,24 @@ class _Transaction:
             self._fail(exc)
 
     def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+        held = self.held
+        if held is not None:  # written at the commit
+            held.add(sketches, judgement)
+            for offset, post in enumerate(judgement.posts):
+                self._store._cache.put(judgement.first_serial + offset, post)
+            self.clock, self.next_serial = max(self.clock, judgement.clock), held.next_serial
+            return judgement.matches
+        self._write(sketches, judgement.recorded, judgement.posts, judgement.first_serial, judgement.clock)
+        return judgement.matches
+
+    def _write(
+        self, sketches: Sequence[Sketch], recorded: Sequence[int], posts: Sequence[CachedPost], first: int, clock: float
+    ) -> None:
+        """Write the recorded posts (serials from ``first``) and their run, purge, and keep the clock."""
         store, batch, settings = self._store, self._batch, self.settings
         try:
-            first, recorded = judgement.first_serial, judgement.recorded
-            batch.record(sketches, recorded, judgement.posts, first)
+            batch.record(sketches, recorded, posts, first)
             next_serial = first + len(recorded)
-            clock = judgement.clock
             if settings.ttl_seconds > 0 and math.isfinite(clock):
                 self._purged = batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
             batch.compact(batch.first_live_serial(next_serial))
@@ -535,17 +532,26 @@ class _Transaction:
             self._txn.put(_SERIAL_KEY, _U64.pack(next_serial), db=store._meta)
         except BaseException as exc:
             self._fail(exc)
-        return judgement.matches
+
+    def _end(self, end: Callable[[], object]) -> None:
+        """Commit or abort the LMDB transaction, in the thread ``ends_in`` names."""
+        if self.ends_in is None:
+            end()
+        else:
+            self.ends_in(end)
 
     def commit(self, progress: Mapping[str, int | str] | None) -> None:
         store, txn = self._store, self._txn
+        held = self.held
+        if held is not None:  # kept for the group, should the commit have to begin again (RetryBatch)
+            self._write(held.sketches, range(len(held)), held.posts, held.first, max(self.clock, held.clock))
         try:
             if progress:
                 stored = txn.get(_PROGRESS_KEY, db=store._meta)
                 merged = dict(json.loads(bytes(stored))) if stored else {}
                 merged.update(progress)
                 txn.put(_PROGRESS_KEY, json.dumps(merged, sort_keys=True).encode(), db=store._meta)
-            txn.commit()
+            self._end(txn.commit)
         except BaseException as exc:
             self._fail(exc)
         self._open = False
@@ -561,7 +567,7 @@ class _Transaction:
             return
         self._open = False
         try:
-            self._txn.abort()
+            self._end(self._txn.abort)
         finally:
             # Posts cached from an aborted transaction may never have
             # existed: their serials can be reused by another writer.

@@ -1,0 +1,100 @@
+"""The posts a held transaction keeps in memory until it commits (``_group``).
+
+The sync API's one-record calls share one write transaction, a group. The
+posts they find novel are kept here, not written, until the group commits:
+a call then costs no LMDB write, no run and no merge. Each later call of the
+group sees them as the index would: their serials under their index keys,
+with the stored ones, newest first and cut to what a key offers
+(``_base.offered``), and the posts themselves by serial. They are all newer
+than any stored post, and purging waits for the commit, so they are live.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ..._rules import OLDEST_PER_KEY
+from ..._values import CachedPost, Judgement, Sketch
+from ._runs import short_keys
+
+__all__ = ["HeldPosts"]
+
+
+class HeldPosts:
+    """A group's recorded posts, in serial order from ``first``."""
+
+    def __init__(self, first: int, limit: int) -> None:
+        self.first = first
+        self.limit = limit  # max_candidates_per_band
+        self.clock = -math.inf  # the newest time its batches were judged at
+        self.sketches: list[Sketch] = []
+        self.posts: list[CachedPost] = []
+        self._by_serial: dict[int, CachedPost] = {}
+        self._under: dict[int, list[int]] = {}  # index key -> serials, oldest first
+
+    def __len__(self) -> int:
+        return len(self.posts)
+
+    @property
+    def next_serial(self) -> int:
+        return self.first + len(self.posts)
+
+    def add(self, sketches: Sequence[Sketch], judgement: Judgement) -> None:
+        """Keep a judged batch's recorded posts (serials from ``next_serial``) and its clock."""
+        assert judgement.first_serial == self.next_serial
+        for index, post in zip(judgement.recorded, judgement.posts, strict=True):
+            self._keep(sketches[index], post)
+        self.clock = max(self.clock, judgement.clock)
+
+    def adopt(self, earlier: HeldPosts) -> None:
+        """Keep the posts another transaction held (it aborted), with serials from ``next_serial``."""
+        for sketch, post in zip(earlier.sketches, earlier.posts, strict=True):
+            self._keep(sketch, post)
+        self.clock = max(self.clock, earlier.clock)
+
+    def _keep(self, sketch: Sketch, post: CachedPost) -> None:
+        serial = self.next_serial
+        self.sketches.append(sketch)
+        self.posts.append(post)
+        self._by_serial[serial] = post
+        for key in set(short_keys(sketch.band_keys).tolist()):
+            self._under.setdefault(key, []).append(serial)
+
+    def post(self, serial: int) -> CachedPost | None:
+        return self._by_serial.get(serial)
+
+    def with_held(
+        self, queries: npt.NDArray[np.uint64], hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``hits`` (the stored members of each query, as ``members`` gives
+        them: by query, newest first, cut to what each offers) with the held
+        posts filed under the queries: what the index would offer had they
+        been written. The held posts are newer than every stored one, so a
+        query's members are its held serials, newest first, then its stored
+        ones; and the stored ones are each key's newest and oldest already,
+        so cutting the two together gives what cutting all would. A batch
+        of one post has a few dozen hits at most: lists, not arrays."""
+        under = self._under
+        held = [under.get(key) for key in queries.tolist()]
+        if not any(held):
+            return hits
+        stored_queries, stored_serials = hits[0].tolist(), hits[1].tolist()
+        query_of: list[int] = []
+        serial_of: list[int] = []
+        at, end, most = 0, len(stored_queries), self.limit + OLDEST_PER_KEY
+        for index, serials in enumerate(held):
+            start = at
+            while at < end and stored_queries[at] == index:
+                at += 1
+            members = stored_serials[start:at]
+            if serials:
+                members = serials[::-1] + members
+                if len(members) > most:
+                    members = members[: self.limit] + members[len(members) - OLDEST_PER_KEY :]
+            query_of += [index] * len(members)
+            serial_of += members
+        return np.array(query_of, dtype=np.int64), np.array(serial_of, dtype=np.int64)
