@@ -210,7 +210,11 @@ class _Ranking:
 
 
 def _distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-    """``np.unique(keys, return_inverse=True)``, in fewer steps."""
+    """``np.unique(keys, return_inverse=True)``; for the few keys of a post or
+    two, in fewer steps (a search for each key costs more than numpy's own
+    inverse for a batch's thousands)."""
+    if len(keys) > 256:
+        return np.unique(keys, return_inverse=True)
     ordered = np.sort(keys)
     first = np.empty(len(ordered), dtype=np.bool_)
     first[:1] = True
@@ -236,7 +240,7 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
     limit = settings.max_candidates_per_band
-    if len(hits[0]):
+    if len(hits[0]) >= limit + OLDEST_PER_KEY:  # fewer fill no bucket
         judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= limit + OLDEST_PER_KEY))
     if _KERNEL is not None:  # the kernel's Ranker ranks, and judges the batch as the loop below does
         arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
