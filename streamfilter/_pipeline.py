@@ -43,12 +43,16 @@ from ._engine import Engine, PreparedBatch
 from ._normalize import load_tables
 from ._post import Verdict
 from ._prepared import WireBatch
-from ._workers import SketchProcess, WorkerLost, default_sketch_processes
+from ._workers import SketchProcess, WorkerLost, default_sketch_processes, most_sketch_processes
 
 __all__ = ["Chunks", "CommitHooks", "Resumable", "run_pipeline"]
 
 logger = logging.getLogger("streamfilter")
 _BATCHES_PER_WORKER = 2
+# A replay looks this often at whether its sketching holds it back: whether
+# the batches waited for a free slot more than this share of the time.
+_LOOK_SECONDS = 1.0
+_SKETCH_BOUND = 0.5
 
 
 class Chunks:
@@ -261,19 +265,43 @@ class _Pending:
         self.error: BaseException | None = None
 
 
+def sketch_bound(slot_waits: float, store_busy: float, elapsed: float) -> bool:
+    """Whether a replay's sketching held it back over ``elapsed`` seconds:
+    batches waited for a free slot more than half of them, and the store
+    stage judged less than half of them. One more worker process then pays:
+    measured, a stream whose store stage was busy more than half the time
+    got slower with a second one (docs/benchmarks.md, "300,000 posts")."""
+    return slot_waits > _SKETCH_BOUND * elapsed and store_busy < _SKETCH_BOUND * elapsed
+
+
+@dataclass
+class _Load:
+    """Where a replay's two stages count their waits, for ``_sketch`` to
+    decide whether a worker process more would help."""
+
+    slot_waits: float = 0.0  # seconds batches waited for a free slot to be sketched in
+    store_busy: float = 0.0  # seconds the store stage spent judging
+
+
 async def _sketch(
     engine: Engine,
     receive: MemoryObjectReceiveStream[list[tuple[int, Any]]],
     send: ObjectSendStream[PreparedBatch | WireBatch],
     limiter: anyio.CapacityLimiter,
     processes: int,
+    most: int,
+    load: _Load,
 ) -> None:
     """Gather batches and prepare each in a free slot: this process, or one of
     ``processes`` worker processes once they have started. Batches leave in
-    arrival order whichever slot finishes first."""
+    arrival order whichever slot finishes first. Up to ``most`` processes:
+    one more starts while the batches wait for a free slot and the store
+    stage waits for them, each most of the time (the sketching, not the
+    store, holds the stream back: long texts in scripts the normaliser works
+    hardest on). ``load`` is where the two stages count those waits."""
     local = _Local(engine, limiter)
     # Each worker takes two batches at a time, so it never waits for its next one.
-    slots = 1 + _BATCHES_PER_WORKER * processes
+    slots = 1 + _BATCHES_PER_WORKER * max(processes, most)
     free_send, free_receive = anyio.create_memory_object_stream[_Local | SketchProcess](slots)
     order_send, order_receive = anyio.create_memory_object_stream[_Pending](slots)
     free_send.send_nowait(local)
@@ -282,18 +310,30 @@ async def _sketch(
     local_retired = False
     starting = anyio.CancelScope()
 
+    async def start_worker() -> bool:
+        try:
+            worker = await SketchProcess.start(engine.sketcher)
+        except WorkerLost as exc:
+            logger.warning("streamfilter: sketching in %s only: %s", "this process" if not live else "fewer", exc)
+            return False
+        workers.append(worker)
+        live.add(worker)
+        for _ in range(_BATCHES_PER_WORKER):
+            free_send.send_nowait(worker)
+        return True
+
     async def start_workers() -> None:
         with starting:
             for _ in range(processes):
-                try:
-                    worker = await SketchProcess.start(engine.sketcher)
-                except WorkerLost as exc:
-                    logger.warning("streamfilter: sketching in this process only: %s", exc)
+                if not await start_worker():
                     return
-                workers.append(worker)
-                live.add(worker)
-                for _ in range(_BATCHES_PER_WORKER):
-                    free_send.send_nowait(worker)
+            while live and len(workers) < most:
+                began, waited, busy = anyio.current_time(), load.slot_waits, load.store_busy
+                await anyio.sleep(_LOOK_SECONDS)
+                elapsed = anyio.current_time() - began
+                if sketch_bound(load.slot_waits - waited, load.store_busy - busy, elapsed):
+                    if not await start_worker():
+                        return
 
     async def run(slot: _Local | SketchProcess, records: list[tuple[int, Any]], pending: _Pending) -> None:
         nonlocal local_retired
@@ -317,7 +357,9 @@ async def _sketch(
     async def take_slot() -> _Local | SketchProcess:
         nonlocal local_retired
         while True:
+            began = anyio.current_time()
             slot = await free_receive.receive()
+            load.slot_waits += anyio.current_time() - began
             if slot is local and live:
                 # Measured: once a worker process runs, batches sketched here
                 # as well slow the store stage more than they help (docs/benchmarks.md).
@@ -328,7 +370,7 @@ async def _sketch(
     try:
         async with receive, free_receive, free_send, anyio.create_task_group() as task_group:
             task_group.start_soon(_in_order, order_receive, send)
-            if processes:
+            if processes or most:
                 task_group.start_soon(start_workers)
             async with order_send, aclosing(_batches(receive, take_slot, engine.config)) as batches:
                 async for slot, records in batches:
@@ -413,6 +455,7 @@ async def _commit(
     hooks: CommitHooks | None,
     limiter: anyio.CapacityLimiter,
     marks: deque[_Mark],
+    load: _Load,
 ) -> None:
     arrived: float | None = None  # when the chunk holding the batch's first line was read
     async with receive:
@@ -430,7 +473,9 @@ async def _commit(
             # cancelled pipeline still finishes (and commits or aborts) the
             # batch in flight.
             async with limiter:
+                began = anyio.current_time()
                 verdicts = _commit_now(engine, prepared, _commit_options(hooks, last_line, arrived), hooks, last_line)
+                load.store_busy += anyio.current_time() - began
             try:
                 await send.send(verdicts)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -491,6 +536,7 @@ async def _run_chunked(
     # Worker processes pay off for files: raw lines, sent cheaply, in bulk.
     configured = engine.config.sketch_processes
     processes = default_sketch_processes() if configured is None else configured
+    most = max(processes, most_sketch_processes()) if configured is None else configured
     # Room for a whole batch to gather while the previous one is in the
     # store: the reader sends big lists, so a few of them are enough.
     records_send, records_receive = anyio.create_memory_object_stream[list[tuple[int, Any]]](4)
@@ -503,6 +549,7 @@ async def _run_chunked(
         # ready): their work is Python under the GIL, and overlapping them
         # measured slower.
         limiter = anyio.CapacityLimiter(1)
-        task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes)
-        await _commit(engine, prepared_receive, send, hooks, limiter, marks)
+        load = _Load()
+        task_group.start_soon(_sketch, engine, records_receive, prepared_send, limiter, processes, most, load)
+        await _commit(engine, prepared_receive, send, hooks, limiter, marks, load)
         task_group.cancel_scope.cancel()

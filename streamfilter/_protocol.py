@@ -26,6 +26,7 @@ __all__ = [
     "SMALL_INPUT_BYTES",
     "batch_frame",
     "default_sketch_processes",
+    "most_sketch_processes",
     "pace_collector_for_batches",
     "small_input",
     "spawn_worker",
@@ -62,15 +63,25 @@ def batch_frame(value: object) -> bytes:
 SMALL_INPUT_BYTES = 1 << 20
 
 
-def default_sketch_processes() -> int:
-    """Worker processes for a replay when the config leaves it open: one per
-    core beyond the one the store stage uses, at most two (past that the store
-    stage is the bottleneck)."""
+def _cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(2, cores - 1))
+        return os.cpu_count() or 1
+
+
+def default_sketch_processes() -> int:
+    """Worker processes a replay starts with when the config leaves it open:
+    one per core beyond the one the store stage uses, at most two (past that
+    the store stage is the bottleneck)."""
+    return max(0, min(2, _cores() - 1))
+
+
+def most_sketch_processes() -> int:
+    """The worker processes a replay may grow to while its sketching holds it
+    back: two on two cores, where the store stage of a stream of long texts
+    uses a fraction of its core (docs/benchmarks.md, "300,000 posts")."""
+    return max(default_sketch_processes(), 2 if _cores() >= 2 else 0)
 
 
 def worker_environment() -> dict[str, str]:

@@ -61,11 +61,12 @@ class Timeline:
         match it (posts replayed into an index that saw newer ones)."""
         if not judged:
             return
+        if len(judged) < _FEW:
+            self._place_each(judged, sketches, where)
+            return
         stamps = [sketch.timestamp for sketch in sketches]
-        if (
-            len(judged) < _FEW
-            or any(entry.post is not None and entry.post.timestamp is None for entry in judged)
-            or not all(map(math.isfinite, stamps))
+        if any(entry.post is not None and entry.post.timestamp is None for entry in judged) or not all(
+            map(math.isfinite, stamps)
         ):
             self._place_each(judged, sketches, where)
             return

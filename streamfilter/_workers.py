@@ -35,7 +35,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import Sketcher
 from ._prepared import WireBatch
-from ._protocol import FRAME_HEADER, batch_frame, default_sketch_processes, spawn_worker
+from ._protocol import FRAME_HEADER, batch_frame, default_sketch_processes, most_sketch_processes, spawn_worker
 
 __all__ = [
     "SketchProcess",
@@ -43,6 +43,7 @@ __all__ = [
     "close_unused",
     "default_sketch_processes",
     "hand_over",
+    "most_sketch_processes",
 ]
 
 logger = logging.getLogger("streamfilter")

@@ -10,13 +10,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
 import pytest
 
-from streamfilter import FilterConfig, RetweetPolicy, _launch, _protocol, _workers
+from streamfilter import Chunks, FilterConfig, RetweetPolicy, StreamFilter, _launch, _pipeline, _protocol, _workers
 from streamfilter._engine import PreparedBatch, Sketcher
 from streamfilter._workers import SketchProcess
 from streamfilter.adapters import record_adapter
@@ -380,3 +382,54 @@ def test_a_worker_stopped_and_continued_mid_answer_loses_nothing(tmp_path: Path)
         pytest.fail("the replay hung with its worker stopped and continued")
     finish(process)
     assert verdict_lines(verdicts) == in_process_verdicts(stream, tmp_path)
+
+
+def test_a_worker_more_starts_only_where_sketching_holds_the_replay_back() -> None:
+    assert _pipeline.sketch_bound(slot_waits=0.8, store_busy=0.3, elapsed=1.0)  # long texts, an idle store
+    assert not _pipeline.sketch_bound(slot_waits=0.8, store_busy=0.7, elapsed=1.0)  # the store is busy too
+    assert not _pipeline.sketch_bound(slot_waits=0.2, store_busy=0.1, elapsed=1.0)  # the workers keep up
+
+
+@pytest.mark.anyio
+async def test_a_worker_started_mid_stream_changes_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    if anyio_backend != "asyncio":
+        pytest.skip("one backend is enough: the workers' protocol is tested on both elsewhere")
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=3000, copies=2)  # 6,000 lines, in chunks of 500
+    lines = stream.read_bytes().splitlines()
+
+    started: list[object] = []
+    grown = anyio.Event()
+    start = _workers.SketchProcess.start
+
+    async def counted(sketcher: object) -> _workers.SketchProcess:
+        started.append(sketcher)
+        worker = await start(sketcher)  # type: ignore[arg-type]
+        if len(started) == 2:
+            grown.set()
+        return worker
+
+    async def chunks(wait: bool) -> AsyncGenerator[list[Any] | int, None]:
+        for at in range(0, len(lines), 500):
+            if wait and at == len(lines) // 2:  # the second half once the second worker has started
+                with anyio.fail_after(60):
+                    await grown.wait()
+            yield lines[at : at + 500]
+
+    async def judged(path: Path, wait: bool) -> list[tuple[str, str | None]]:
+        async with StreamFilter(FilterConfig(seed=2, batch_size=128), path=path) as sf:
+            batches = sf.judge_batches(Chunks(chunks(wait)))
+            return [(v.kind.value, v.duplicate_of) async for batch in batches for v in batch]
+
+    monkeypatch.setattr(_pipeline, "default_sketch_processes", lambda: 0)
+    monkeypatch.setattr(_pipeline, "most_sketch_processes", lambda: 0)
+    expected = await judged(tmp_path / "here", wait=False)
+    monkeypatch.setattr(_workers.SketchProcess, "start", counted)
+    monkeypatch.setattr(_pipeline, "default_sketch_processes", lambda: 1)
+    monkeypatch.setattr(_pipeline, "most_sketch_processes", lambda: 2)
+    monkeypatch.setattr(_pipeline, "_LOOK_SECONDS", 0.001)
+    monkeypatch.setattr(_pipeline, "sketch_bound", lambda *_: True)
+    assert await judged(tmp_path / "grown", wait=True) == expected
+    assert len(started) == 2  # the first worker, then one more mid-stream
