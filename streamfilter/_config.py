@@ -70,7 +70,8 @@ class FilterConfig:
       bounds the work of very common band keys.
     - ``sketch_processes``: worker processes that sketch a replayed file's
       lines beside the store stage (0 = sketch in this process); None picks
-      one per spare core, at most two. Verdicts are the same either way.
+      one per spare core, at most two, and on two cores a second once the
+      sketching holds the replay back. Verdicts are the same either way.
     - ``honour_deletes``: a platform's delete notice (a Twitter ``delete``, a
       Mastodon ``delete`` event, a Bluesky post deleted) makes the filter
       forget that post, once the batch it arrives in is committed, so a

@@ -391,11 +391,8 @@ def test_a_worker_more_starts_only_where_sketching_holds_the_replay_back() -> No
 
 
 @pytest.mark.anyio
-async def test_a_worker_started_mid_stream_changes_no_verdict(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
-) -> None:
-    if anyio_backend != "asyncio":
-        pytest.skip("one backend is enough: the workers' protocol is tested on both elsewhere")
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the workers' protocol is tested on both elsewhere
+async def test_a_worker_started_mid_stream_changes_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=3000, copies=2)  # 6,000 lines, in chunks of 500
     lines = stream.read_bytes().splitlines()

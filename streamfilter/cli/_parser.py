@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="worker processes that sketch input lines beside the store stage; 0 sketches in this process "
-        "(default: one per spare core, at most 2)",
+        "(default: one per spare core, at most 2; on 2 cores, a second once sketching holds the replay back)",
     )
 
     follow = commands.add_parser(
