@@ -73,8 +73,9 @@ class StreamFilter:
         commit_within: the seconds within which a verdict of ``check`` or
             ``is_novel`` is made durable. These calls share one LMDB
             transaction, a group, that commits this long after its first
-            call (or after 1,024 calls, or at ``flush``, ``close``, or any
-            other write), so a loop of them does not pay an fsync each.
+            call (or after 1,024 calls, at ``flush``, ``close``, any other
+            write, or the interpreter's exit), so a loop of them does not
+            pay an fsync each.
             A crash before the commit costs the group's index entries: a
             later copy of one of its novel posts passes again; no post is
             lost. ``0`` commits every call on its own. ``check_many`` and

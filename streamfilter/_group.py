@@ -8,7 +8,8 @@ share one write transaction, a group, which commits:
   or not (the group's own thread commits it when none does);
 - after ``GROUP_LIMIT`` calls;
 - before any other write of the filter (``check_many``, ``judge``,
-  ``forget``), at ``flush()`` and at ``close()``.
+  ``forget``), at ``flush()``, at ``close()``, and at the interpreter's
+  exit.
 
 Each call judges its record in the group's transaction, which holds the
 posts it finds novel in memory and writes them at the commit (``hold``):
@@ -27,6 +28,8 @@ from any thread, judge in it one at a time in between.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +39,8 @@ from ._exceptions import StoreError
 from .stores._base import BandStore, IndexTransaction, RetryBatch
 
 __all__ = ["GROUP_LIMIT", "GroupCommit"]
+
+logger = logging.getLogger("streamfilter")
 
 # The most calls a group takes: bounds what a crash can cost and the
 # transaction's dirty pages (the map grows only between transactions).
@@ -75,6 +80,8 @@ class GroupCommit:
         self._error: BaseException | None = None  # the group thread's failed commit, for the next call
         self._thread: threading.Thread | None = None
         self._stopping = False
+        # a script that exits without closing its filter still commits its last group
+        atexit.register(self._at_exit)
 
     def judge(self, body: Callable[[Holding], T]) -> T:
         """``body(txn)`` as one round of the group's transaction (a new group when none is open)."""
@@ -112,6 +119,7 @@ class GroupCommit:
 
     def close(self) -> None:
         """Commit the open group and stop the group's thread."""
+        atexit.unregister(self._at_exit)
         try:
             self.flush()
         finally:
@@ -123,6 +131,12 @@ class GroupCommit:
             if self._thread is not None:
                 self._thread.join()
                 self._thread = None
+
+    def _at_exit(self) -> None:
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001 - the interpreter is ending: said, not raised
+            logger.warning("streamfilter: the last group of check() calls could not commit at exit: %s", exc)
 
     # -- the group (under self._round) -------------------------------------------
     def _due(self) -> bool:

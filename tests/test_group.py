@@ -170,3 +170,17 @@ def test_the_group_thread_ends_with_the_filter(tmp_path: Path) -> None:
         assert any(thread.name == "streamfilter-group" for thread in threading.enumerate())
     assert not any(thread.name == "streamfilter-group" for thread in threading.enumerate())
     assert os.path.exists(tmp_path / "index" / "data.mdb")
+
+
+def test_a_script_that_exits_without_closing_commits_its_last_group(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    script = """
+import sys
+from streamfilter import StreamFilter
+sf = StreamFilter(path=sys.argv[1], commit_within=3599)
+sf.open()
+assert sf.is_novel({"id": "1", "text": sys.argv[2]})
+"""  # no close, no flush: the interpreter's exit commits the group
+    subprocess.run([sys.executable, "-c", script, str(index), distinct_text(1)], check=True, timeout=120)
+    with StreamFilter(path=index) as sf:
+        assert sf.check({"id": "2", "text": distinct_text(1)}).duplicate_of == "1"
