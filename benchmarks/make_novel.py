@@ -38,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from make_multilingual import DATA, LANGUAGES, UNSPACED  # noqa: E402
-from make_stream import DEFAULT_CSV, KINDS, _user, mutate, thin  # noqa: E402
+from make_stream import DEFAULT_CSV, KINDS, _user, campaign_copy, mutate, thin  # noqa: E402
 
 # the copies a base gets: make_stream's kinds, less the API retweets (their
 # originals are other posts) and the manual retweet's prefix kept
@@ -105,9 +105,7 @@ def main() -> None:
             events.append((order + rng.uniform(0.5, 600), copy, {"cluster": cluster, "kind": kind, "duplicate": True}))
         if order in campaign_at:
             for _ in range(args.copies):
-                copy = mutate("mention_link", text, rng)
-                if rng.random() < 0.3:
-                    copy = mutate("hashtag_emoji", copy, rng)
+                copy = campaign_copy(text, rng)
                 events.append(
                     (order + rng.uniform(0.01, 30), copy, {"cluster": cluster, "kind": "campaign", "duplicate": True})
                 )

@@ -183,6 +183,13 @@ def mutate(kind: str, text: str, rng: random.Random, cut: tuple[float, float] = 
     raise ValueError(kind)
 
 
+def campaign_copy(text: str, rng: random.Random) -> str:
+    """``text`` as a campaign's account posts it: its own mention and link, and
+    three times in ten dressed with hashtags and emoji."""
+    copy = mutate("mention_link", text, rng)
+    return mutate("hashtag_emoji", copy, rng) if rng.random() < 0.3 else copy
+
+
 def thin(texts: list[str], min_words: int, max_jaccard: float) -> list[int]:
     """Indices of bases with at least min_words words, no two with word-set Jaccard >= max_jaccard."""
     kept: list[int] = []
@@ -311,9 +318,7 @@ def main() -> None:
                     # one text from many accounts, each with its own mention and
                     # link, some dressed with hashtags and emoji, within seconds
                     for _ in range(args.copies):
-                        copy = mutate("mention_link", text, rng)
-                        if rng.random() < 0.3:
-                            copy = mutate("hashtag_emoji", copy, rng)
+                        copy = campaign_copy(text, rng)
                         events.append(
                             (
                                 order + rng.uniform(0.01, 0.5),
