@@ -350,6 +350,7 @@ class Engine:
         deliver: Callable[[list[Verdict]], None] | None = None,
         where: Callable[[int], str] | None = None,
         arrived: float | None = None,
+        grouped: bool = False,
     ) -> list[Verdict]:
         """Judge a prepared batch against the store in one transaction.
 
@@ -358,16 +359,23 @@ class Engine:
         ``where`` names a record number in warnings (by default "line N").
         ``arrived`` is when the batch's first record arrived (``time.monotonic``),
         for the latency in ``stats``; by default, when this call began.
+        ``grouped``: judged in the group of the sync API's one-record calls
+        (``_group``), which commits within ``commit_within`` seconds; a batch
+        with progress or deletes, or a store without groups, commits on its
+        own, after the open group.
         """
         began = time.monotonic() if arrived is None else arrived
-        self.flush()
+        grouped = grouped and self._group is not None and progress is None
+        grouped = grouped and all(entry.deletes is None for entry in batch.entries)
+        if not grouped:
+            self.flush()
         self._place_in_time(batch, where or _line)
         honour = self.config.honour_deletes
         parts = batch.split_after_deletes() if honour else [batch]
         verdicts: list[Verdict] = []
         for number, part in enumerate(parts, 1):
             # the progress goes with the last part: a crash between parts replays the whole batch
-            verdicts += self._commit_part(part, progress if number == len(parts) else None, deliver)
+            verdicts += self._commit_part(part, progress if number == len(parts) else None, deliver, grouped)
             deleted = [entry.deletes for entry in part.entries if entry.deletes is not None]
             if honour and deleted:
                 self._honour(deleted)
@@ -379,6 +387,7 @@ class Engine:
         batch: PreparedBatch,
         progress: Mapping[str, int | str] | None,
         deliver: Callable[[list[Verdict]], None] | None,
+        grouped: bool,
     ) -> list[Verdict]:
         built: list[list[Verdict]] = []
 
@@ -388,34 +397,14 @@ class Engine:
                 deliver(verdicts)
             built.append(verdicts)
 
-        run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out, judged=self._noticed)
+        if grouped and self._group is not None and batch.sketches:
+            self._group.judge(lambda txn: judge_in(txn, batch.sketches, verdicts_out, self._noticed))
+        else:  # (a batch with nothing to judge and no progress touches no store)
+            run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out, judged=self._noticed)
         return built[-1]
 
-    def commit_one(self, batch: PreparedBatch) -> list[Verdict]:
-        """``commit`` for the sync API's one-record calls: judged in the
-        store's group of them (``_group``), which commits within
-        ``commit_within`` seconds; a record that deletes posts, or a store
-        without groups, commits on its own."""
-        group = self._group
-        if group is None or any(entry.deletes is not None for entry in batch.entries):
-            return self.commit(batch)
-        began = time.monotonic()
-        self._place_in_time(batch, _line)
-        if not batch.sketches:
-            verdicts = self._verdicts(batch, [])
-        else:
-            built: list[list[Verdict]] = []
-
-            def verdicts_out(matches: list[Match | None]) -> None:
-                built.append(self._verdicts(batch, matches))
-
-            group.judge(lambda txn: judge_in(txn, batch.sketches, verdicts_out, self._noticed))
-            verdicts = built[-1]
-        self.stats.committed(verdicts, time.monotonic() - began)
-        return verdicts
-
     def flush(self) -> None:
-        """Commit the open group of one-record calls, if any (``commit_one``)."""
+        """Commit the open group of one-record calls, if any (``commit(grouped=True)``)."""
         if self._group is not None:
             self._group.flush()
 

@@ -308,7 +308,7 @@ class StreamFilter:
                 f"the record carries {len(prepared.entries)} posts (a response page?): nothing was indexed; "
                 "judge it with check_many([record]) or judge()"
             )
-        return engine.commit_one(prepared)[0]
+        return engine.commit(prepared, grouped=True)[0]
 
     def flush(self) -> None:
         """Make every verdict given so far durable: commit the open group of
