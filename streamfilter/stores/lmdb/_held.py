@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ..._rules import OLDEST_PER_KEY
+from ..._rules import offered_per_key
 from ..._values import CachedPost, Judgement, Sketch
 from ._runs import short_keys
 
@@ -74,10 +74,11 @@ class HeldPosts:
         them: by query, newest first, cut to what each offers) with the held
         posts filed under the queries: what the index would offer had they
         been written. The held posts are newer than every stored one, so a
-        query's members are its held serials, newest first, then its stored
-        ones; and the stored ones are each key's newest and oldest already,
-        so cutting the two together gives what cutting all would. A batch
-        of one post has a few dozen hits at most: lists, not arrays."""
+        query's members are its stored ones, then its held ones, oldest
+        first; and the stored ones are each key's newest and oldest already,
+        so cutting the two together (``_rules.offered_per_key``) gives what
+        cutting all would. A batch of one post has a few dozen hits at most:
+        lists, not arrays."""
         under = self._under
         held = [under.get(key) for key in queries.tolist()]
         if not any(held):
@@ -85,16 +86,14 @@ class HeldPosts:
         stored_queries, stored_serials = hits[0].tolist(), hits[1].tolist()
         query_of: list[int] = []
         serial_of: list[int] = []
-        at, end, most = 0, len(stored_queries), self.limit + OLDEST_PER_KEY
+        at, end = 0, len(stored_queries)
         for index, serials in enumerate(held):
             start = at
             while at < end and stored_queries[at] == index:
                 at += 1
-            members = stored_serials[start:at]
+            members = stored_serials[start:at]  # newest first
             if serials:
-                members = serials[::-1] + members
-                if len(members) > most:
-                    members = members[: self.limit] + members[len(members) - OLDEST_PER_KEY :]
+                members = offered_per_key([*reversed(members), *serials], self.limit)[::-1]
             query_of += [index] * len(members)
             serial_of += members
         return np.array(query_of, dtype=np.int64), np.array(serial_of, dtype=np.int64)

@@ -469,10 +469,14 @@ class _Transaction:
         held = HeldPosts(self.next_serial, self.settings.max_candidates_per_band)
         if earlier is not None:
             held.adopt(earlier)
-            for offset, post in enumerate(held.posts):
-                self._store._cache.put(held.first + offset, post)
+            self._keep_recent(held.first, held.posts)
             self.clock, self.next_serial = max(self.clock, held.clock), held.next_serial
         self.held = held
+
+    def _keep_recent(self, first: int, posts: Sequence[CachedPost]) -> None:
+        """Held posts (serials from ``first``) among the recent ones, where the compiled judge finds them."""
+        for offset, post in enumerate(posts):
+            self._store._cache.put(first + offset, post)
 
     def members(self, queries: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         try:  # called for each batch: no context manager here
@@ -510,8 +514,7 @@ class _Transaction:
         held = self.held
         if held is not None:  # written at the commit
             held.add(sketches, judgement)
-            for offset, post in enumerate(judgement.posts):
-                self._store._cache.put(judgement.first_serial + offset, post)
+            self._keep_recent(judgement.first_serial, judgement.posts)
             self.clock, self.next_serial = max(self.clock, judgement.clock), held.next_serial
             return judgement.matches
         self._write(sketches, judgement.recorded, judgement.posts, judgement.first_serial, judgement.clock)
@@ -544,7 +547,7 @@ class _Transaction:
         store, txn = self._store, self._txn
         held = self.held
         if held is not None:  # kept for the group, should the commit have to begin again (RetryBatch)
-            self._write(held.sketches, range(len(held)), held.posts, held.first, max(self.clock, held.clock))
+            self._write(held.sketches, range(len(held)), held.posts, held.first, self.clock)
         try:
             if progress:
                 stored = txn.get(_PROGRESS_KEY, db=store._meta)
