@@ -294,14 +294,15 @@ async def _sketch(
 ) -> None:
     """Gather batches and prepare each in a free slot: this process, or one of
     ``processes`` worker processes once they have started. Batches leave in
-    arrival order whichever slot finishes first. Up to ``most`` processes:
+    arrival order whichever slot finishes first. Up to ``most`` processes
+    (never fewer than ``processes``):
     one more starts while the batches wait for a free slot and the store
     stage waits for them, each most of the time (the sketching, not the
     store, holds the stream back: long texts in scripts the normaliser works
     hardest on). ``load`` is where the two stages count those waits."""
     local = _Local(engine, limiter)
     # Each worker takes two batches at a time, so it never waits for its next one.
-    slots = 1 + _BATCHES_PER_WORKER * max(processes, most)
+    slots = 1 + _BATCHES_PER_WORKER * most
     free_send, free_receive = anyio.create_memory_object_stream[_Local | SketchProcess](slots)
     order_send, order_receive = anyio.create_memory_object_stream[_Pending](slots)
     free_send.send_nowait(local)
@@ -314,7 +315,10 @@ async def _sketch(
         try:
             worker = await SketchProcess.start(engine.sketcher)
         except WorkerLost as exc:
-            logger.warning("streamfilter: sketching in %s only: %s", "this process" if not live else "fewer", exc)
+            if live:
+                logger.warning("streamfilter: no further sketch worker process: %s", exc)
+            else:
+                logger.warning("streamfilter: sketching in this process only: %s", exc)
             return False
         workers.append(worker)
         live.add(worker)
@@ -370,7 +374,7 @@ async def _sketch(
     try:
         async with receive, free_receive, free_send, anyio.create_task_group() as task_group:
             task_group.start_soon(_in_order, order_receive, send)
-            if processes or most:
+            if most:
                 task_group.start_soon(start_workers)
             async with order_send, aclosing(_batches(receive, take_slot, engine.config)) as batches:
                 async for slot, records in batches:

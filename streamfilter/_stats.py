@@ -11,6 +11,7 @@ import bisect
 import dataclasses
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -129,13 +130,10 @@ class StatsRecorder:
         self._ended_reconnects = 0  # of the sources no longer filtered
 
     def committed(self, verdicts: Sequence[Verdict], seconds: float) -> None:
-        kinds = [verdict.kind.value for verdict in verdicts]
+        kinds = Counter(verdict.kind.value for verdict in verdicts)
         with self._lock:
-            if len(kinds) == 1:  # the sync API's one-record calls
-                self._posts[kinds[0]] += 1
-            else:
-                for kind in self._posts:
-                    self._posts[kind] += kinds.count(kind)
+            for kind, count in kinds.items():
+                self._posts[kind] += count
             self._buckets[bisect.bisect_left(BATCH_SECONDS_BUCKETS, seconds)] += 1
             self._seconds += seconds
             self._batches += 1
