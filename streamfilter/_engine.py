@@ -25,20 +25,20 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _rules
-from ._compiled import compiled_kernel
 from ._config import FilterConfig
 from ._exceptions import ConfigError, InvalidRecordError, StreamFilterError
 from ._group import GroupCommit
 from ._judge import Judgement, judge_in, run_batch
 from ._lsh import PLATFORMS, id_keys, scoped_id, text_keys
 from ._normalize import normalize_fallback, words_and_cut
-from ._post import VERDICT_SLOTS, RetweetPolicy, Verdict, VerdictKind
-from ._prepared import ENTRY_SLOTS, NO_SHINGLES, NO_WORDS, Columns, Entry, PreparedBatch, post_fields
+from ._post import RetweetPolicy, VerdictKind
+from ._prepared import NO_SHINGLES, NO_WORDS, Columns, Entries, Entry, PreparedBatch
 from ._rules import CUT_OFF_EXACT_BELOW, CUT_OFF_MIN_WORDS
 from ._shingle import ShingleSets
 from ._sketching import BatchSketcher
 from ._stats import StatsRecorder
 from ._timeline import Timeline
+from ._verdicts import Verdicts
 from .adapters import NotAPost, RecordAdapter
 from .stores._base import BandStore, IndexSettings, Match
 
@@ -105,27 +105,15 @@ class Sketcher:
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """Adapt and sketch a batch of (line number, record); no I/O."""
         entries, columns = self._prepare(records)
-        return PreparedBatch(entries, columns.sketches())
+        return PreparedBatch(Entries.of(entries), columns.sketches())
 
     def prepare_wire(self, records: Sequence[tuple[int, object]]) -> tuple[Any, ...]:
         """``prepare`` as a worker process sends it back: rows of plain values
         and the flat columns (``PreparedBatch.from_wire`` rebuilds the batch).
         Raw records are left out; the receiver has them."""
         entries, columns = self._prepare(records)
-        entry_rows = [
-            (
-                entry.line,
-                entry.kind,
-                entry.reason,
-                entry.sketch_index,
-                entry.reference,
-                None if (post := entry.post) is None else post_fields(post),
-                entry.deletes,
-            )
-            for entry in entries
-        ]
         return (
-            entry_rows,
+            Entries.of(entries).wire(),
             columns.rows,
             columns.key_counts,
             columns.shingle_counts,
@@ -293,7 +281,6 @@ def _line(number: int) -> str:
 # A code point JSON can escape (\udc00) but UTF-8 cannot encode: surrogate
 # pairs are joined when JSON is decoded, so one left in a string is alone.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_KERNEL = compiled_kernel()
 
 
 def _lone_surrogate(text: str | None) -> str | None:
@@ -347,11 +334,11 @@ class Engine:
         batch: PreparedBatch,
         *,
         progress: Mapping[str, int | str] | None = None,
-        deliver: Callable[[list[Verdict]], None] | None = None,
+        deliver: Callable[[Verdicts], None] | None = None,
         where: Callable[[int], str] | None = None,
         arrived: float | None = None,
         grouped: bool = False,
-    ) -> list[Verdict]:
+    ) -> Verdicts:
         """Judge a prepared batch against the store in one transaction.
 
         ``deliver`` gets the verdicts after they are judged and before the
@@ -366,30 +353,31 @@ class Engine:
         """
         began = time.monotonic() if arrived is None else arrived
         grouped = grouped and self._group is not None and progress is None
-        grouped = grouped and all(entry.deletes is None for entry in batch.entries)
+        grouped = grouped and all(deletes is None for deletes in batch.entries.deletes)
         if not grouped:
             self.flush()
         self._place_in_time(batch, where or _line)
         honour = self.config.honour_deletes
         parts = batch.split_after_deletes() if honour else [batch]
-        verdicts: list[Verdict] = []
+        judged: list[Verdicts] = []
         for number, part in enumerate(parts, 1):
             # the progress goes with the last part: a crash between parts replays the whole batch
-            verdicts += self._commit_part(part, progress if number == len(parts) else None, deliver, grouped)
-            deleted = [entry.deletes for entry in part.entries if entry.deletes is not None]
+            judged.append(self._commit_part(part, progress if number == len(parts) else None, deliver, grouped))
+            deleted = [deletes for deletes in part.entries.deletes if deletes is not None]
             if honour and deleted:
                 self._honour(deleted)
-        self.stats.committed(verdicts, time.monotonic() - began)
+        verdicts = Verdicts.joined(judged)
+        self.stats.committed(verdicts.counts(), time.monotonic() - began)
         return verdicts
 
     def _commit_part(
         self,
         batch: PreparedBatch,
         progress: Mapping[str, int | str] | None,
-        deliver: Callable[[list[Verdict]], None] | None,
+        deliver: Callable[[Verdicts], None] | None,
         grouped: bool,
-    ) -> list[Verdict]:
-        built: list[list[Verdict]] = []
+    ) -> Verdicts:
+        built: list[Verdicts] = []
 
         def verdicts_out(matches: list[Match | None]) -> None:
             verdicts = self._verdicts(batch, matches)
@@ -474,55 +462,41 @@ class Engine:
 
     def _place_in_time(self, batch: PreparedBatch, where: Callable[[int], str]) -> None:
         """Place each post of the batch in event time (``_timeline.Timeline``)."""
-        judged = [entry for entry in batch.entries if entry.kind is None]
-        self._timeline.place(judged, [batch.sketches[entry.sketch_index] for entry in judged], where)
+        entries = batch.entries
+        judged = [at for at, kind in enumerate(entries.kinds) if kind is None]
+        sketches = [batch.sketches[entries.sketch_index[at]] for at in judged]
+        self._timeline.place(entries, judged, sketches, where)
 
-    def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
-        verdicts = self._built_verdicts(batch, matches)
-        for at in [at for at, entry in enumerate(batch.entries) if entry.kind is VerdictKind.INVALID]:
-            record_id = self.adapter.readable_id(batch.entries[at].raw)
-            if record_id is not None:  # the id an invalid record's verdict line names
-                verdicts[at] = dataclasses.replace(verdicts[at], record_id=record_id)
-        return verdicts
-
-    def _built_verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> list[Verdict]:
-        if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
-            return _KERNEL.verdicts_of(  # type: ignore[no-any-return]
-                batch.entries,
-                list(matches),
-                Entry,
-                ENTRY_SLOTS,
-                Verdict,
-                VERDICT_SLOTS,
-                VerdictKind.NOVEL,
-                VerdictKind.DUPLICATE,
-                REASON_REPOST_UNSEEN,
-                REASON_REPOST_SEEN,
-            )
-        verdicts: list[Verdict] = []
-        for entry in batch.entries:
-            if entry.kind is not None:
-                verdicts.append(Verdict(entry.kind, entry.line, entry.post, reason=entry.reason, raw=entry.raw))
+    def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> Verdicts:
+        """The batch's verdicts: its rows decided without the store as they
+        were, the rest by their matches."""
+        entries = batch.entries
+        count = len(entries)
+        kinds: list[VerdictKind] = list(entries.kinds)  # type: ignore[arg-type]  # the None are judged below
+        reasons = list(entries.reasons)
+        duplicate_of: list[str | None] = [None] * count
+        similarity: list[float | None] = [None] * count
+        record_ids: dict[int, str] = {}
+        for at, (kind, index, reference) in enumerate(
+            zip(entries.kinds, entries.sketch_index, entries.reference, strict=True)
+        ):
+            if kind is not None:
+                if kind is VerdictKind.INVALID:  # the id an invalid record's verdict line names
+                    record_id = self.adapter.readable_id(entries.raws[at])
+                    if record_id is not None:
+                        record_ids[at] = record_id
                 continue
-            match = matches[entry.sketch_index]
+            match = matches[index]
             if match is None:
-                reason = REASON_REPOST_UNSEEN if entry.reference else None
-                verdicts.append(Verdict(VerdictKind.NOVEL, entry.line, entry.post, reason=reason, raw=entry.raw))
+                kinds[at] = VerdictKind.NOVEL
+                reasons[at] = REASON_REPOST_UNSEEN if reference else None
             else:
-                verdicts.append(
-                    Verdict(
-                        VerdictKind.DUPLICATE,
-                        entry.line,
-                        entry.post,
-                        duplicate_of=match.duplicate_of,
-                        similarity=match.similarity,
-                        reason=REASON_REPOST_SEEN if entry.reference else None,
-                        raw=entry.raw,
-                    )
-                )
-        return verdicts
+                kinds[at] = VerdictKind.DUPLICATE
+                reasons[at] = REASON_REPOST_SEEN if reference else None
+                duplicate_of[at], similarity[at] = match.duplicate_of, match.similarity
+        return Verdicts(entries, kinds, reasons, duplicate_of, similarity, record_ids)
 
-    def judge(self, records: Sequence[tuple[int, object]]) -> list[Verdict]:
+    def judge(self, records: Sequence[tuple[int, object]]) -> Verdicts:
         return self.commit(self.prepare(records))
 
     def close(self) -> None:

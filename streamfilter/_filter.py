@@ -22,6 +22,7 @@ from ._exceptions import ConfigError, StreamFilterError
 from ._pipeline import Chunks, CommitHooks, run_pipeline
 from ._post import Post, Verdict, VerdictKind
 from ._stats import FilterStats
+from ._verdicts import Verdicts
 from .adapters import RecordAdapter, record_adapter
 from .stores import BandStore, LMDBStore
 
@@ -210,8 +211,9 @@ class StreamFilter:
         self,
         source: AsyncIterable[Any] | Iterable[Any] | Chunks,
         hooks: CommitHooks | None = None,
-    ) -> AsyncGenerator[list[Verdict], None]:
-        """Like ``judge``, one list of verdicts per internal batch.
+    ) -> AsyncGenerator[Verdicts, None]:
+        """Like ``judge``, one sequence of verdicts per internal batch
+        (``Verdicts``: its columns, and a ``Verdict`` for each item taken).
 
         ``hooks`` run in step with each store transaction (see CommitHooks).
         """
@@ -219,7 +221,7 @@ class StreamFilter:
         if self._task_group is None:
             raise StreamFilterError("judge() and filter() need the filter opened with async with")
         engine.stats.watch(source)
-        send, receive = anyio.create_memory_object_stream[list[Verdict] | BaseException](2)
+        send, receive = anyio.create_memory_object_stream[Verdicts | BaseException](2)
         scope = anyio.CancelScope()
         self._task_group.start_soon(run_pipeline, engine, source, send, scope, hooks)
         try:
@@ -243,11 +245,11 @@ class StreamFilter:
         """Yield only the novel posts of ``source``; invalid records are logged and skipped."""
         async with aclosing(self.judge_batches(source)) as batches:
             async for verdicts in batches:
-                for verdict in verdicts:
-                    if verdict.kind is VerdictKind.NOVEL and verdict.post is not None:
-                        yield verdict.post
-                    elif verdict.kind is VerdictKind.INVALID:
-                        logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
+                for at, kind in enumerate(verdicts.kinds):
+                    if kind is VerdictKind.NOVEL and (post := verdicts.post(at)) is not None:
+                        yield post
+                    elif kind is VerdictKind.INVALID:
+                        logger.warning("record %d is invalid: %s", verdicts.lines[at], verdicts.reasons[at])
 
     # -- what it has done -----------------------------------------------------------
     def stats(self, *, recount: bool = False) -> FilterStats:
@@ -292,7 +294,7 @@ class StreamFilter:
 
     def check_many(self, records: Iterable[Any]) -> list[Verdict]:
         """Verdicts for a batch of records, judged in order in one transaction."""
-        return self._require_engine().judge(self._numbered(records))
+        return list(self._require_engine().judge(self._numbered(records)))
 
     def check(self, record: Any) -> Verdict:
         """The verdict for one record that carries one post. It is durable

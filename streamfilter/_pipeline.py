@@ -41,8 +41,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._config import FilterConfig
 from ._engine import Engine, PreparedBatch
 from ._normalize import load_tables
-from ._post import Verdict
 from ._prepared import WireBatch
+from ._verdicts import Verdicts
 from ._workers import SketchProcess, WorkerLost, default_sketch_processes, most_sketch_processes
 
 __all__ = ["Chunks", "CommitHooks", "Resumable", "run_pipeline"]
@@ -151,7 +151,7 @@ async def _read_live(
 async def _judge_live(
     engine: Engine,
     source: object,
-    send: ObjectSendStream[list[Verdict] | BaseException],
+    send: ObjectSendStream[Verdicts | BaseException],
     hooks: CommitHooks | None,
 ) -> None:
     """Judge whatever has arrived, up to a batch, whenever the last batch is
@@ -217,7 +217,7 @@ def _ready_for_posts() -> None:
 
 def _judge_now(
     engine: Engine, records: list[tuple[int, Any]], options: dict[str, Any], hooks: CommitHooks | None, last_line: int
-) -> list[Verdict]:
+) -> Verdicts:
     return _commit_now(engine, engine.prepare(records), options, hooks, last_line)
 
 
@@ -227,7 +227,7 @@ def _commit_now(
     options: dict[str, Any],
     hooks: CommitHooks | None,
     last_line: int,
-) -> list[Verdict]:
+) -> Verdicts:
     verdicts = engine.commit(prepared.prepared(), **options)  # a worker's batch is rebuilt here (WireBatch)
     if hooks is not None and hooks.after_commit is not None:
         hooks.after_commit(last_line)
@@ -455,7 +455,7 @@ async def _in_order(
 async def _commit(
     engine: Engine,
     receive: ObjectReceiveStream[PreparedBatch | WireBatch],
-    send: ObjectSendStream[list[Verdict] | BaseException],
+    send: ObjectSendStream[Verdicts | BaseException],
     hooks: CommitHooks | None,
     limiter: anyio.CapacityLimiter,
     marks: deque[_Mark],
@@ -499,7 +499,7 @@ class CommitHooks:
     for a replayed file; consume acknowledges entries there).
     """
 
-    deliver: Callable[[list[Verdict]], None] | None = None
+    deliver: Callable[[Verdicts], None] | None = None
     progress: Callable[[int], Mapping[str, int | str]] | None = None
     where: Callable[[int], str] | None = None
     after_commit: Callable[[int], None] | None = None
@@ -508,7 +508,7 @@ class CommitHooks:
 async def run_pipeline(
     engine: Engine,
     source: object,
-    send: ObjectSendStream[list[Verdict] | BaseException],
+    send: ObjectSendStream[Verdicts | BaseException],
     scope: anyio.CancelScope,
     hooks: CommitHooks | None = None,
 ) -> None:
@@ -534,7 +534,7 @@ async def run_pipeline(
 async def _run_chunked(
     engine: Engine,
     source: Chunks,
-    send: ObjectSendStream[list[Verdict] | BaseException],
+    send: ObjectSendStream[Verdicts | BaseException],
     hooks: CommitHooks | None,
 ) -> None:
     # Worker processes pay off for files: raw lines, sent cheaply, in bulk.

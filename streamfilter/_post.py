@@ -8,17 +8,13 @@ from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring as _json_string
 from typing import Any
 
-from ._compiled import compiled_kernel
-
 __all__ = [
-    "POST_SLOTS",
-    "VERDICT_SLOTS",
     "Post",
     "RetweetPolicy",
     "Verdict",
     "VerdictKind",
     "slot_descriptors",
-    "verdict_lines",
+    "json_line",
 ]
 
 
@@ -87,7 +83,6 @@ def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
 
 
 _POST_SETTERS = _slot_setters(Post)
-POST_SLOTS = slot_descriptors(Post)
 
 
 class RetweetPolicy(enum.StrEnum):
@@ -178,32 +173,21 @@ class Verdict:
         }
 
     def json_line(self) -> str:
-        """``json.dumps(self.to_json(), ensure_ascii=False)``, written directly:
-        a quarter of the cost, for the one line per post of ``--verdicts``."""
-        post_id = _json_string(self.post_id)
-        duplicate_of = "null" if self.duplicate_of is None else _json_string(self.duplicate_of)
-        similarity = "null" if self.similarity is None else repr(round(self.similarity, 4))
-        reason = "null" if self.reason is None else _json_string(self.reason)
-        return (
-            f'{{"id": {post_id}, "verdict": "{self.kind._value_}", "duplicate_of": {duplicate_of}, '
-            f'"similarity": {similarity}, "reason": {reason}, "line": {self.line}}}'
-        )
+        """``json.dumps(self.to_json(), ensure_ascii=False)``, written directly."""
+        return json_line(self.post_id, self.kind, self.duplicate_of, self.similarity, self.reason, self.line)
+
+
+def json_line(
+    post_id: str, kind: VerdictKind, duplicate_of: str | None, similarity: float | None, reason: str | None, line: int
+) -> str:
+    """A verdict's ``--verdicts`` line (``Verdict.to_json`` as JSON), from its values."""
+    duplicate = "null" if duplicate_of is None else _json_string(duplicate_of)
+    rounded = "null" if similarity is None else repr(round(similarity, 4))
+    why = "null" if reason is None else _json_string(reason)
+    return (
+        f'{{"id": {_json_string(post_id)}, "verdict": "{kind._value_}", "duplicate_of": {duplicate}, '
+        f'"similarity": {rounded}, "reason": {why}, "line": {line}}}'
+    )
 
 
 _VERDICT_SETTERS = _slot_setters(Verdict)
-
-
-def verdict_lines(verdicts: list[Verdict]) -> bytes:
-    """The ``--verdicts`` lines of ``verdicts``, each ``json_line()`` and a
-    newline, in UTF-8; a lone surrogate (in an invalid post's id) goes out as
-    JSON's own ``\\udc00`` escape. The kernel writes them where it is built
-    (``_kernel_objects.c``), and leaves a batch with a lone surrogate to this loop."""
-    if _KERNEL is not None:
-        lines = _KERNEL.verdict_lines(verdicts, Verdict, VERDICT_SLOTS, Post, POST_SLOTS)
-        if lines is not None:
-            return lines  # type: ignore[no-any-return]
-    return "".join([verdict.json_line() + "\n" for verdict in verdicts]).encode("utf-8", "backslashreplace")
-
-
-_KERNEL = compiled_kernel()
-VERDICT_SLOTS = slot_descriptors(Verdict)

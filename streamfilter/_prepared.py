@@ -8,17 +8,17 @@ worker process that sends it as flat columns, ``Columns``), and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ._compiled import compiled_kernel
-from ._post import POST_SLOTS, Post, VerdictKind, slot_descriptors
+from ._post import Post, VerdictKind, slot_descriptors
 from .stores._base import Sketch
 
-__all__ = ["ENTRY_SLOTS", "NO_SHINGLES", "NO_WORDS", "Columns", "Entry", "PreparedBatch", "WireBatch", "post_fields"]
+__all__ = ["NO_SHINGLES", "NO_WORDS", "Columns", "Entries", "Entry", "PreparedBatch", "WireBatch", "post_fields"]
 
 NO_SHINGLES = np.zeros(0, dtype=np.uint64)
 NO_WORDS = np.zeros(0, dtype=np.uint32)
@@ -26,6 +26,9 @@ NO_WORDS = np.zeros(0, dtype=np.uint32)
 
 @dataclass(slots=True)
 class Entry:
+    """One row of a batch while ``Sketcher`` builds it (``Entries.of`` makes
+    the batch's columns of them)."""
+
     line: int
     raw: object
     post: Post | None
@@ -36,6 +39,108 @@ class Entry:
     cut_off: bool = False  # its text ends in a word cut by "…" (``is_cut_off``)
     # the post a platform's delete notice removes: (NotAPost.platform, NotAPost.deletes)
     deletes: tuple[str, str] | None = None
+
+
+@dataclass(slots=True)
+class Entries:
+    """A batch's records as columns, one row a post (or a record that is not one).
+
+    ``kinds`` holds the verdict of a row decided without the store, and None
+    for a row the store judges by its sketch, ``sketch_index``. ``ids`` and
+    ``undated`` are read from its post; the post itself is in ``posts`` where
+    the batch was adapted in this process, and a worker's batch carries its
+    fields instead (``fields``, ``post_fields``' tuples): ``post(at)`` builds
+    the Post only for a caller that asks for it (the API's edge)."""
+
+    lines: list[int]
+    raws: list[object]
+    kinds: list[VerdictKind | None]
+    reasons: list[str | None]
+    sketch_index: list[int]
+    reference: list[bool]
+    deletes: list[tuple[str, str] | None]
+    ids: list[str | None]  # the post's id; None without a post, or for a post without one
+    undated: list[bool]  # a post without a time of its own
+    posts: list[Post | None] | None = None
+    fields: list[tuple[Any, ...] | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @classmethod
+    def of(cls, entries: Sequence[Entry]) -> Entries:
+        posts = [entry.post for entry in entries]
+        return cls(
+            [entry.line for entry in entries],
+            [entry.raw for entry in entries],
+            [entry.kind for entry in entries],
+            [entry.reason for entry in entries],
+            [entry.sketch_index for entry in entries],
+            [entry.reference for entry in entries],
+            [entry.deletes for entry in entries],
+            [None if post is None else post.id for post in posts],
+            [post is not None and post.timestamp is None for post in posts],
+            posts=posts,
+        )
+
+    def post(self, at: int) -> Post | None:
+        """Row ``at``'s post, or None for a record that carries none."""
+        if self.posts is not None:
+            return self.posts[at]
+        assert self.fields is not None
+        fields = self.fields[at]
+        if fields is None:
+            return None
+        post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
+        return Post(post_id, text, timestamp, retweet_of, is_retweet, platform, self.raws[at], author)
+
+    def platform(self, at: int) -> str | None:
+        """Row ``at``'s post's platform (``Post.platform``), without building the Post."""
+        if self.posts is not None:
+            post = self.posts[at]
+            return None if post is None else post.platform
+        assert self.fields is not None
+        fields = self.fields[at]
+        return None if fields is None else str(fields[5])
+
+    def wire(self) -> tuple[Any, ...]:
+        """The columns a worker sends (``from_wire``), raw records left out."""
+        posts = self.posts if self.posts is not None else [self.post(at) for at in range(len(self))]
+        fields = [None if post is None else post_fields(post) for post in posts]
+        return (self.lines, self.kinds, self.reasons, self.sketch_index, self.reference, self.deletes, fields)
+
+    @classmethod
+    def from_wire(cls, wire: tuple[Any, ...], raw_of: dict[int, object]) -> Entries:
+        lines, kinds, reasons, sketch_index, reference, deletes, fields = wire
+        return cls(
+            lines,
+            [raw_of[line] for line in lines],
+            kinds,
+            reasons,
+            sketch_index,
+            reference,
+            deletes,
+            [None if row is None else row[0] for row in fields],
+            [row is not None and row[2] is None for row in fields],
+            fields=fields,
+        )
+
+    def part(self, start: int, end: int, sketch_index: list[int]) -> Entries:
+        """Rows ``start`` to ``end``, their sketches numbered ``sketch_index``."""
+        cut = slice(start, end)
+        return Entries(
+            self.lines[cut],
+            self.raws[cut],
+            self.kinds[cut],
+            self.reasons[cut],
+            sketch_index,
+            self.reference[cut],
+            self.deletes[cut],
+            self.ids[cut],
+            self.undated[cut],
+            None if self.posts is None else self.posts[cut],
+            None if self.fields is None else self.fields[cut],
+        )
 
 
 @dataclass(slots=True)
@@ -54,7 +159,7 @@ class Columns:
     words: npt.NDArray[np.uint32]
 
     def sketches(self) -> list[Sketch]:
-        if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
+        if _KERNEL is not None:  # the loop below, compiled (_kernel_prepared.c)
             return _KERNEL.sketches_from_columns(  # type: ignore[no-any-return]
                 self.rows,
                 self.key_counts,
@@ -107,16 +212,16 @@ class Columns:
 
 @dataclass(slots=True)
 class PreparedBatch:
-    entries: list[Entry]
+    entries: Entries
     sketches: list[Sketch]
 
     @property
     def first_line(self) -> int:
-        return self.entries[0].line if self.entries else 0
+        return self.entries.lines[0] if self.entries.lines else 0
 
     @property
     def last_line(self) -> int:
-        return self.entries[-1].line if self.entries else 0
+        return self.entries.lines[-1] if self.entries.lines else 0
 
     def prepared(self) -> PreparedBatch:
         return self
@@ -125,37 +230,27 @@ class PreparedBatch:
         """This batch cut after each delete notice, so that the posts after one
         are judged once the post it deletes is forgotten (one part when it
         holds none, or only at its end)."""
-        cuts = [at + 1 for at, entry in enumerate(self.entries[:-1]) if entry.deletes is not None]
+        deletes = self.entries.deletes
+        cuts = [at + 1 for at in range(len(deletes) - 1) if deletes[at] is not None]
         if not cuts:
             return [self]
         parts = []
-        for start, end in zip([0, *cuts], [*cuts, len(self.entries)], strict=True):
-            entries, sketches = [], []
-            for entry in self.entries[start:end]:
-                if entry.sketch_index >= 0:
-                    sketches.append(self.sketches[entry.sketch_index])
-                    entry = replace(entry, sketch_index=len(sketches) - 1)
-                entries.append(entry)
-            parts.append(PreparedBatch(entries, sketches))
+        for start, end in zip([0, *cuts], [*cuts, len(deletes)], strict=True):
+            sketches: list[Sketch] = []
+            numbers = []
+            for index in self.entries.sketch_index[start:end]:
+                if index >= 0:
+                    sketches.append(self.sketches[index])
+                    index = len(sketches) - 1
+                numbers.append(index)
+            parts.append(PreparedBatch(self.entries.part(start, end, numbers), sketches))
         return parts
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """The batch ``Sketcher.prepare_wire`` sent, its raw records put back from ``records``."""
-        entry_rows, *columns = wire
-        raw_of = dict(records)
-        if _KERNEL is not None:  # the loop below, compiled (_kernel_objects.c)
-            entries = _KERNEL.entries_from_wire(entry_rows, raw_of, Post, POST_SLOTS, Entry, ENTRY_SLOTS)
-        else:
-            entries = []
-            for line, kind, reason, sketch_index, reference, fields, deletes in entry_rows:
-                raw = raw_of[line]
-                post = None
-                if fields is not None:
-                    post_id, text, timestamp, retweet_of, is_retweet, platform, author = fields
-                    post = Post(post_id, text, timestamp, retweet_of, is_retweet, platform, raw, author)
-                entries.append(Entry(line, raw, post, kind, reason, sketch_index, reference, False, deletes))
-        return cls(entries, Columns(*columns).sketches())
+        entry_columns, *columns = wire
+        return cls(Entries.from_wire(entry_columns, dict(records)), Columns(*columns).sketches())
 
 
 @dataclass(slots=True)
@@ -173,20 +268,19 @@ class WireBatch:
 
     @property
     def first_line(self) -> int:
-        rows = self.wire[0]
-        return int(rows[0][0]) if rows else 0
+        lines = self.wire[0][0]
+        return int(lines[0]) if lines else 0
 
     @property
     def last_line(self) -> int:
-        rows = self.wire[0]
-        return int(rows[-1][0]) if rows else 0
+        lines = self.wire[0][0]
+        return int(lines[-1]) if lines else 0
 
     def prepared(self) -> PreparedBatch:
         return PreparedBatch.from_wire(self.wire, self.records)
 
 
 _KERNEL = compiled_kernel()
-ENTRY_SLOTS = slot_descriptors(Entry)
 _SKETCH_SLOTS = slot_descriptors(Sketch)
 
 

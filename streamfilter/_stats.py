@@ -11,12 +11,11 @@ import bisect
 import dataclasses
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ._post import Verdict, VerdictKind
+from ._post import VerdictKind
 
 __all__ = ["ATTACK_SIGNALS", "BATCH_SECONDS_BUCKETS", "FilterStats", "LatencyHistogram", "SourceState", "StatsRecorder"]
 
@@ -129,8 +128,8 @@ class StatsRecorder:
         self._sources: list[SourceState] = []  # being filtered now
         self._ended_reconnects = 0  # of the sources no longer filtered
 
-    def committed(self, verdicts: Sequence[Verdict], seconds: float) -> None:
-        kinds = Counter(verdict.kind.value for verdict in verdicts)
+    def committed(self, kinds: Mapping[str, int], seconds: float) -> None:
+        """A batch committed in ``seconds``, with ``kinds`` verdicts of each kind (``Verdicts.counts``)."""
         with self._lock:
             for kind, count in kinds.items():
                 self._posts[kind] += count

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from ._clock import EventClock
-from ._prepared import Entry
+from ._prepared import Entries
 from ._stats import duration_text
 from ._values import Sketch
 
@@ -42,9 +42,9 @@ class Timeline:
         self._warned_behind = False
         self._warned_ahead = False
 
-    def place(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
-        """Place each post (``judged``, the entries to judge, with their
-        ``sketches``) in event time (``_clock.EventClock``), give
+    def place(self, entries: Entries, judged: list[int], sketches: list[Sketch], where: Callable[[int], str]) -> None:
+        """Place each post (``judged``, the rows of ``entries`` to judge, with
+        their ``sketches``) in event time (``_clock.EventClock``), give
         undated posts the stream's time, and warn where a post is dated
         ahead of the clock, or arrives more than a TTL behind it.
 
@@ -62,13 +62,12 @@ class Timeline:
         if not judged:
             return
         if len(judged) < _FEW:
-            self._place_each(judged, sketches, where)
+            self._place_each(entries, judged, sketches, where)
             return
         stamps = [sketch.timestamp for sketch in sketches]
-        if any(entry.post is not None and entry.post.timestamp is None for entry in judged) or not all(
-            map(math.isfinite, stamps)
-        ):
-            self._place_each(judged, sketches, where)
+        undated = entries.undated
+        if any(undated[at] for at in judged) or not all(map(math.isfinite, stamps)):
+            self._place_each(entries, judged, sketches, where)
             return
         # Every post dated: the clock places them all at once, and the rare
         # posts that need a word (dated ahead, a TTL off) are found in arrays.
@@ -97,13 +96,15 @@ class Timeline:
                 index = int(behind[0])
                 notes.append((index, 1, _older_than_newest(float(before[index] - placed[index]))))
         for index, order, what in sorted(notes):
-            self._warn(judged[index], where, stamps[index] if order == 0 else float(placed[index]), what)
+            self._warn(entries, judged[index], where, stamps[index] if order == 0 else float(placed[index]), what)
         if len(ahead):
             self._noticed(dated_ahead=len(ahead))
         newest = float(placed.max())
         self.latest, self.latest_dated = max(self.latest, newest), max(self.latest_dated, newest)
 
-    def _place_each(self, judged: list[Entry], sketches: list[Sketch], where: Callable[[int], str]) -> None:
+    def _place_each(
+        self, entries: Entries, judged: list[int], sketches: list[Sketch], where: Callable[[int], str]
+    ) -> None:
         """``place`` one post at a time, for a batch that holds an undated
         post (or a time that is not finite), or only a few posts; the
         reference for the rest."""
@@ -112,8 +113,8 @@ class Timeline:
         latest, dated = self.latest, self.latest_dated
         waiting: list[Sketch] = []  # undated, before the stream's first dated post
         ahead = 0
-        for entry, sketch in zip(judged, sketches, strict=True):
-            if entry.post is not None and entry.post.timestamp is None:
+        for at, sketch in zip(judged, sketches, strict=True):
+            if entries.undated[at]:
                 if math.isfinite(dated):
                     sketch.timestamp = dated
                 else:
@@ -126,7 +127,8 @@ class Timeline:
                     if not self._warned_ahead:
                         self._warned_ahead = True
                         self._warn(
-                            entry,
+                            entries,
+                            at,
                             where,
                             sketch.timestamp,
                             _dated_ahead(sketch.timestamp - clock.stream_time, clock.stream_time, placed),
@@ -139,10 +141,10 @@ class Timeline:
             timestamp = sketch.timestamp
             if ttl > 0 and math.isfinite(latest):
                 if timestamp - latest > ttl:
-                    self._warn(entry, where, timestamp, _newer_than_all(timestamp - latest))
+                    self._warn(entries, at, where, timestamp, _newer_than_all(timestamp - latest))
                 elif latest - timestamp > ttl and not self._warned_behind:
                     self._warned_behind = True
-                    self._warn(entry, where, timestamp, _older_than_newest(latest - timestamp))
+                    self._warn(entries, at, where, timestamp, _older_than_newest(latest - timestamp))
             latest = max(latest, timestamp)
         for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
             undated.timestamp = clock.place(undated.timestamp)
@@ -151,10 +153,10 @@ class Timeline:
             self._noticed(dated_ahead=ahead)
         self.latest, self.latest_dated = latest, dated
 
-    def _warn(self, entry: Entry, where: Callable[[int], str], timestamp: float, what: str) -> None:
-        post = entry.post
-        when = "dated " + _utc(timestamp) if post is not None and post.timestamp is not None else "undated"
-        logger.warning("streamfilter: %s (post %s, %s) %s", where(entry.line), post.id if post else None, when, what)
+    def _warn(self, entries: Entries, at: int, where: Callable[[int], str], timestamp: float, what: str) -> None:
+        """Warn of row ``at`` of ``entries``, dated ``timestamp``."""
+        when = "undated" if entries.undated[at] else "dated " + _utc(timestamp)
+        logger.warning("streamfilter: %s (post %s, %s) %s", where(entries.lines[at]), entries.ids[at], when, what)
 
 
 def _dated_ahead(lead: float, stream_time: float, placed: float) -> str:

@@ -11,7 +11,8 @@ from typing import IO
 
 from .._exceptions import InvalidRecordError
 from .._json import loads
-from .._post import Verdict, VerdictKind, verdict_lines
+from .._post import Verdict, VerdictKind
+from .._verdicts import Verdicts
 from .._wording import counted
 from ..adapters import page_of_posts
 from ._console import notice
@@ -31,7 +32,7 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
         return None
     raw = verdicts[0].raw
     if len(novel) == len(verdicts) and isinstance(raw, bytes):
-        return _unwrapped(novel[0]) or raw
+        return _unwrapped(raw, novel[0].post.platform if novel[0].post is not None else None) or raw
     post_record = novel[0].post.raw if novel[0].post is not None else None
     page = page_of_posts(post_record, {v.post.id for v in novel if v.post is not None})
     if page is not None:
@@ -39,26 +40,23 @@ def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
 
 
-def _records(verdicts: Sequence[Verdict]) -> bytes:
+def _records(lines: list[int], raws: list[object]) -> bytes:
     """Each record of a batch once, as it came, a line each (``--record``): the
     input a later ``report`` reads, numbered as the verdicts number it."""
-    lines, last = [], None
-    for verdict in verdicts:
-        if verdict.line == last:
+    out, last = [], None
+    for line, raw in zip(lines, raws, strict=True):
+        if line == last:
             continue
-        last = verdict.line
-        raw = verdict.raw
+        last = line
         data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
-        lines.append(data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n")
-    return b"".join(lines)
+        out.append(data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n")
+    return b"".join(out)
 
 
-def _unwrapped(verdict: Verdict) -> bytes | None:
+def _unwrapped(raw: object, platform: str | None) -> bytes | None:
     """The status a Mastodon streaming event carries in its ``payload``, as
     the server sent it; None for any other record."""
-    raw = verdict.raw
-    post = verdict.post
-    if post is None or post.platform != "mastodon" or not isinstance(raw, bytes) or b'"payload"' not in raw[:64]:
+    if platform != "mastodon" or not isinstance(raw, bytes) or b'"payload"' not in raw[:64]:
         return None
     try:
         payload = loads(raw).get("payload")
@@ -98,34 +96,34 @@ class Writer:
         self.record = _open_output(record, mode) if record else None
         self.counts = dict.fromkeys(("posts", "novel", "duplicate", "retweet", "invalid", "skipped"), 0)
 
-    def write(self, verdicts: list[Verdict]) -> None:
+    def write(self, verdicts: Verdicts) -> None:
         counts = self.counts
         counts["posts"] += len(verdicts)
-        kinds = [verdict.kind for verdict in verdicts]
-        for kind in VerdictKind:
-            counts[kind.value] += kinds.count(kind)
+        for kind, count in verdicts.counts().items():
+            counts[kind] += count
         output: list[bytes] = []
-        if self.record is not None and verdicts:
-            self.record.write(_records(verdicts))
+        kinds, lines, raws = verdicts.kinds, verdicts.lines, verdicts.raws
+        if self.record is not None and kinds:
+            self.record.write(_records(lines, raws))
         start = 0
-        while start < len(verdicts):
-            first = verdicts[start]
+        while start < len(kinds):
+            kind, line, raw = kinds[start], lines[start], raws[start]
             end = start + 1
-            while end < len(verdicts) and verdicts[end].line == first.line:
+            while end < len(kinds) and lines[end] == line:
                 end += 1
-            if first.kind is VerdictKind.INVALID:
-                self._reject(first)
-            elif end == start + 1 and first.kind is not VerdictKind.NOVEL:
+            if kind is VerdictKind.INVALID:
+                self._reject(line, verdicts.reasons[start], raw)
+            elif end == start + 1 and kind is not VerdictKind.NOVEL:
                 pass  # one duplicate, retweet or skipped record: nothing passes
-            elif end == start + 1 and isinstance(first.raw, bytes):
-                output.append(_unwrapped(first) or first.raw)  # one novel post: its line as read
+            elif end == start + 1 and isinstance(raw, bytes):
+                output.append(_unwrapped(raw, verdicts.entries.platform(start)) or raw)  # one novel post: its line
             elif (novel := _novel_output(verdicts[start:end])) is not None:
                 output.append(novel)
             start = end
         # Runs inside the store transaction, before its commit: what the index
         # will record as seen is already out of this process.
-        if self.verdicts is not None and verdicts:
-            self.verdicts.write(verdict_lines(verdicts))
+        if self.verdicts is not None and kinds:
+            self.verdicts.write(verdicts.json_lines())
         if output and self._novel is not None:
             self._novel(output)
         elif output and self.out is not None:
@@ -134,13 +132,11 @@ class Writer:
             if handle is not None:
                 handle.flush()
 
-    def _reject(self, verdict: Verdict) -> None:
-        notice(f"{self.inputs.where(verdict.line)}: invalid: {verdict.reason}")
+    def _reject(self, line: int, reason: str | None, raw: object) -> None:
+        notice(f"{self.inputs.where(line)}: invalid: {reason}")
         if self.rejects is not None:
-            raw = (
-                verdict.raw if isinstance(verdict.raw, bytes) else str(verdict.raw).encode("utf-8", "backslashreplace")
-            )
-            self.rejects.write(raw + b"\n")
+            data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
+            self.rejects.write(data + b"\n")
 
     def close(self) -> None:
         for handle in (self.out, self.verdicts, self.rejects, self.record):

@@ -1,0 +1,154 @@
+"""A judged batch's verdicts as columns, and their ``--verdicts`` lines.
+
+``Engine.commit`` gives one ``Verdicts`` a batch: the verdict kinds and the
+duplicates' matches beside the batch's ``Entries``. The command line writes
+its outputs from these columns. A ``Verdict`` object, with its ``Post``, is
+built only where a caller takes one, at the API's edge (``check()``,
+``check_many()``, ``judge()``, ``filter()``): ``verdicts[at]``, or iterating.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from ._compiled import compiled_kernel
+from ._post import Post, Verdict, VerdictKind, json_line
+from ._prepared import Entries
+
+__all__ = ["Verdicts", "verdict_lines"]
+
+_KERNEL = compiled_kernel()
+
+
+class Verdicts(Sequence[Verdict]):
+    """One verdict a row of ``entries``: ``kinds``, and for a duplicate the
+    post it copies (``duplicate_of``) and their ``similarity``; ``reasons``
+    says why a row passed unjudged, or is invalid or skipped; ``record_ids``
+    holds the ids read from invalid records, by row."""
+
+    __slots__ = ("duplicate_of", "entries", "kinds", "reasons", "record_ids", "similarity")
+
+    def __init__(
+        self,
+        entries: Entries,
+        kinds: list[VerdictKind],
+        reasons: list[str | None],
+        duplicate_of: list[str | None],
+        similarity: list[float | None],
+        record_ids: dict[int, str] | None = None,
+    ) -> None:
+        self.entries = entries
+        self.kinds = kinds
+        self.reasons = reasons
+        self.duplicate_of = duplicate_of
+        self.similarity = similarity
+        self.record_ids = record_ids or {}
+
+    @classmethod
+    def joined(cls, parts: Sequence[Verdicts]) -> Verdicts:
+        """The verdicts of a batch judged in parts (``split_after_deletes``), in order."""
+        if len(parts) == 1:
+            return parts[0]
+        entries = [part.entries for part in parts]
+        record_ids: dict[int, str] = {}
+        offset = 0
+        for part in parts:
+            record_ids.update({offset + at: record_id for at, record_id in part.record_ids.items()})
+            offset += len(part)
+        columns: dict[str, Any] = {
+            name: [value for entry in entries for value in getattr(entry, name)]
+            for name in ("lines", "raws", "kinds", "reasons", "sketch_index", "reference", "deletes", "ids", "undated")
+        }
+        for name in ("posts", "fields"):  # where every part has them
+            held = [getattr(entry, name) for entry in entries]
+            columns[name] = None if None in held else [value for part in held for value in part]
+        return cls(
+            Entries(**columns),
+            [kind for part in parts for kind in part.kinds],
+            [reason for part in parts for reason in part.reasons],
+            [value for part in parts for value in part.duplicate_of],
+            [value for part in parts for value in part.similarity],
+            record_ids,
+        )
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def lines(self) -> list[int]:
+        return self.entries.lines
+
+    @property
+    def raws(self) -> list[object]:
+        return self.entries.raws
+
+    @overload
+    def __getitem__(self, at: int) -> Verdict: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[Verdict]: ...
+
+    def __getitem__(self, at: int | slice) -> Verdict | list[Verdict]:
+        if isinstance(at, slice):
+            return [self[index] for index in range(*at.indices(len(self)))]
+        if at < 0:
+            at += len(self)
+        if not 0 <= at < len(self):
+            raise IndexError("verdict index out of range")
+        entries = self.entries
+        return Verdict(
+            self.kinds[at],
+            entries.lines[at],
+            entries.post(at),
+            self.duplicate_of[at],
+            self.similarity[at],
+            self.reasons[at],
+            entries.raws[at],
+            self.record_ids.get(at),
+        )
+
+    def __iter__(self) -> Iterator[Verdict]:
+        return (self[at] for at in range(len(self)))
+
+    def post(self, at: int) -> Post | None:
+        return self.entries.post(at)
+
+    def counts(self) -> Counter[str]:
+        """How many verdicts of each kind (``VerdictKind``'s values)."""
+        return Counter(kind._value_ for kind in self.kinds)
+
+    def ids(self) -> list[str]:
+        """Each verdict's ``Verdict.post_id``: its post's id, an invalid
+        record's own id where it was read, else ``line:N``."""
+        record_ids = self.record_ids
+        return [
+            post_id if post_id is not None else record_ids[at] if at in record_ids else f"line:{line}"
+            for at, (post_id, line) in enumerate(zip(self.entries.ids, self.entries.lines, strict=True))
+        ]
+
+    def json_lines(self) -> bytes:
+        """The ``--verdicts`` lines, each ``Verdict.json_line()`` and a newline."""
+        return verdict_lines(self.ids(), self.kinds, self.duplicate_of, self.similarity, self.reasons, self.lines)
+
+
+def verdict_lines(
+    ids: list[str],
+    kinds: list[VerdictKind],
+    duplicate_of: list[str | None],
+    similarity: list[float | None],
+    reasons: list[str | None],
+    lines: list[int],
+) -> bytes:
+    """The ``--verdicts`` lines of these columns, each ``json_line`` and a
+    newline, in UTF-8; a lone surrogate (in an invalid post's id) goes out as
+    JSON's own ``\\udc00`` escape. The kernel writes them where it is built
+    (``_kernel_verdicts.c``), and leaves a batch with a lone surrogate to this loop."""
+    if _KERNEL is not None:
+        written = _KERNEL.verdict_lines(ids, kinds, duplicate_of, similarity, reasons, lines)
+        if written is not None:
+            return written  # type: ignore[no-any-return]
+    return "".join(
+        [json_line(*row) + "\n" for row in zip(ids, kinds, duplicate_of, similarity, reasons, lines, strict=True)]
+    ).encode("utf-8", "backslashreplace")
