@@ -17,7 +17,6 @@ setup(
                 "streamfilter/_kernel_batch.c",
                 "streamfilter/_kernel_text.c",
                 "streamfilter/_kernel_index.c",
-                "streamfilter/_kernel_prepared.c",
                 "streamfilter/_kernel_verdicts.c",
                 "streamfilter/_kernel_cache.c",
                 "streamfilter/_kernel_clock.c",

@@ -547,7 +547,6 @@ static PyMethodDef methods[] = {
     {"mark_keys", sf_mark_keys, METH_VARARGS, "Marks 40-bit keys in a key filter's bits or masks (_Bits, RunMasks)."},
     {"marked", sf_marked, METH_VARARGS, "The indexes of the 40-bit keys marked in a key filter's bits (_Bits)."},
     {"verdict_lines", sf_verdict_lines, METH_VARARGS, "The --verdicts lines of a batch's columns (_verdicts.verdict_lines)."},
-    {"sketches_from_columns", sf_sketches_from_columns, METH_VARARGS, "A batch's Sketch objects (Columns.sketches)."},
     {"text_keys", sf_text_keys, METH_VARARGS, "Posts' exact-words and start keys (_lsh.exact_keys), posts x firsts."},
     {"place_times", sf_place_times, METH_VARARGS, "The times a batch's posts are placed at (EventClock.place)."},
     {NULL, NULL, 0, NULL},

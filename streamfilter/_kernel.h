@@ -3,8 +3,7 @@
  * _rules.py's rules), _kernel_judge.c (a batch's candidates, ranked),
  * _kernel_batch.c (the judge's loop over a batch), _kernel_text.c (the words
  * of an ASCII text, the folding of its non-ASCII runs) and _kernel_index.c
- * (the LMDB run search, the key filter's marks), _kernel_prepared.c (a
- * worker's sketches rebuilt from its columns), _kernel_verdicts.c (the
+ * (the LMDB run search, the key filter's marks), _kernel_verdicts.c (the
  * --verdicts lines from a batch's verdict columns), _kernel_clock.c (the
  * event-time clock's placing of posts) and _kernel_lsh.c (the keys of a
  * post's words in order). */
@@ -80,7 +79,6 @@ PyObject *sf_marked(PyObject *self, PyObject *args);
 PyObject *sf_place_times(PyObject *self, PyObject *args);
 PyObject *sf_text_keys(PyObject *self, PyObject *args);
 PyObject *sf_verdict_lines(PyObject *self, PyObject *args);
-PyObject *sf_sketches_from_columns(PyObject *self, PyObject *args);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {

@@ -13,7 +13,6 @@ __all__ = [
     "RetweetPolicy",
     "Verdict",
     "VerdictKind",
-    "slot_descriptors",
     "json_line",
 ]
 
@@ -67,19 +66,13 @@ class Post:
         set_author(self, author)
 
 
-def slot_descriptors(cls: type) -> tuple[Any, ...]:
-    """The slots of a slotted dataclass's fields, in field order (the kernel
-    fills them by the offsets they give)."""
-    return tuple(cls.__dict__[item.name] for item in fields(cls))
-
-
 def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
     """The stores of a frozen, slotted dataclass's fields, in order.
 
     Its generated __init__ stores each field with ``object.__setattr__``,
-    which looks the slot up every time; these take about half as long, and a
-    replay builds a Post and a Verdict a post."""
-    return tuple(slot.__set__ for slot in slot_descriptors(cls))
+    which looks the slot up every time; these take about half as long, and
+    the adapters build a Post a post."""
+    return tuple(cls.__dict__[item.name].__set__ for item in fields(cls))
 
 
 _POST_SETTERS = _slot_setters(Post)

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._compiled import compiled_kernel
-from ._post import Post, VerdictKind, slot_descriptors
+from ._post import Post, VerdictKind
 from .stores._base import Sketch
 
 __all__ = ["NO_SHINGLES", "NO_WORDS", "Columns", "Entries", "Entry", "PreparedBatch", "WireBatch", "post_fields"]
@@ -159,18 +158,6 @@ class Columns:
     words: npt.NDArray[np.uint32]
 
     def sketches(self) -> list[Sketch]:
-        if _KERNEL is not None:  # the loop below, compiled (_kernel_prepared.c)
-            return _KERNEL.sketches_from_columns(  # type: ignore[no-any-return]
-                self.rows,
-                self.key_counts,
-                self.shingle_counts,
-                self.word_counts,
-                self.keys,
-                self.shingles,
-                self.words,
-                Sketch,
-                _SKETCH_SLOTS,
-            )
         key_ends = np.cumsum(self.key_counts).tolist()
         shingle_ends = np.cumsum(self.shingle_counts).tolist()
         word_ends = np.cumsum(self.word_counts).tolist()
@@ -278,10 +265,6 @@ class WireBatch:
 
     def prepared(self) -> PreparedBatch:
         return PreparedBatch.from_wire(self.wire, self.records)
-
-
-_KERNEL = compiled_kernel()
-_SKETCH_SLOTS = slot_descriptors(Sketch)
 
 
 def post_fields(post: Post) -> tuple[Any, ...]:
