@@ -55,13 +55,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._exceptions import StoreError
 from ._time import FUTURE_SLACK
 
 __all__ = ["CORROBORATION", "LEAD", "SLACK_DIVISOR", "WINDOW", "EventClock", "checked_clock"]
-
-_KERNEL = compiled_kernel()
 
 WINDOW = 1024
 CORROBORATION = 32
@@ -69,7 +67,7 @@ SLACK_DIVISOR = 32
 LEAD = 4
 
 
-class EventClock:
+class _PyEventClock:
     """Places each dated post in time by the rule above; ``floor`` is the
     index's own clock when the filter opened (-inf for a new index), and
     ``wall`` the monotonic clock that paces it (seconds)."""
@@ -83,52 +81,26 @@ class EventClock:
         self.stream_time = floor  # rule 2, as of ``_looked``
         self._wall = wall
         self._looked = wall()
-        # The window, as the kernel keeps it: a ring in arrival order, and sorted ...
-        self._ring = np.zeros(WINDOW, dtype=np.float64)
-        self._ordered = np.zeros(WINDOW, dtype=np.float64)
-        self._size = self._head = 0
-        # place's time, where it is placed, and the stream's time then
-        self._one = tuple(np.zeros(1, dtype=np.float64) for _ in range(3))
-        # ... and as the rule without it does
+        # the window: its times in arrival order, and sorted
         self._arrived: deque[float] = deque()
         self._sorted: list[float] = []
 
     def place(self, timestamp: float) -> float:
         """The time a post dated ``timestamp`` is judged and recorded at."""
-        if _KERNEL is None:
-            return self._place(timestamp)[0]
-        stamp, placed, stream = self._one
-        stamp[0] = timestamp
-        self._place_times(stamp, placed, stream)
-        return float(placed[0])
+        return self._place(timestamp)[0]
 
     def place_all(
         self, stamps: Sequence[float] | npt.NDArray[np.float64]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """``place`` for each of ``stamps`` in turn: the times they are
         placed at, and the stream's time after each."""
-        if _KERNEL is None:
-            pairs = [self._place(timestamp) for timestamp in stamps]
-            return np.array([at for at, _ in pairs], dtype=np.float64), np.array(
-                [stream for _, stream in pairs], dtype=np.float64
-            )
-        times = np.asarray(stamps, dtype=np.float64)
-        placed, streams = np.empty_like(times), np.empty_like(times)
-        self._place_times(times, placed, streams)
-        return placed, streams
-
-    def _place_times(
-        self, times: npt.NDArray[np.float64], placed: npt.NDArray[np.float64], streams: npt.NDArray[np.float64]
-    ) -> None:
-        assert _KERNEL is not None
-        self._size, self._head, self.corroborated, self.stream_time, self._looked = _KERNEL.place_times(
-            self._ring, self._ordered, self._size, self._head, self.corroborated, self._new, self.slack,
-            self.stream_time, self._looked, WINDOW, CORROBORATION, LEAD, float(SLACK_DIVISOR), self._wall,
-            times, placed, streams,
-        )  # fmt: skip
+        pairs = [self._place(timestamp) for timestamp in stamps]
+        return np.array([at for at, _ in pairs], dtype=np.float64), np.array(
+            [stream for _, stream in pairs], dtype=np.float64
+        )
 
     def _place(self, timestamp: float) -> tuple[float, float]:
-        """The rule without the kernel: where a post dated ``timestamp`` is placed, and the stream's time then."""
+        """The rule: where a post dated ``timestamp`` is placed, and the stream's time then."""
         arrived, ordered = self._arrived, self._sorted
         if len(arrived) == WINDOW:
             del ordered[bisect.bisect_left(ordered, arrived.popleft())]
@@ -160,6 +132,47 @@ class EventClock:
             return 0.0
         counted = min(below, CORROBORATION)
         return (ordered[below] - ordered[below - counted]) / counted
+
+
+class _CEventClock(_PyEventClock):
+    """The rule in C (``_kernel_clock.c``), its window a ring in arrival
+    order and a sorted copy; ``_place`` stays the rule it is held to."""
+
+    def __init__(
+        self, ttl_seconds: float, floor: float = -math.inf, wall: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(ttl_seconds, floor, wall)
+        self._ring = np.zeros(WINDOW, dtype=np.float64)
+        self._ordered = np.zeros(WINDOW, dtype=np.float64)
+        self._size = self._head = 0
+        # place's time, where it is placed, and the stream's time then
+        self._one = tuple(np.zeros(1, dtype=np.float64) for _ in range(3))
+
+    def place(self, timestamp: float) -> float:
+        stamp, placed, stream = self._one
+        stamp[0] = timestamp
+        self._place_times(stamp, placed, stream)
+        return float(placed[0])
+
+    def place_all(
+        self, stamps: Sequence[float] | npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        times = np.asarray(stamps, dtype=np.float64)
+        placed, streams = np.empty_like(times), np.empty_like(times)
+        self._place_times(times, placed, streams)
+        return placed, streams
+
+    def _place_times(
+        self, times: npt.NDArray[np.float64], placed: npt.NDArray[np.float64], streams: npt.NDArray[np.float64]
+    ) -> None:
+        self._size, self._head, self.corroborated, self.stream_time, self._looked = kernel.place_times(
+            self._ring, self._ordered, self._size, self._head, self.corroborated, self._new, self.slack,
+            self.stream_time, self._looked, WINDOW, CORROBORATION, LEAD, float(SLACK_DIVISOR), self._wall,
+            times, placed, streams,
+        )  # fmt: skip
+
+
+EventClock = chosen(_CEventClock, _PyEventClock)
 
 
 # How far the clocks of workers sharing an index may disagree with this one's.

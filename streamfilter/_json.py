@@ -16,13 +16,12 @@ from typing import Any
 
 import orjson
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._exceptions import InvalidRecordError
 
 __all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object", "plain_object"]
 
 MAX_DEPTH = 64
-_KERNEL = compiled_kernel()  # None where it was not built: json reads everything
 
 # A JSON string, escapes and all: what the depth of a text is counted outside.
 _JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)  # possessive: nothing to backtrack
@@ -65,22 +64,9 @@ def loads(text: str | bytes, where: str = "") -> Any:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidRecordError(f"{where}invalid UTF-8 at byte {exc.start}") from None
-    # orjson first: 2-3x the speed of json on a platform's payloads, and
-    # what it reads, json reads the same (tests/test_json.py). Not a text
-    # that may hold an integer past 64 bits, which orjson reads as a float:
-    # json reads it exactly. What orjson refuses (NaN, lone surrogates,
-    # broken JSON) json decides too, so values and reasons are json's.
-    if _KERNEL is not None:
-        depth, long_number = _KERNEL.json_scan(text)  # depth_ok's depth, in C
-        if depth > MAX_DEPTH:
-            raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
-        if not long_number:
-            try:
-                return orjson.loads(text)
-            except orjson.JSONDecodeError:
-                pass
-    elif not depth_ok(text):
-        raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
+    value = _quick_loads(text, where)
+    if value is not _LEFT_TO_JSON:
+        return value
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -102,7 +88,36 @@ def loads_object(text: str | bytes, where: str = "") -> dict[str, Any]:
     return value
 
 
-def plain_object(data: bytes) -> dict[str, Any] | None:
+def _c_quick_loads(text: str, where: str) -> Any:
+    """orjson's reading of ``text``, where it reads as json would: 2-3x
+    json's speed on a platform's payloads (tests/test_json.py holds the two
+    to the same values). Not a text that may hold an integer past 64 bits,
+    which orjson reads as a float and json exactly; and what orjson refuses
+    (NaN, lone surrogates, broken JSON) json decides, so values and reasons
+    are json's: ``_LEFT_TO_JSON`` for those."""
+    depth, long_number = kernel.json_scan(text)  # depth_ok's depth, in C
+    if depth > MAX_DEPTH:
+        raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
+    if not long_number:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return _LEFT_TO_JSON
+
+
+def _py_quick_loads(text: str, where: str) -> Any:
+    """Without the kernel's scan, json reads every text, once its depth is checked."""
+    if not depth_ok(text):
+        raise InvalidRecordError(f"{where}JSON nested deeper than {MAX_DEPTH} levels")
+    return _LEFT_TO_JSON
+
+
+_LEFT_TO_JSON = object()
+_quick_loads = chosen(_c_quick_loads, _py_quick_loads)
+
+
+def _c_plain_object(data: bytes) -> dict[str, Any] | None:
     """The JSON object a well-formed line holds, read from its bytes as they
     are; None for anything ``loads_object`` must decide.
 
@@ -114,9 +129,7 @@ def plain_object(data: bytes) -> dict[str, Any] | None:
     past 64 bits, broken lines and other values are left to ``loads``,
     which names what is wrong with them (tests/test_json.py holds the two
     to the same answers)."""
-    if _KERNEL is None:
-        return None
-    depth, long_number = _KERNEL.json_scan(data)
+    depth, long_number = kernel.json_scan(data)
     if depth > MAX_DEPTH or long_number:
         return None
     try:
@@ -124,3 +137,11 @@ def plain_object(data: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return value if type(value) is dict else None
+
+
+def _py_plain_object(data: bytes) -> dict[str, Any] | None:
+    """Without the kernel, ``loads_object`` decides every line."""
+    return None
+
+
+plain_object = chosen(_c_plain_object, _py_plain_object)

@@ -17,7 +17,7 @@ once:
 
 Where the compiled kernel is built, its Ranker does steps 1 and 2 and the
 ranking (``_Ranking`` is the Python it is tested against), and
-``Ranker.judge`` runs ``judge_batch``'s loop over the whole batch, verifying
+``Ranker.judge`` runs the loop of ``_py_judge_candidates`` over the whole batch, verifying
 with the kernel's best_match: the Python loop is what it is tested against,
 judgement for judgement.
 
@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _rules
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._exceptions import StoreError
 from ._rules import OLDEST_PER_KEY
 from ._values import CachedPost, Judgement, Match, Sketch
@@ -41,7 +41,6 @@ from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch
 
 __all__ = ["Judgement", "TransactionalStore", "judge_batch", "judge_in", "run_batch"]
 
-_KERNEL = compiled_kernel()
 # How many times a batch may begin again (RetryBatch) before the store is reported broken.
 _MAX_ATTEMPTS = 100
 
@@ -242,34 +241,63 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     limit = settings.max_candidates_per_band
     if len(hits[0]) >= limit + OLDEST_PER_KEY:  # fewer fill no bucket
         judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= limit + OLDEST_PER_KEY))
-    if _KERNEL is not None:  # the kernel's Ranker ranks, and judges the batch as the loop below does
-        arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
-        ranker = _KERNEL.Ranker(*arrays, len(queries), count, limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
-        (
-            judgement.matches,
-            judgement.matched,
-            judgement.recorded,
-            judgement.posts,
-            judgement.clock,
-            judgement.capped,
-        ) = ranker.judge(
-            list(sketches),
-            txn.post,
-            judgement.first_serial,
-            judgement.clock,
-            settings.ttl_seconds,
-            settings.jaccard_threshold,
-            settings.shingle_size,
-            _rules._KERNEL_RULES,
-            (CachedPost, Match),
-            is_same_post if txn.replays_seen else None,
-            getattr(txn, "recent_posts", None),
-            getattr(txn, "record_reader", None),
-        )
-        return judgement
+    _judge_candidates(txn, sketches, settings, judgement, hits, inverse, owner, len(queries))
+    return judgement
+
+
+def _c_judge_candidates(
+    txn: IndexTransaction,
+    sketches: Sequence[Sketch],
+    settings: IndexSettings,
+    judgement: Judgement,
+    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    inverse: npt.NDArray[np.int64],
+    owner: npt.NDArray[np.int64],
+    query_count: int,
+) -> None:
+    """``_py_judge_candidates``, in C: the kernel's Ranker ranks, and judges the batch as that loop does."""
+    arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
+    limit = settings.max_candidates_per_band
+    ranker = kernel.Ranker(*arrays, query_count, len(sketches), limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
+    (
+        judgement.matches,
+        judgement.matched,
+        judgement.recorded,
+        judgement.posts,
+        judgement.clock,
+        judgement.capped,
+    ) = ranker.judge(
+        list(sketches),
+        txn.post,
+        judgement.first_serial,
+        judgement.clock,
+        settings.ttl_seconds,
+        settings.jaccard_threshold,
+        settings.shingle_size,
+        _rules._KERNEL_RULES,
+        (CachedPost, Match),
+        is_same_post if txn.replays_seen else None,
+        getattr(txn, "recent_posts", None),
+        getattr(txn, "record_reader", None),
+    )
+
+
+def _py_judge_candidates(
+    txn: IndexTransaction,
+    sketches: Sequence[Sketch],
+    settings: IndexSettings,
+    judgement: Judgement,
+    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    inverse: npt.NDArray[np.int64],
+    owner: npt.NDArray[np.int64],
+    query_count: int,
+) -> None:
+    """Rank each sketch's candidates (``hits``: each query's stored members,
+    ``inverse``: each band key's query, ``owner``: each band key's sketch)
+    and verify them in order, into ``judgement``, recording the novel."""
     ranking = _Ranking(
-        _stored_sharers(*hits, inverse, owner, len(queries)),
-        _InBatch(inverse, owner, len(queries), count, hits, limit),
+        _stored_sharers(*hits, inverse, owner, query_count),
+        _InBatch(inverse, owner, query_count, len(sketches), hits, settings.max_candidates_per_band),
     )
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
     clock = judgement.clock
@@ -310,7 +338,9 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
         judgement.recorded.append(index)
         judgement.posts.append(own_posts[serial])
     judgement.clock = clock
-    return judgement
+
+
+_judge_candidates = chosen(_c_judge_candidates, _py_judge_candidates)
 
 
 def _first(stored: tuple[list[int], list[int]] | None) -> list[int] | None:

@@ -3,7 +3,7 @@
  * JSON texts orjson reads as json does (_json.py); and Twitter's times
  * (_time.py). The verification of candidates by _rules.py's rules is in
  * _kernel_rules.c, the ranking of a batch's candidates in _kernel_judge.c,
- * the LMDB index's loops in _kernel_index.c.
+ * the LMDB index's loops in _kernel_lmdb.c.
  *
  * Each function computes exactly what its Python reference does, value for
  * value: _shingle.py, _minhash.py and _lsh.py for sketching,

@@ -1,11 +1,14 @@
-/* What the kernel's source files share: _kernel.c (sketching, the JSON scan
- * and the module), _kernel_rules.c (the verification of candidates, by
- * _rules.py's rules), _kernel_judge.c (a batch's candidates, ranked),
- * _kernel_batch.c (the judge's loop over a batch), _kernel_text.c (the words
- * of an ASCII text, the folding of its non-ASCII runs) and _kernel_index.c
- * (the LMDB run search, the key filter's marks), _kernel_verdicts.c (the
- * --verdicts lines from a batch's verdict columns), _kernel_clock.c (the
- * event-time clock's placing of posts) and _kernel_lsh.c (the keys of a
+/* What the kernel's source files share. Each file is named after the Python
+ * it mirrors: _kernel.c (the module; _sketching.py's sketching, _json.py's
+ * scan, _lsh.py's id keys), _kernel_rules.c (_rules.py: verification sets,
+ * word edits, best_match, CachedPost), _kernel_judge.c and
+ * _kernel_judge_loop.c (_judge.py: a batch's candidates ranked, and the loop
+ * that judges them), _kernel_normalize.c (_normalize.py: an ASCII text's
+ * words, the folding of non-ASCII runs), _kernel_lmdb.c (stores/lmdb: the run
+ * search, what runs offer, the key filter's marks), _kernel_cache.c
+ * (stores/_base.py's recent posts, the records a batch writes),
+ * _kernel_verdicts.c (_verdicts.py: the --verdicts lines), _kernel_clock.c
+ * (_clock.py: the event-time clock) and _kernel_lsh.c (_lsh.py: the keys of a
  * post's words in order). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
@@ -107,10 +110,10 @@ int sf_filed_as(Ranker *self, Py_ssize_t index, int64_t serial);
 /* qsort's order of int64 values, largest first. */
 int sf_newest_first(const void *a, const void *b);
 
-/* Ranker.judge (_kernel_batch.c): the batch judge's loop. */
+/* Ranker.judge (_kernel_judge_loop.c): the batch judge's loop. */
 PyObject *sf_ranker_judge(Ranker *self, PyObject *args);
 
-/* The attribute names the kernel reads of sketches and posts (_kernel_batch.c),
+/* The attribute names the kernel reads of sketches and posts (_kernel_judge_loop.c),
  * interned once by sf_intern_names when the module is set up. */
 extern PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off,
     *sf_name_post_id, *sf_name_packed;

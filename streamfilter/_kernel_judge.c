@@ -12,7 +12,7 @@
  * see: exactly what _InBatch.candidates (with _stored_sharers' answer) or
  * _first give, and what _InBatch.file does. tests/test_kernel.py holds the
  * two to it on generated batches. Or, instead of those two, judge(...) runs
- * the judge's whole loop over the batch (_kernel_batch.c).
+ * the judge's whole loop over the batch (_kernel_judge_loop.c).
  */
 #include <stdlib.h>
 #include <string.h>

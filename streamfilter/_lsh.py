@@ -39,7 +39,7 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 
 __all__ = [
     "BandPlan",
@@ -53,8 +53,6 @@ __all__ = [
     "text_keys",
     "PLATFORMS",
 ]
-
-_KERNEL = compiled_kernel()
 
 _BAND_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
@@ -219,20 +217,30 @@ def exact_keys(
         return _fmix64(sums ^ (counts.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ salt)
 
 
-def text_keys(
+def _c_text_keys(
+    words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], seed: int, firsts: Sequence[int]
+) -> npt.NDArray[np.uint64]:
+    keys = kernel.text_keys(
+        np.ascontiguousarray(words, dtype=np.uint32), np.ascontiguousarray(offsets, dtype=np.int64), seed, tuple(firsts)
+    )
+    return np.frombuffer(keys, dtype=np.uint64).reshape(len(offsets) - 1, len(firsts))
+
+
+def _py_text_keys(
     words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], seed: int, firsts: Sequence[int]
 ) -> npt.NDArray[np.uint64]:
     """A (posts, len(firsts)) matrix: column c is ``exact_keys(words, offsets, seed, firsts[c])``."""
-    if _KERNEL is not None:  # the columns below, in one compiled pass; tests/test_kernel.py holds it to them
-        keys = _KERNEL.text_keys(
-            np.ascontiguousarray(words, dtype=np.uint32), np.ascontiguousarray(offsets, dtype=np.int64),
-            seed, tuple(firsts),
-        )  # fmt: skip
-        return np.frombuffer(keys, dtype=np.uint64).reshape(len(offsets) - 1, len(firsts))
     return np.column_stack([exact_keys(words, offsets, seed, first) for first in firsts])
 
 
-def id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
+text_keys = chosen(_c_text_keys, _py_text_keys)
+
+
+def _c_id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
+    return np.frombuffer(kernel.id_keys(list(post_ids), seed), dtype=np.uint64)
+
+
+def _py_id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
     """One extra band key per post, from its id alone (``scoped_id``).
 
     Every indexed post is also filed under it, so a repost that carries no
@@ -240,8 +248,9 @@ def id_keys(post_ids: Sequence[str], seed: int) -> npt.NDArray[np.uint64]:
     with a band key only proposes a candidate, which verification then
     weighs like any other.
     """
-    if _KERNEL is not None:  # the list below, compiled; tests/test_kernel.py holds it to mmh3
-        return np.frombuffer(_KERNEL.id_keys(list(post_ids), seed), dtype=np.uint64)
     return np.array(
         [mmh3.hash64("\x01post-id:" + post_id, seed, signed=False)[0] for post_id in post_ids], dtype=np.uint64
     )
+
+
+id_keys = chosen(_c_id_keys, _py_id_keys)

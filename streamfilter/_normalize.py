@@ -62,7 +62,7 @@ from collections.abc import Callable
 
 import regex
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, from_kernel, kernel
 from ._confusables import displayed, fold_lookalikes, spell_spoofs
 
 __all__ = [
@@ -220,16 +220,6 @@ _ASCII_DELETED = b"'`"
 def _ascii_words(text: str) -> list[str]:
     return text.encode("ascii").translate(_ASCII_WORDS, _ASCII_DELETED).decode("ascii").split()
 
-
-# The words of an ASCII text, mentions out, in one compiled pass, and a
-# text's non-ASCII runs folded without a Python call for each (both
-# _kernel_text.c); where the kernel was not built, regex, bytes.translate
-# and _NON_ASCII_RUN.sub.
-_KERNEL = compiled_kernel()
-_compiled_ascii_words: Callable[[str], list[str]] | None = None if _KERNEL is None else _KERNEL.ascii_words
-_compiled_fold_runs: Callable[[str, Callable[[str], str], Callable[[str], str], int], str] | None = (
-    None if _KERNEL is None else _KERNEL.fold_runs
-)
 
 _RETWEET_PREFIX = regex.compile(r"^(?:\s*(?:(?:RT|MT)\b\s*|//\s*)[@＠]\w+\s*[:：]?)+", regex.IGNORECASE)
 _PREFIX_HEADS = ("RT", "MT", "//")
@@ -394,6 +384,26 @@ _CACHED_RUN_CHARS = 16
 _fold_short_run = functools.lru_cache(maxsize=1 << 16)(_fold_any_run)
 
 
+def _c_fold_runs(text: str) -> str:
+    return str(kernel.fold_runs(text, _fold_short_run, _fold_any_run, _CACHED_RUN_CHARS))
+
+
+def _py_fold_runs(text: str) -> str:
+    """``text`` with each non-ASCII run folded (``_fold_run``); in C without a Python call a run."""
+    return _NON_ASCII_RUN.sub(_fold_run, text)
+
+
+def _py_ascii_words_without_mentions(text: str) -> list[str]:
+    """The words of an ASCII text, mentions out; in C in one pass."""
+    return _ascii_words(_MENTION.sub(" ", text) if "@" in text else text)
+
+
+_fold_runs = chosen(_c_fold_runs, _py_fold_runs)
+_ascii_words_without_mentions: Callable[[str], list[str]] = chosen(
+    from_kernel("ascii_words"), _py_ascii_words_without_mentions
+)
+
+
 def _strip_urls(text: str) -> str:
     return " ".join(_URL.sub(" ", token) if ("/" in token or "www." in token) else token for token in text.split())
 
@@ -465,17 +475,14 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
             text = _KEYCAP.sub(" ", text)
         # Only the non-ASCII runs need emoji removal and Unicode folding; ASCII
         # never changes under NFKC, so most of a tweet skips the slow part.
-        if _compiled_fold_runs is not None:
-            text = _compiled_fold_runs(text, _fold_short_run, _fold_any_run, _CACHED_RUN_CHARS)
-        else:
-            text = _NON_ASCII_RUN.sub(_fold_run, text)
+        text = _fold_runs(text)
     if "&" in text:
         # again: folding can make an entity (＆amp;), and some clients escape twice (&amp;amp;)
         text = html.unescape(text)
     if "/" in text or "www." in text:
         text = _strip_urls(text)
-    if _compiled_ascii_words is not None and text.isascii():
-        words = _compiled_ascii_words(text)  # the two steps below, in one pass (tests/test_kernel.py)
+    if text.isascii():
+        words = _ascii_words_without_mentions(text)
     else:
         if "@" in text:
             text = _MENTION.sub(" ", text)

@@ -32,7 +32,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._shingle import verification_set
 from ._values import CachedPost, Match, Sketch
 
@@ -61,7 +61,6 @@ __all__ = [
     "word_edits",
 ]
 
-_KERNEL = compiled_kernel()
 _Member = TypeVar("_Member")  # what a store files under a band key: a serial, a record key
 
 # A band key offers at most this many of its newest posts as candidates,
@@ -161,14 +160,10 @@ def edit_similarity(
 ) -> float:
     """1 - edits / the longer post's words (word hashes, in order), for two
     posts of at least ``EDIT_MIN_WORDS`` words at most ``EDIT_MAX_EDITS``
-    word edits apart; 0.0 for any others. The compiled kernel counts the
-    edits where it is built (``word_edits`` is its reference)."""
+    word edits apart; 0.0 for any others."""
     if min(len(first), len(second)) < EDIT_MIN_WORDS:
         return 0.0
-    if _KERNEL is not None:
-        edits = _KERNEL.word_edits(_uint32(first), _uint32(second), EDIT_MAX_EDITS)
-    else:
-        edits = word_edits(_ints(first), _ints(second), EDIT_MAX_EDITS)
+    edits = _edits(first, second)
     return 1 - edits / max(len(first), len(second)) if edits <= EDIT_MAX_EDITS else 0.0
 
 
@@ -179,6 +174,18 @@ def _uint32(words: Sequence[int] | npt.NDArray[np.uint32]) -> npt.NDArray[np.uin
 def _ints(words: Sequence[int] | npt.NDArray[np.uint32]) -> list[int]:
     """Word hashes as Python ints (a pair shifts a word 32 bits up, which a uint32 cannot hold)."""
     return words.tolist() if isinstance(words, np.ndarray) else list(words)
+
+
+def _c_edits(first: Sequence[int] | npt.NDArray[np.uint32], second: Sequence[int] | npt.NDArray[np.uint32]) -> int:
+    return int(kernel.word_edits(_uint32(first), _uint32(second), EDIT_MAX_EDITS))
+
+
+def _py_edits(first: Sequence[int] | npt.NDArray[np.uint32], second: Sequence[int] | npt.NDArray[np.uint32]) -> int:
+    """``word_edits`` of two posts' word hashes, up to ``EDIT_MAX_EDITS`` and one more."""
+    return word_edits(_ints(first), _ints(second), EDIT_MAX_EDITS)
+
+
+_edits = chosen(_c_edits, _py_edits)
 
 
 def judged_similarity(
@@ -247,7 +254,28 @@ _KERNEL_RULES = (
 )
 
 
-def best_match(
+def _c_best_match(
+    serials: Sequence[int],
+    posts: list[CachedPost | None],
+    sketch: Sketch,
+    own: CachedPost,
+    after: float,
+    threshold: float,
+    shingle_size: int,
+) -> tuple[Match, int] | None:
+    """``_py_best_match``, in C (``_kernel_rules.c``)."""
+    answer = kernel.best_match(
+        posts, own.words, sketch.shingles, after, threshold, shingle_size, sketch.cut_off, _KERNEL_RULES
+    )
+    if answer is None:
+        return None
+    index, similarity = answer
+    post = posts[index]
+    assert post is not None
+    return Match(post.post_id, similarity), serials[index]
+
+
+def _py_best_match(
     serials: Sequence[int],
     posts: list[CachedPost | None],
     sketch: Sketch,
@@ -263,20 +291,9 @@ def best_match(
     Candidates at or before ``after`` (the horizon) do not count. The first
     with the sketch's very words wins at once; otherwise the most similar at
     or above the threshold, the first among equals. ``own`` is the sketch as
-    a CachedPost. The compiled kernel does this where it is built; the loop
-    below, in Python, is what it is tested against (a comparison there
-    builds ``own``'s set, so the judge that records the sketch keeps it).
+    a CachedPost. A comparison builds ``own``'s set, so the judge that
+    records the sketch keeps it (in C, ``own.packed``; here, ``own.members``).
     """
-    if _KERNEL is not None:
-        answer = _KERNEL.best_match(
-            posts, own.words, sketch.shingles, after, threshold, shingle_size, sketch.cut_off, _KERNEL_RULES
-        )
-        if answer is None:
-            return None
-        index, similarity = answer
-        post = posts[index]
-        assert post is not None
-        return Match(post.post_id, similarity), serials[index]
     best: tuple[Match, int] | None = None
     for serial, post in zip(serials, posts, strict=True):
         if post is None or post.timestamp <= after:
@@ -292,6 +309,9 @@ def best_match(
             if found == 1.0:
                 break
     return best
+
+
+best_match = chosen(_c_best_match, _py_best_match)
 
 
 def referenced(

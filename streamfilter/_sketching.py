@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._lsh import band_keys
 from ._minhash import MinHasher
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
@@ -21,55 +21,63 @@ from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_ha
 __all__ = ["BatchSketcher"]
 
 
-class BatchSketcher:
-    """Sketches batches for one set of settings; ``compiled=False`` takes the numpy path."""
+class _PyBatchSketcher:
+    """Sketches batches for one set of settings, in numpy."""
 
-    def __init__(self, num_perm: int, seed: int, shingle_size: int, bands: int, rows: int, *, compiled: bool = True):
-        self._settings = (num_perm, seed, shingle_size, bands, rows, compiled)
+    def __init__(self, num_perm: int, seed: int, shingle_size: int, bands: int, rows: int):
+        self._settings = (num_perm, seed, shingle_size, bands, rows)
         self.seed = seed
         self.shingle_size = shingle_size
         self.bands = bands
         self.rows = rows
         self._minhasher = MinHasher(num_perm, seed)
-        self._multipliers = self._minhasher.multipliers.tobytes()
-        self._increments = self._minhasher.increments.tobytes()
-        self._kernel = compiled_kernel() if compiled else None
         self._hash_words = WordHasher(seed)
 
     # A sketch worker process gets its sketcher pickled: the settings travel,
-    # and the kernel (a module) and word cache are set up again there.
-    def __getstate__(self) -> tuple[int, int, int, int, int, bool]:
+    # and the word cache and the permutations' bytes are set up again there.
+    def __getstate__(self) -> tuple[int, int, int, int, int]:
         return self._settings
 
-    def __setstate__(self, state: tuple[int, int, int, int, int, bool]) -> None:
-        num_perm, seed, shingle_size, bands, rows, compiled = state
-        self.__init__(num_perm, seed, shingle_size, bands, rows, compiled=compiled)  # type: ignore[misc]
-
-    @property
-    def compiled(self) -> bool:
-        return self._kernel is not None
+    def __setstate__(self, state: tuple[int, int, int, int, int]) -> None:
+        self.__init__(*state)  # type: ignore[misc]
 
     def words(self, word_lists: Sequence[Sequence[str]]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
         """Every post's word hashes in order, as CSR arrays (hashes, offsets)."""
-        if self._kernel is None:
-            return self._hash_words(word_lists)
-        words, offsets = self._kernel.hash_words(word_lists, self.seed)
-        return np.frombuffer(words, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
+        return self._hash_words(word_lists)
 
     def sketch(
         self, words: npt.NDArray[np.uint32], word_offsets: npt.NDArray[np.int64]
     ) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
         """(the verification sets, with the word hashes; a (posts, bands) matrix of band keys)."""
-        if self._kernel is None:
-            signatures = self._minhasher.signatures(minhash_shingles(words, word_offsets, self.shingle_size))
-            verified = verification_hashes(words, word_offsets, self.shingle_size)
-            return verified, band_keys(signatures, self.bands, self.rows)
+        signatures = self._minhasher.signatures(minhash_shingles(words, word_offsets, self.shingle_size))
+        verified = verification_hashes(words, word_offsets, self.shingle_size)
+        return verified, band_keys(signatures, self.bands, self.rows)
+
+
+class _CBatchSketcher(_PyBatchSketcher):
+    """``_PyBatchSketcher``'s loops over each post, in C (``_kernel.c``)."""
+
+    def __init__(self, num_perm: int, seed: int, shingle_size: int, bands: int, rows: int):
+        super().__init__(num_perm, seed, shingle_size, bands, rows)
+        self._multipliers = self._minhasher.multipliers.tobytes()
+        self._increments = self._minhasher.increments.tobytes()
+
+    def words(self, word_lists: Sequence[Sequence[str]]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+        words, offsets = kernel.hash_words(word_lists, self.seed)
+        return np.frombuffer(words, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
+
+    def sketch(
+        self, words: npt.NDArray[np.uint32], word_offsets: npt.NDArray[np.int64]
+    ) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
         words = np.ascontiguousarray(words, dtype=np.uint32)
         word_offsets = np.ascontiguousarray(word_offsets, dtype=np.int64)
-        hashes, offsets, keys = self._kernel.sketch(
+        hashes, offsets, keys = kernel.sketch(
             words, word_offsets, self.shingle_size, self._multipliers, self._increments, self.bands, self.rows
         )
         verified = ShingleSets(
             np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.int64), words, word_offsets
         )
         return verified, np.frombuffer(keys, dtype=np.uint64).reshape(len(word_offsets) - 1, self.bands)
+
+
+BatchSketcher = chosen(_CBatchSketcher, _PyBatchSketcher)

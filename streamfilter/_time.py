@@ -11,12 +11,10 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._exceptions import InvalidRecordError
 
 __all__ = ["parse_timestamp"]
-
-_KERNEL = compiled_kernel()
 
 _EARLIEST = datetime(1990, 1, 1, tzinfo=UTC).timestamp()
 FUTURE_SLACK = 86400.0  # how far ahead of this machine's clock a post may be dated
@@ -128,14 +126,17 @@ _MONTHS = {
 _TWITTER = re.compile(r"[^ ]* ([A-Z][a-z]{2}) ([0-9]+) ([0-9]{2}):([0-9]{2}):([0-9]{2}) ([+-][0-9]{4}) ([0-9]+)")
 
 
-def _from_twitter(text: str, field: str) -> float | None:
+def _c_from_twitter(text: str, field: str) -> float | None:
+    """The usual shape, when it names a real time, read in C without the
+    regex; anything else as ``_py_from_twitter`` reads it."""
+    known: float | None = kernel.twitter_time(text)
+    return known if known is not None else _py_from_twitter(text, field)
+
+
+def _py_from_twitter(text: str, field: str) -> float | None:
     """Twitter v1.1's ``Wed Feb 24 11:35:00 +0000 2015``, without strptime's
     cost; None when ``text`` is not of that shape, InvalidRecordError when it
     is but names no real time (``Feb 31``, ``99:99:99``, a year of 20 digits)."""
-    if _KERNEL is not None:  # the usual shape, when it names a real time, without the regex
-        known: float | None = _KERNEL.twitter_time(text)
-        if known is not None:
-            return known
     found = _TWITTER.fullmatch(text)
     if found is None or found[1] not in _MONTHS:
         return None
@@ -148,6 +149,9 @@ def _from_twitter(text: str, field: str) -> float | None:
     if int(hour) > 23 or int(minute) > 59 or int(second) > 59 or int(offset[1:3]) > 23 or int(offset[3:5]) > 59:
         raise InvalidRecordError(f"{field} {_shown(text)} names a time of day that does not exist")
     return float(midnight + int(hour) * 3600 + int(minute) * 60 + int(second))
+
+
+_from_twitter = chosen(_c_from_twitter, _py_from_twitter)
 
 
 @functools.lru_cache(maxsize=1024)

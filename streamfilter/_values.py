@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, from_kernel
 
 __all__ = ["CachedPost", "Judgement", "Match", "Sketch"]
-
-_KERNEL = compiled_kernel()
 
 
 @dataclass(slots=True)
@@ -85,9 +83,8 @@ class CachedPost:
         return cls(sketch.timestamp, sketch.post_id, sketch.words.astype("<u4", copy=False).tobytes())
 
 
-_PythonCachedPost = CachedPost  # what the compiled one is held to (tests/test_kernel.py)
-if _KERNEL is not None:
-    CachedPost = _KERNEL.CachedPost  # type: ignore[misc]  # noqa: F811
+_PyCachedPost = CachedPost  # what the compiled one is held to (tests/test_kernel.py)
+CachedPost = chosen(from_kernel("CachedPost"), _PyCachedPost)  # type: ignore[misc]
 
 
 @dataclass(slots=True)

@@ -13,13 +13,11 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from ._compiled import compiled_kernel
+from ._compiled import chosen, kernel
 from ._post import Post, Verdict, VerdictKind, json_line
 from ._prepared import Entries
 
 __all__ = ["Verdicts", "verdict_lines"]
-
-_KERNEL = compiled_kernel()
 
 
 class Verdicts(Sequence[Verdict]):
@@ -133,7 +131,21 @@ class Verdicts(Sequence[Verdict]):
         return verdict_lines(self.ids(), self.kinds, self.duplicate_of, self.similarity, self.reasons, self.lines)
 
 
-def verdict_lines(
+def _c_verdict_lines(
+    ids: list[str],
+    kinds: list[VerdictKind],
+    duplicate_of: list[str | None],
+    similarity: list[float | None],
+    reasons: list[str | None],
+    lines: list[int],
+) -> bytes:
+    """``_py_verdict_lines``, in C (``_kernel_verdicts.c``); a batch with a
+    lone surrogate, which has no UTF-8, is left to the Python loop."""
+    written = kernel.verdict_lines(ids, kinds, duplicate_of, similarity, reasons, lines)
+    return _py_verdict_lines(ids, kinds, duplicate_of, similarity, reasons, lines) if written is None else written
+
+
+def _py_verdict_lines(
     ids: list[str],
     kinds: list[VerdictKind],
     duplicate_of: list[str | None],
@@ -143,12 +155,9 @@ def verdict_lines(
 ) -> bytes:
     """The ``--verdicts`` lines of these columns, each ``json_line`` and a
     newline, in UTF-8; a lone surrogate (in an invalid post's id) goes out as
-    JSON's own ``\\udc00`` escape. The kernel writes them where it is built
-    (``_kernel_verdicts.c``), and leaves a batch with a lone surrogate to this loop."""
-    if _KERNEL is not None:
-        written = _KERNEL.verdict_lines(ids, kinds, duplicate_of, similarity, reasons, lines)
-        if written is not None:
-            return written  # type: ignore[no-any-return]
-    return "".join(
-        [json_line(*row) + "\n" for row in zip(ids, kinds, duplicate_of, similarity, reasons, lines, strict=True)]
-    ).encode("utf-8", "backslashreplace")
+    JSON's own ``\\udc00`` escape."""
+    rows = zip(ids, kinds, duplicate_of, similarity, reasons, lines, strict=True)
+    return "".join([json_line(*row) + "\n" for row in rows]).encode("utf-8", "backslashreplace")
+
+
+verdict_lines = chosen(_c_verdict_lines, _py_verdict_lines)

@@ -52,6 +52,14 @@ def kernel():  # type: ignore[no-untyped-def]
     return found
 
 
+def python_rules(patch: pytest.MonkeyPatch) -> None:
+    """Verify with the Python rules (sets and all), not the kernel's, under ``patch``."""
+    from streamfilter import _rules
+
+    patch.setattr(_rules, "best_match", _rules._py_best_match)
+    patch.setattr(_rules, "_edits", _rules._py_edits)
+
+
 # -- real Redis servers, one set per test session ---------------------------------
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]

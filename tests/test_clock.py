@@ -13,7 +13,15 @@ import lmdb
 import pytest
 
 from streamfilter import FilterConfig, StoreError, StreamFilter
-from streamfilter._clock import CORROBORATION, SLACK_DIVISOR, WINDOW, EventClock, checked_clock
+from streamfilter._clock import (
+    CORROBORATION,
+    SLACK_DIVISOR,
+    WINDOW,
+    EventClock,
+    _CEventClock,
+    _PyEventClock,
+    checked_clock,
+)
 from streamfilter._compiled import compiled_kernel
 from streamfilter._timeline import Timeline
 
@@ -127,7 +135,7 @@ def _adversarial_times(seed: int, count: int) -> list[float]:
 @pytest.mark.parametrize("seed", range(4))
 def test_the_kernel_places_every_post_where_the_rule_does(seed: int) -> None:
     times = _adversarial_times(seed, 3 * WINDOW + 17)  # the window fills, then wraps
-    compiled, reference = EventClock(DAY, wall=(tick := HandClock())), EventClock(DAY, wall=HandClock())
+    compiled, reference = _CEventClock(DAY, wall=(tick := HandClock())), _PyEventClock(DAY, wall=HandClock())
     expected = []
     for timestamp in times:  # the rule, one post at a time; the wall clock moves a little each post
         reference._wall.now += 0.25  # type: ignore[attr-defined]
@@ -145,7 +153,7 @@ def test_the_kernel_places_every_post_where_the_rule_does(seed: int) -> None:
     assert [repr(pair) for pair in got] == [repr(pair) for pair in expected]  # repr: nan equals nan
     assert (compiled.corroborated, compiled.stream_time) == (reference.corroborated, reference.stream_time)
     # a whole batch at once places as one post at a time does, the wall clock standing still
-    whole, single = EventClock(DAY, wall=HandClock()), EventClock(DAY, wall=HandClock())
+    whole, single = _CEventClock(DAY, wall=HandClock()), _CEventClock(DAY, wall=HandClock())
     assert repr(whole.place_all(times)[0].tolist()) == repr([single.place(timestamp) for timestamp in times])
 
 

@@ -20,11 +20,13 @@ from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
 from streamfilter._prepared import NO_SHINGLES, NO_WORDS
 from streamfilter._rules import OLDEST_PER_KEY, CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
-from streamfilter._sketching import BatchSketcher
+from streamfilter._sketching import _CBatchSketcher, _PyBatchSketcher
 from streamfilter.stores import Sketch
+from streamfilter.stores._base import _PyRecentPosts
 from streamfilter.stores._records import decode_record, encode_record
 
 from .adapters.test_generic_text import deepest_by_characters
+from .conftest import python_rules
 
 # letters of many scripts, and the characters a normaliser leaves in words
 _ALPHABETS = [
@@ -67,9 +69,7 @@ def test_id_keys_are_mmh3s(kernel, ids: list[str], seed: int) -> None:  # type: 
     expected = [mmh3.hash64("\x01post-id:" + post_id, seed, signed=False)[0] for post_id in ids]
     assert np.frombuffer(kernel.id_keys(ids, seed), dtype=np.uint64).tolist() == expected
     assert _lsh.id_keys(ids, seed).tolist() == expected
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(_lsh, "_KERNEL", None)
-        assert _lsh.id_keys(ids, seed).tolist() == expected
+    assert _lsh._py_id_keys(ids, seed).tolist() == expected
 
 
 def test_id_keys_refuse_what_has_no_key(kernel) -> None:  # type: ignore[no-untyped-def]
@@ -94,9 +94,8 @@ def test_sketches_equal_the_numpy_reference(  # type: ignore[no-untyped-def]
 ) -> None:
     bands, rows = split
     num_perm = bands * rows + spare  # a split may leave permutations unused
-    compiled = BatchSketcher(num_perm, seed, shingle_size, bands, rows)
-    reference = BatchSketcher(num_perm, seed, shingle_size, bands, rows, compiled=False)
-    assert compiled.compiled and not reference.compiled
+    compiled = _CBatchSketcher(num_perm, seed, shingle_size, bands, rows)
+    reference = _PyBatchSketcher(num_perm, seed, shingle_size, bands, rows)
     words, offsets = compiled.words(posts)
     reference_words, reference_offsets = reference.words(posts)
     assert words.tolist() == reference_words.tolist() and offsets.tolist() == reference_offsets.tolist()
@@ -125,9 +124,7 @@ def test_text_keys_equal_the_numpy_reference(  # type: ignore[no-untyped-def]
     keys = np.frombuffer(kernel.text_keys(words, offsets, seed, tuple(firsts)), dtype=np.uint64)
     assert keys.reshape(len(counts), len(firsts)).T.tolist() == expected
     assert _lsh.text_keys(words, offsets, seed, firsts).T.tolist() == expected
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(_lsh, "_KERNEL", None)
-        assert _lsh.text_keys(words, offsets, seed, firsts).T.tolist() == expected
+    assert _lsh._py_text_keys(words, offsets, seed, firsts).T.tolist() == expected
 
 
 def test_text_keys_refuse_offsets_past_the_words(kernel) -> None:  # type: ignore[no-untyped-def]
@@ -182,7 +179,7 @@ def test_a_sketcher_sent_to_a_worker_process_keeps_the_kernel(kernel) -> None:  
 
     sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     copy = pickle.loads(pickle.dumps(sketcher, protocol=pickle.HIGHEST_PROTOCOL))
-    assert copy._sketcher.compiled
+    assert type(copy._sketcher) is _CBatchSketcher
     records = [(1, '{"id": 1, "text": "a campaign post that many accounts copy word for word"}')]
     mine, theirs = sketcher.prepare(records), copy.prepare(records)
     assert theirs.sketches[0].band_keys.tolist() == mine.sketches[0].band_keys.tolist()
@@ -407,7 +404,7 @@ def test_best_match_names_what_the_python_rules_name(  # type: ignore[no-untyped
             post.packed = None
     own = CachedPost(judged.timestamp, judged.post_id, judged.words.astype("<u4").tobytes())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_rules, "_KERNEL", None)  # the Python rules, sets and all
+        python_rules(patch)  # the Python rules, sets and all
         expected = _rules.best_match(serials, posts, judged, own, 50.0, threshold, shingle_size)
     assert compiled == expected
 
@@ -530,23 +527,21 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
     steps=st.lists(st.tuples(st.booleans(), st.integers(-3, 120)), max_size=400),
 )
 def test_the_compiled_recent_posts_hold_what_two_dicts_hold(kernel, half: int, steps: list[tuple[bool, int]]) -> None:  # type: ignore[no-untyped-def]
-    # PostCache's two generations as dicts (the reference, without the
+    # PostCache's two generations as two dicts (the reference, without the
     # kernel) and as the kernel's RecentPosts: the same posts, put and got
     recent = kernel.RecentPosts(half)
-    new: dict[int, object] = {}
-    old: dict[int, object] = {}
+    reference = _PyRecentPosts(half)
     for number, (put, serial) in enumerate(steps):
         if put:
             post = CachedPost(float(number), f"p{number}", b"")
             recent.put(serial, post)
-            if len(new) >= half:
-                old, new = new, {}
-            new[serial] = post
+            reference.put(serial, post)
         else:
-            assert recent.get(serial) is new.get(serial, old.get(serial))
-    assert len(recent) == len(new) + len(old)
+            assert recent.get(serial) is reference.get(serial)
+    assert len(recent) == len(reference)
     recent.clear()
-    assert len(recent) == 0 and all(recent.get(serial) is None for serial in new)
+    reference.clear()
+    assert len(recent) == len(reference) == 0 and all(recent.get(serial) is None for serial, _ in steps)
     with pytest.raises(ValueError):
         kernel.RecentPosts(0)
     with pytest.raises(ValueError):
@@ -569,7 +564,7 @@ def test_recorded_items_are_the_records_python_encodes(kernel) -> None:  # type:
 
 def test_a_compiled_cached_post_holds_what_the_python_one_holds(kernel) -> None:  # type: ignore[no-untyped-def]
     assert _rules.CachedPost is kernel.CachedPost
-    python = _values._PythonCachedPost
+    python = _values._PyCachedPost
     fields = ("timestamp", "post_id", "words", "members", "packed")
     for words in (np.array([7, 2**32 - 1, 0], dtype=np.uint32), np.array([7, 2**32 - 1, 0], dtype=np.int64)):
         sketch = Sketch("p1", 12.5, np.zeros(1, dtype=np.uint64), NO_SHINGLES, words)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from streamfilter import _normalize, normalize
+from streamfilter._compiled import compiled_kernel
 from streamfilter._normalize import _MENTION, _UNSPACED_CHAR, has_retweet_prefix, is_cut_off, normalize_fallback
 
 KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit TwinSpires!"
@@ -68,9 +69,9 @@ def words_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Each reading of an ASCII text's words, and each folding of the non-ASCII
     runs: the kernel's, and the regex's of a build without it."""
     if request.param == "regex":
-        monkeypatch.setattr(_normalize, "_compiled_ascii_words", None)
-        monkeypatch.setattr(_normalize, "_compiled_fold_runs", None)
-    elif _normalize._compiled_ascii_words is None:
+        monkeypatch.setattr(_normalize, "_ascii_words_without_mentions", _normalize._py_ascii_words_without_mentions)
+        monkeypatch.setattr(_normalize, "_fold_runs", _normalize._py_fold_runs)
+    elif compiled_kernel() is None:
         pytest.skip("the kernel is not built")
     return str(request.param)
 

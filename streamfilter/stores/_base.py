@@ -14,14 +14,11 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .._compiled import compiled_kernel
+from .._compiled import chosen, from_kernel
 from .._exceptions import ConfigMismatchError
 from .._rules import MAX_CANDIDATES_PER_BAND, OLDEST_PER_KEY
 from .._values import CachedPost, Judgement, Match, Sketch
 from ._records import decode_record
-
-_KERNEL = compiled_kernel()
-
 
 __all__ = [
     "FORGOTTEN",
@@ -222,6 +219,39 @@ def key_bytes(band_keys: npt.NDArray[np.uint64]) -> list[bytes]:
     return [packed[start : start + 8] for start in range(0, len(packed), 8)]
 
 
+class _PyRecentPosts:
+    """Two generations of at most ``half`` posts each, by serial: when the
+    new one fills, the old one is dropped and the new one becomes old; a
+    post found in the old one moves to the new one (``PostCache``)."""
+
+    def __init__(self, half: int) -> None:
+        if half < 1:
+            raise ValueError("RecentPosts needs room for a post")
+        self._half = half
+        self._new: dict[int, CachedPost] = {}
+        self._old: dict[int, CachedPost] = {}
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
+
+    def clear(self) -> None:
+        self._new.clear()
+        self._old.clear()
+
+    def put(self, serial: int, post: CachedPost) -> None:
+        if len(self._new) >= self._half:
+            self._old, self._new = self._new, {}
+        self._new[serial] = post
+
+    def get(self, serial: int) -> CachedPost | None:
+        post = self._new.get(serial)
+        return post if post is not None else self._old.get(serial)
+
+
+# the kernel's (_kernel_cache.c), which the compiled judge reads and adds to itself
+RecentPosts = chosen(from_kernel("RecentPosts"), _PyRecentPosts)
+
+
 class PostCache:
     """Decoded verification data of recently checked or recorded posts, by serial.
 
@@ -234,54 +264,28 @@ class PostCache:
     the first time a comparison needs it (``CachedPost``), since a copy
     with the very same words needs no set at all, and is kept with it.
 
-    Two generations of at most ``capacity / 2`` entries each: when the new
-    one fills, the old one is dropped and the new one becomes old; an entry
-    found in the old one moves to the new one. Where the kernel is built,
-    they are its ``RecentPosts``, which the compiled judge reads and adds to
-    itself; else two dicts.
+    Its posts are a ``RecentPosts`` of ``capacity / 2`` a generation.
     """
 
     def __init__(self, capacity: int = 32768) -> None:
         self.capacity = capacity
-        self._new: dict[int, CachedPost] = {}
-        self._old: dict[int, CachedPost] = {}
-        self._compiled = _KERNEL.RecentPosts(max(1, capacity // 2)) if _KERNEL is not None else None
-
-    @property
-    def recent(self) -> object | None:
-        """What the compiled judge looks posts up in, and keeps those it reads
-        in: the kernel's ``RecentPosts``; None without the kernel."""
-        return self._compiled
+        self.recent = RecentPosts(max(1, capacity // 2))  # what the compiled judge reads and adds to
 
     def clear(self) -> None:
-        if self._compiled is not None:
-            self._compiled.clear()
-        self._new.clear()
-        self._old.clear()
+        self.recent.clear()
 
     def put(self, serial: int, post: CachedPost) -> None:
-        if self._compiled is not None:
-            self._compiled.put(serial, post)
-            return
-        if len(self._new) >= self.capacity // 2:
-            self._old, self._new = self._new, {}
-        self._new[serial] = post
+        self.recent.put(serial, post)
 
     def get(self, read: Callable[[int], bytes | memoryview | None], serial: int) -> CachedPost | None:
-        post: CachedPost | None
-        if self._compiled is not None:
-            post = self._compiled.get(serial)
-        else:
-            post = self._new.get(serial)
-            if post is None:
-                post = self._old.get(serial)
+        post: CachedPost | None = self.recent.get(serial)
         if post is None:
             record = read(serial)
             if record is None:
                 return None
             timestamp, post_id, words = decode_record(record)
             post = CachedPost(timestamp, post_id, words.tobytes())
-        self.put(serial, post)
+        self.recent.put(serial, post)
         return post
 
 

@@ -23,6 +23,7 @@ from streamfilter.stores import BandStore, IndexSettings, Match, Sketch
 from streamfilter.stores._base import key_bytes
 from streamfilter.stores.redis._layout import Layout
 
+from ..conftest import python_rules
 from .test_conformance import repost, settings, sketch
 
 TTL = 400.0
@@ -72,7 +73,7 @@ def _reference(stream: list[Sketch], rules: IndexSettings, batch_size: int, slic
     oldest places. In Python throughout: the stores' judge verifies with
     the compiled kernel."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_rules, "_KERNEL", None)
+        python_rules(patch)
         return _reference_in_python(stream, rules, batch_size, slices)
 
 
@@ -158,8 +159,8 @@ def test_the_judge_without_the_kernel_names_the_reference_match(tmp_path: Path, 
     stream = _stream(600, seed=100 + batch_size)
     expected = _reference(stream, settings(ttl=TTL, purge_limit=40), batch_size)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_judge, "_KERNEL", None)
-        patch.setattr(_rules, "_KERNEL", None)
+        patch.setattr(_judge, "_judge_candidates", _judge._py_judge_candidates)
+        python_rules(patch)
         store = LMDBStore(tmp_path / "index")
         store.open(settings(ttl=TTL, purge_limit=40))
         try:
@@ -192,7 +193,8 @@ def test_the_compiled_judge_keeps_what_the_python_loop_keeps(tmp_path: Path, bat
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_judge, "judge_batch", recording)
             if way == "python":
-                patch.setattr(_judge, "_KERNEL", None)  # its loop, still verifying with the compiled best_match
+                # its loop, still verifying with the compiled best_match
+                patch.setattr(_judge, "_judge_candidates", _judge._py_judge_candidates)
             store = LMDBStore(tmp_path / way)
             store.open(settings(ttl=TTL, purge_limit=40))
             try:

@@ -16,7 +16,7 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
-from ..._compiled import compiled_kernel
+from ..._compiled import chosen, kernel
 from ..._rules import OLDEST_PER_KEY, CachedPost
 from .._base import IndexSettings, PostCache, Sketch, by_query_newest_first, offered
 from .._records import encode_record
@@ -27,7 +27,6 @@ from ._tuning import LMDBTuning
 
 __all__ = ["Batch", "StoreParts", "Hits", "run_members_in_numpy"]
 
-_KERNEL = compiled_kernel()
 _NO_HITS = np.zeros(0, dtype=np.int64)
 
 _U64 = struct.Struct(">Q")
@@ -78,11 +77,8 @@ class Batch:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query index, serial) of each hit, by query, newest first: for each
         query, the live serials it offers (``_base.offered``)."""
-        nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         if len(queries) == 0:
-            return nothing
-        hit_queries: list[npt.NDArray[np.int64]] = []
-        hit_serials: list[npt.NDArray[np.int64]] = []
+            return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         key_filter = self.parts.key_filter
         runs = self.read
         if runs is None:  # nothing is written before compact: a second look-up reads the same runs
@@ -107,8 +103,32 @@ class Batch:
                 searched = queries[passed]
             if len(passed):
                 searches.append((run, passed, searched))
-        if _KERNEL is not None and all(len(run.stored) == run.count for run, _, _ in searches):
-            return self.parts.hits.members(searches, len(queries), first_live, limit)
+        return self._searched(searches, len(queries), first_live, limit)
+
+    def _c_searched(
+        self,
+        searches: Sequence[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]],
+        queries: int,
+        first_live: int,
+        limit: int,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``_py_searched``, in C (``Hits.members``), where every run's keys are stored."""
+        if not all(len(run.stored) == run.count for run, _, _ in searches):
+            return self._py_searched(searches, queries, first_live, limit)
+        return self.parts.hits.members(searches, queries, first_live, limit)
+
+    def _py_searched(
+        self,
+        searches: Sequence[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]],
+        queries: int,
+        first_live: int,
+        limit: int,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """What the runs offer each query of a search ((run, the indexes of
+        the queries it may hold, those queries)): as ``members``."""
+        nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        hit_queries: list[npt.NDArray[np.int64]] = []
+        hit_serials: list[npt.NDArray[np.int64]] = []
         for run, passed, searched in searches:
             queries_of, serials_of = run_members_in_numpy(run, searched, passed, first_live, limit)
             if len(queries_of):
@@ -122,6 +142,8 @@ class Batch:
         keep = offered(query_of, limit)
         return query_of[keep], serial_of[keep]
 
+    _searched = chosen(_c_searched, _py_searched)
+
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
         return self.txn.get(_U64.pack(serial), db=self.parts.posts)
 
@@ -130,21 +152,29 @@ class Batch:
     ) -> None:
         """Write the records of the recorded posts, in serial order at the end
         of the table, and keep their band keys for ``compact``."""
-        recent = self.cache.recent
-        if _KERNEL is not None and recent is not None:  # as below, in one call
-            items = _KERNEL.recorded_items(list(posts), first_serial, recent, encode_record)
-        else:
-            items = [
-                (_U64.pack(first_serial + offset), encode_record(post.timestamp, post.post_id, post.words))
-                for offset, post in enumerate(posts)
-            ]
-            for offset, post in enumerate(posts):
-                self.cache.put(first_serial + offset, post)
+        items = self._recorded_items(posts, first_serial)
         with self.txn.cursor(self.parts.posts) as cursor:
             cursor.putmulti(items, append=True)
         self.append_run(sketches, list(recorded), first_serial)
 
     # -- writing -------------------------------------------------------------------
+
+    def _c_recorded_items(self, posts: Sequence[CachedPost], first_serial: int) -> list[tuple[bytes, bytes]]:
+        """``_py_recorded_items``, in one compiled call."""
+        return kernel.recorded_items(list(posts), first_serial, self.cache.recent, encode_record)  # type: ignore[no-any-return]
+
+    def _py_recorded_items(self, posts: Sequence[CachedPost], first_serial: int) -> list[tuple[bytes, bytes]]:
+        """The (key, record) of each recorded post, serials from ``first_serial``,
+        each kept among the recent posts."""
+        for offset, post in enumerate(posts):
+            self.cache.put(first_serial + offset, post)
+        return [
+            (_U64.pack(first_serial + offset), encode_record(post.timestamp, post.post_id, post.words))
+            for offset, post in enumerate(posts)
+        ]
+
+    _recorded_items = chosen(_c_recorded_items, _py_recorded_items)
+
     def append_run(self, sketches: Sequence[Sketch], recorded: list[int], first_serial: int) -> None:
         """Keep the band keys of the batch's recorded posts for ``compact``, which writes them."""
         if not recorded:
@@ -292,7 +322,6 @@ class Hits:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """What ``run_members_in_numpy`` of each search, then ``by_query_newest_first``
         and ``offered``, give: new arrays."""
-        assert _KERNEL is not None
         room = sum(len(passed) for _, passed, _ in searches) * (limit + OLDEST_PER_KEY)
         if len(self._found) < 2 * room:
             self._found = np.empty(2 * room, dtype=np.int64)
@@ -301,13 +330,13 @@ class Hits:
         at = 0
         for run, passed, searched in searches:
             fence, bits = run.search_fence()
-            at += _KERNEL.members_in_run(
+            at += kernel.members_in_run(
                 run.stored, fence, bits, run.low, run.high, run.first,
                 np.ascontiguousarray(searched), np.ascontiguousarray(passed, dtype=np.int64),
                 first_live, limit, OLDEST_PER_KEY, found_query[at:], found_serial[at:],
             )  # fmt: skip
         query_of, serial_of = self._offered[:at], self._offered[room : room + at]
-        kept = _KERNEL.offered_hits(
+        kept = kernel.offered_hits(
             found_query[:at], found_serial[:at], queries, limit, OLDEST_PER_KEY, query_of, serial_of
         )  # fmt: skip
         return query_of[:kept].copy(), serial_of[:kept].copy()

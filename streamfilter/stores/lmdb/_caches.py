@@ -12,13 +12,12 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
-from ..._compiled import compiled_kernel
+from ..._compiled import chosen, kernel
 from ._runs import KEY_BITS, RUN_KEY, Run, decode_run
 from ._tuning import LMDBTuning
 
 __all__ = ["KeyFilter", "NewRun", "RunCache", "RunMasks"]
 
-_KERNEL = compiled_kernel()
 
 # The run masks' table at most: 2**26 slots of 16 bits, 128 MB, 8 slots an
 # entry for the largest run merging makes.
@@ -111,12 +110,14 @@ class _Bits:
         if not _mark_run(self.bytes, self.width, -1, run):
             self.add(run.prefixes(self.width))
 
-    def add_keys(self, keys: npt.NDArray[np.uint64]) -> None:
+    def _c_add_keys(self, keys: npt.NDArray[np.uint64]) -> None:
+        kernel.mark_keys(self.bytes, self.width, -1, np.ascontiguousarray(keys, dtype=np.uint64))
+
+    def _py_add_keys(self, keys: npt.NDArray[np.uint64]) -> None:
         """Set the bits of these keys (sorted)."""
-        if _KERNEL is not None:
-            _KERNEL.mark_keys(self.bytes, self.width, -1, np.ascontiguousarray(keys, dtype=np.uint64))
-        else:
-            self.add((keys >> self.shift).astype(np.uint32))
+        self.add((keys >> self.shift).astype(np.uint32))
+
+    add_keys = chosen(_c_add_keys, _py_add_keys)
 
     def add(self, slots: npt.NDArray[np.uint32]) -> None:
         """Set the bits of these key prefixes (``width`` bits each): the
@@ -124,17 +125,16 @@ class _Bits:
         # sorted prefixes: the bits are set in order, much faster than at random
         np.bitwise_or.at(self.bytes, slots >> np.uint32(3), np.left_shift(1, slots & np.uint32(7)).astype(np.uint8))
 
-    def might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """Indexes of the keys that may have been added."""
-        if _KERNEL is not None:  # what might_hold_in_numpy gives, in one pass
-            marked = _KERNEL.marked(self.bytes, self.width, np.ascontiguousarray(keys, dtype=np.uint64))
-            return np.frombuffer(marked, dtype=np.int64)
-        return self.might_hold_in_numpy(keys)
+    def _c_might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        marked = kernel.marked(self.bytes, self.width, np.ascontiguousarray(keys, dtype=np.uint64))
+        return np.frombuffer(marked, dtype=np.int64)
 
-    def might_hold_in_numpy(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """``might_hold`` without the kernel: the reference it is tested against."""
+    def _py_might_hold(self, keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+        """Indexes of the keys that may have been added."""
         slots = keys >> self.shift
         return np.flatnonzero((self.bytes[slots >> np.uint64(3)] >> (slots & np.uint64(7)).astype(np.uint8)) & 1)
+
+    might_hold = chosen(_c_might_hold, _py_might_hold)
 
 
 class RunMasks:
@@ -318,10 +318,18 @@ class KeyFilter:
         return self._bits.might_hold(keys)
 
 
-def _mark_run(out: npt.NDArray[np.uint8] | npt.NDArray[np.uint16], width: int, plane: int, run: Run) -> bool:
-    """Mark a run's keys with the kernel, read in place (a pending run's
-    keys are not stored yet); False where it cannot."""
-    if _KERNEL is None or len(run.stored) != run.count:
+def _c_mark_run(out: npt.NDArray[np.uint8] | npt.NDArray[np.uint16], width: int, plane: int, run: Run) -> bool:
+    """Mark a run's keys with the kernel, read in place; False for a pending
+    run, whose keys are not stored yet: the caller marks those in numpy."""
+    if len(run.stored) != run.count:
         return False
-    _KERNEL.mark_run(out, width, plane, run.stored, run.tops())
+    kernel.mark_run(out, width, plane, run.stored, run.tops())
     return True
+
+
+def _py_mark_run(out: npt.NDArray[np.uint8] | npt.NDArray[np.uint16], width: int, plane: int, run: Run) -> bool:
+    """Without the kernel, the caller marks every run in numpy."""
+    return False
+
+
+_mark_run = chosen(_c_mark_run, _py_mark_run)

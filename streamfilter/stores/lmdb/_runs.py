@@ -26,7 +26,7 @@ import lmdb
 import numpy as np
 import numpy.typing as npt
 
-from ..._compiled import compiled_kernel
+from ..._compiled import chosen, kernel
 
 __all__ = [
     "KEY_BITS",
@@ -65,7 +65,6 @@ SEARCHED_WHOLE = 1 << 20
 
 
 _ALL = slice(None)
-_KERNEL = compiled_kernel()
 _Offset = TypeVar("_Offset", np.int64, np.uint32)
 
 
@@ -165,31 +164,30 @@ class Run:
                 self.searched_through = (fence, bits)
         return self.searched_through
 
-    def find(
+    def _c_find(
+        self, queries: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``_py_find``, in C: a binary search per query inside its fence
+        bucket, where the run's keys are stored (a pending run's are not)."""
+        if len(self.stored) != self.count:
+            return self._py_find(queries)
+        found = np.empty(len(queries), dtype=np.int64)
+        first = np.empty_like(found)
+        end = np.empty_like(found)
+        fence, bits = self.search_fence()
+        count = kernel.find_in_run(self.stored, fence, bits, queries, found, first, end)
+        return found[:count], first[:count], end[:count]
+
+    def _py_find(
         self, queries: npt.NDArray[np.uint64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(indexes of the queries found, the position of each one's first
         entry, and of the entry after its last).
 
-        With the compiled kernel, a binary search per query inside its fence
-        bucket, in C. Else, in numpy: a small run is searched whole; in a
-        large one, a binary search per query, run for all queries at once,
-        inside the query's fence bucket: a few cache lines of the map per
-        query, where a search of the whole run would touch a page per step.
-        """
-        if _KERNEL is not None and len(self.stored) == self.count:
-            found = np.empty(len(queries), dtype=np.int64)
-            first = np.empty_like(found)
-            end = np.empty_like(found)
-            fence, bits = self.search_fence()
-            count = _KERNEL.find_in_run(self.stored, fence, bits, queries, found, first, end)
-            return found[:count], first[:count], end[:count]
-        return self.find_in_numpy(queries)
-
-    def find_in_numpy(
-        self, queries: npt.NDArray[np.uint64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """``find`` without the kernel: the reference it is tested against."""
+        A small run is searched whole; in a large one, a binary search per
+        query, run for all queries at once, inside the query's fence bucket:
+        a few cache lines of the map per query, where a search of the whole
+        run would touch a page per step."""
         if self.count < SEARCHED_WHOLE:
             if self.whole is None:
                 self.whole = self.keys()
@@ -205,6 +203,8 @@ class Run:
         found = np.flatnonzero((first < stop) & (self.stored[np.minimum(first, self.count - 1)] == rest))
         end = self._search(rest[found], first[found] + 1, stop[found], right=True)
         return found, first[found], end
+
+    find = chosen(_c_find, _py_find)
 
     def _search(
         self, rest: npt.NDArray[np.uint32], low: npt.NDArray[np.int64], high: npt.NDArray[np.int64], *, right: bool

@@ -490,7 +490,8 @@ class _Transaction:
     @property
     def recent_posts(self) -> object | None:
         """The posts ``post`` finds without a read: the compiled judge looks here before it calls ``post``."""
-        return self._store._cache.recent
+        recent: object = self._store._cache.recent
+        return recent
 
     @property
     def record_reader(self) -> tuple[Callable[..., object], lmdb._Database] | None:

@@ -1,4 +1,4 @@
-"""The LMDB index's compiled loops (_kernel_index.c) do what their numpy references do, value for value."""
+"""The LMDB index's compiled loops (_kernel_lmdb.c) do what their numpy references do, value for value."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _run_of(keys: np.ndarray, first: int = 1000) -> Run:
 
 def _finds_agree(run: Run, queries: np.ndarray) -> int:
     found, first, end = run.find(queries)
-    expected = run.find_in_numpy(queries)
+    expected = run._py_find(queries)
     assert [part.tolist() for part in (found, first, end)] == [part.tolist() for part in expected]
     return len(found)
 
@@ -146,9 +146,12 @@ def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> 
     same runs, pass the same keys: every slot of the bits and of the run
     masks is probed. Returns how many slots of the bits are set."""
     filters = []
-    for kernel in (_caches._KERNEL, None):
+    for in_c in (True, False):
         with pytest.MonkeyPatch.context() as patched:
-            patched.setattr(_caches, "_KERNEL", kernel)
+            if not in_c:  # marked and read in numpy
+                patched.setattr(_caches, "_mark_run", _caches._py_mark_run)
+                patched.setattr(_caches._Bits, "add_keys", _caches._Bits._py_add_keys)
+                patched.setattr(_caches._Bits, "might_hold", _caches._Bits._py_might_hold)
             key_filter = KeyFilter(tuning)
             key_filter.sync(runs)
             key_filter.taken_in(taken)
@@ -158,7 +161,7 @@ def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> 
     width = compiled._bits.width
     every_slot = np.arange(1 << width, dtype=np.uint64) << np.uint64(KEY_BITS - width)
     passed = compiled.might_hold(every_slot)
-    assert passed.tolist() == reference._bits.might_hold_in_numpy(every_slot).tolist()
+    assert passed.tolist() == reference._bits._py_might_hold(every_slot).tolist()
     within = np.random.default_rng(width).integers(0, 1 << (KEY_BITS - width), len(every_slot), dtype=np.uint64)
     assert compiled.might_hold(every_slot | within).tolist() == passed.tolist()  # a slot's every key
     masks, expected = compiled.run_masks.masks(every_slot), reference.run_masks.masks(every_slot)

@@ -2,7 +2,7 @@
  * search of one run for a batch's band keys, what the runs offer a batch,
  * and the marking of keys in the key filter's bits or the run masks' table.
  * Each computes what its numpy reference does, value for value
- * (tests/test_kernel_index.py): Run.find_in_numpy, run_members_in_numpy
+ * (tests/test_kernel_lmdb.py): Run._py_find, run_members_in_numpy
  * with by_query_newest_first and offered, and _Bits.add or
  * RunMasks.add_in_numpy of Run.prefixes. */
 #include "_kernel.h"
