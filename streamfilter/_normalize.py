@@ -269,6 +269,7 @@ _UNSPACED = (
 ).split()
 _UNSPACED_CHAR = regex.compile("[" + "".join(rf"\p{{scx={name}}}" for name in _UNSPACED) + "]")
 _UNSPACED_SPLIT = regex.compile("(" + _UNSPACED_CHAR.pattern + "+)")
+_ASCII_LETTER = re.compile("[a-z]")
 _APOSTROPHES = regex.compile(r"(?<=\w)['’ʼ`](?=\w)")
 # regex's \w, unlike re's, holds combining marks: a Devanagari vowel sign
 # stays inside its word. Marks that open a word follow no letter and mark
@@ -335,36 +336,35 @@ def _join_spelled_out(words: list[str]) -> list[str]:
 
 def _tokens(words: list[str]) -> list[str]:
     """``words`` with each run of unspaced-script characters, across the
-    spaces between words, cut into overlapping character bigrams."""
+    spaces between words, cut into overlapping character bigrams; ``words``
+    itself when it holds none. One split of the words joined finds every
+    run (odd parts) and what lies between them (even parts): a run goes on
+    across parts that hold only spaces."""
+    parts = _UNSPACED_SPLIT.split(" ".join(words))
+    if len(parts) == 1:
+        return words
     tokens: list[str] = []
     run: list[str] = []
-
-    def flush() -> None:
-        joined = "".join(run)
-        if len(joined) == 1:
-            tokens.append(joined)
-        else:
-            tokens.extend([joined[at : at + 2] for at in range(len(joined) - 1)])
-        run.clear()
-
-    for word in words:
-        if _UNSPACED_CHAR.search(word) is None:
-            if run:
-                flush()
-            tokens.append(word)
+    for at, part in enumerate(parts):
+        if at % 2:
+            run.append(part)
             continue
-        for part in _UNSPACED_SPLIT.split(word):
-            if not part:
-                continue
-            if _UNSPACED_CHAR.match(part):
-                run.append(part)
-            else:
-                if run:
-                    flush()
-                tokens.append(part)
+        between = part.split()
+        if between:
+            if run:
+                tokens.extend(_bigrams("".join(run)))
+                run = []
+            tokens.extend(between)
     if run:
-        flush()
+        tokens.extend(_bigrams("".join(run)))
     return tokens
+
+
+def _bigrams(run: str) -> list[str]:
+    """A run of unspaced-script characters as its overlapping character bigrams (one character: itself)."""
+    if len(run) == 1:
+        return [run]
+    return [run[at : at + 2] for at in range(len(run) - 1)]
 
 
 def _fold_run(match: re.Match[str]) -> str:
@@ -502,16 +502,19 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
     # which looks like 3): a text of look-alikes and Latin letters alone is
     # spelled again, so that it normalises as its normal form does.
     text = spell_spoofs(text, only_whole=True)
-    words = _NON_WORD.sub(" ", _APOSTROPHES.sub("", text.lower())).split()
+    text = text.lower()
+    if "'" in text or "’" in text or "ʼ" in text or "`" in text:  # _APOSTROPHES, where it may match
+        text = _APOSTROPHES.sub("", text)
+    kept = _NON_WORD.sub(" ", text)
+    words = kept.split()
     # a cut word is dropped; in an unspaced script "…" falls between whole characters
     if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
         words.pop()
     if _spelled_out(words):
         words = _join_spelled_out(words)
-    words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
-    if _UNSPACED_CHAR.search(text) is not None:
-        words = _tokens(words)
-    return words
+    if _ASCII_LETTER.search(kept) is not None:  # only a word with an ASCII letter may be folded
+        words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
+    return _tokens(words)
 
 
 def normalize_fallback(text: str) -> str:
