@@ -126,8 +126,11 @@ static inline int64_t serial_at(const Offsets *offsets, int64_t at) {
  * that the run holds, its live entries' serials (first_live and later), at
  * most the newest ``limit`` and the oldest ``oldest`` of them, each written
  * with passed[q] (int64: the query's index in the batch) to out_query and
- * out_serial (int64, room for len(queries) * (limit + oldest)). low, high
- * and first: the run's offsets (Run.low, Run.high or None, Run.first). */
+ * out_serial (int64, of one length). low, high and first: the run's offsets
+ * (Run.low, Run.high or None, Run.first). Returns how many it wrote, or -1
+ * when they ran out of room (what it wrote is then to be written again,
+ * into larger ones): a caller sizes them by the hits it finds, not by the
+ * most a run could give. */
 PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
     Py_buffer stored_view, fence_view, low_view, high_view = {0}, queries_view, passed_view, query_view, serial_view;
     PyObject *high_object;
@@ -145,8 +148,7 @@ PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
     if (ok && !(bits >= 8 && bits <= 32 && fence_view.len == (((Py_ssize_t)1 << bits) + 1) * 4 &&
                 (low_bytes == 2 || low_bytes == 4) && low_view.len == entries * low_bytes &&
                 (!have_high || (low_bytes == 2 && high_view.len == entries)) && passed_view.len == count * 8 &&
-                limit >= 0 && oldest >= 0 && query_view.len >= count * (limit + oldest) * 8 &&
-                serial_view.len == query_view.len)) {
+                limit >= 0 && oldest >= 0 && serial_view.len == query_view.len)) {
         PyErr_SetString(PyExc_ValueError, "bad members_in_run buffers");
         ok = 0;
     }
@@ -155,6 +157,7 @@ PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
         const uint64_t *queries = (const uint64_t *)queries_view.buf;
         const int64_t *passed = (const int64_t *)passed_view.buf;
         int64_t *out_query = (int64_t *)query_view.buf, *out_serial = (int64_t *)serial_view.buf;
+        Py_ssize_t room = query_view.len / 8;
         Offsets offsets = {low_view.buf, have_high ? (const uint8_t *)high_view.buf : NULL, low_bytes, first};
         Searched run = {stored, fence, bits, entries};
         Py_BEGIN_ALLOW_THREADS
@@ -175,6 +178,10 @@ PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
             }
             int64_t size = high - low, newest = size < limit ? size : limit;
             int64_t old = size - newest < oldest ? size - newest : oldest;
+            if (written + newest + old > room) {
+                written = -1;
+                break;
+            }
             for (int64_t at = high - newest; at < high; at++, written++) {
                 out_query[written] = passed[q];
                 out_serial[written] = serial_at(&offsets, at);

@@ -74,6 +74,22 @@ def test_a_run_stored_with_a_coarse_fence_is_searched_through_a_finer_one(kernel
     )
 
 
+def test_the_hits_buffers_grow_to_what_a_batch_finds(kernel, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    # room for one hit at first: each run that finds more is searched again
+    # into buffers twice as long, keeping the hits of the runs before it
+    monkeypatch.setattr(_batch, "_FIRST_ROOM", 1)
+    keys = np.repeat(np.arange(1, 51, dtype=np.uint64) * np.uint64(7919), 9)  # 50 keys, 9 entries each
+    runs = [_run_of(keys), _run_of(keys[: 9 * 20])]
+    queries = np.unique(keys)
+    everything = np.arange(len(queries), dtype=np.int64)
+    searches = [(run, everything, queries) for run in runs]
+    hits = _batch.Hits()
+    query_of, serial_of = hits.members(searches, len(queries), 0, 4)
+    assert (query_of.tolist(), serial_of.tolist()) == _members_in_numpy(searches, len(queries), 0, 4)
+    assert len(query_of) == 50 * 6  # each key's newest 4 and oldest 2, across the two runs
+    assert 70 * 6 <= hits._found.shape[1] < 2 * 70 * 6  # grew to what was found, no further
+
+
 def test_a_bad_run_search_is_refused(kernel) -> None:  # type: ignore[no-untyped-def]
     out = np.empty(1, dtype=np.int64)
     stored = np.zeros(4, dtype=np.uint32)
@@ -134,9 +150,15 @@ def test_bad_member_searches_are_refused(kernel) -> None:  # type: ignore[no-unt
     run = _run_of(np.array([5, 5, 9], dtype=np.uint64))
     queries, passed = np.array([5], dtype=np.uint64), np.zeros(1, dtype=np.int64)
     short = np.empty(1, dtype=np.int64)
-    with pytest.raises(ValueError):  # no room for a key's newest two and oldest two
+    # no room for the key's two entries: it says so, and writes nothing past the end
+    assert kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
+                                 queries, passed, 0, 2, 2, short, short.copy()) == -1  # fmt: skip
+    room = np.empty(2, dtype=np.int64)
+    assert kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
+                                 queries, passed, 0, 2, 2, room, room.copy()) == 2  # fmt: skip
+    with pytest.raises(ValueError):  # outputs of two lengths
         kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
-                              queries, passed, 0, 2, 2, short, short)  # fmt: skip
+                              queries, passed, 0, 2, 2, room, short)  # fmt: skip
     with pytest.raises(ValueError):  # a hit of a query the batch does not have
         kernel.offered_hits(np.array([3]), np.array([7]), 2, 8, 2, short, short.copy())
 

@@ -307,11 +307,16 @@ class Batch:
 class Hits:
     """``Batch.members`` with the compiled kernel, into buffers kept from
     batch to batch: a flood's batches find hundreds of thousands of hits,
-    and fresh buffers each time would cost a page fault for every few."""
+    and fresh buffers each time would cost a page fault for every few.
+    They grow to the most hits a batch has found, not to the most its
+    queries could find (64 and 2 of them each), which for a batch of 1,000
+    posts is some 30 MB a buffer."""
 
     def __init__(self) -> None:
-        self._found = np.zeros(0, dtype=np.int64)  # (query index, serial) of what each run offers
-        self._offered = np.zeros(0, dtype=np.int64)  # the same, sorted and cut to what each query offers
+        # (query index, serial) of what each run offers, and the same sorted
+        # and cut to what each query offers: each a row of a (2, room) array
+        self._found = np.empty((2, _FIRST_ROOM), dtype=np.int64)
+        self._offered = np.empty((2, _FIRST_ROOM), dtype=np.int64)
 
     def members(
         self,
@@ -322,24 +327,36 @@ class Hits:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """What ``run_members_in_numpy`` of each search, then ``by_query_newest_first``
         and ``offered``, give: new arrays."""
-        room = sum(len(passed) for _, passed, _ in searches) * (limit + OLDEST_PER_KEY)
-        if len(self._found) < 2 * room:
-            self._found = np.empty(2 * room, dtype=np.int64)
-            self._offered = np.empty(2 * room, dtype=np.int64)
-        found_query, found_serial = self._found[:room], self._found[room : 2 * room]
         at = 0
         for run, passed, searched in searches:
             fence, bits = run.search_fence()
-            at += kernel.members_in_run(
-                run.stored, fence, bits, run.low, run.high, run.first,
-                np.ascontiguousarray(searched), np.ascontiguousarray(passed, dtype=np.int64),
-                first_live, limit, OLDEST_PER_KEY, found_query[at:], found_serial[at:],
-            )  # fmt: skip
-        query_of, serial_of = self._offered[:at], self._offered[room : room + at]
+            searched, passed = np.ascontiguousarray(searched), np.ascontiguousarray(passed, dtype=np.int64)
+            while True:
+                written = kernel.members_in_run(
+                    run.stored, fence, bits, run.low, run.high, run.first, searched, passed,
+                    first_live, limit, OLDEST_PER_KEY, self._found[0, at:], self._found[1, at:],
+                )  # fmt: skip
+                if written >= 0:
+                    break
+                self._found = _grown(self._found, at)  # out of room: this run again, into more
+            at += written
+        if self._offered.shape[1] < at:
+            self._offered = np.empty((2, self._found.shape[1]), dtype=np.int64)
+        query_of, serial_of = self._offered[0, :at], self._offered[1, :at]
         kept = kernel.offered_hits(
-            found_query[:at], found_serial[:at], queries, limit, OLDEST_PER_KEY, query_of, serial_of
+            self._found[0, :at], self._found[1, :at], queries, limit, OLDEST_PER_KEY, query_of, serial_of
         )  # fmt: skip
         return query_of[:kept].copy(), serial_of[:kept].copy()
+
+
+_FIRST_ROOM = 1 << 14
+
+
+def _grown(buffer: npt.NDArray[np.int64], kept: int) -> npt.NDArray[np.int64]:
+    """``buffer`` twice as long, its first ``kept`` columns kept."""
+    larger = np.empty((2, 2 * buffer.shape[1]), dtype=np.int64)
+    larger[:, :kept] = buffer[:, :kept]
+    return larger
 
 
 def run_members_in_numpy(
