@@ -145,3 +145,32 @@ def test_a_batch_cut_by_a_delete_notice_gives_its_verdicts_in_order(tmp_path: Pa
     assert [verdict.kind for verdict in verdicts] == ["novel", "skipped", "novel", "duplicate", "invalid"]
     assert [verdict.line for verdict in verdicts] == [1, 2, 3, 4, 5]
     assert verdicts[3].duplicate_of == "2" and verdicts[2].post is not None and verdicts[2].post.id == "2"
+
+
+def test_the_verdicts_of_a_batch_cut_in_parts_join_as_the_whole_batchs() -> None:
+    # cut after each delete notice (split_after_deletes), judged part by part,
+    # then joined: the verdicts, their posts and their lines are the whole batch's
+    def tweet(number: int) -> bytes:
+        text = f"post number {number} says something of its own {number * 7}"
+        return json.dumps({"id_str": str(number), "text": text, "user": {"id": 1}}).encode()
+
+    notice = b'{"delete": {"status": {"id_str": "2"}}}'
+    lines = [tweet(1), tweet(2), notice, tweet(3), b"{broken", notice, tweet(4), tweet(5)]
+    records = list(enumerate(lines, 1))
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
+    engine = object.__new__(Engine)  # _verdicts needs no store
+    engine.adapter = sketcher.adapter
+    for batch in (sketcher.prepare(records), PreparedBatch.from_wire(sketcher.prepare_wire(records), records)):
+        matches = [None if at % 2 else Match(f"earlier {at}", 0.75) for at in range(len(batch.sketches))]
+        whole = engine._verdicts(batch, matches)
+        parts, taken = [], 0
+        for part in batch.split_after_deletes():
+            parts.append(engine._verdicts(part, matches[taken : taken + len(part.sketches)]))
+            taken += len(part.sketches)
+        assert len(parts) == 3
+        joined = _verdicts.Verdicts.joined(parts)
+        assert list(joined) == list(whole) and len(joined) == len(lines)
+        assert [verdict.post for verdict in joined] == [verdict.post for verdict in whole]
+        assert joined.json_lines() == whole.json_lines()
+        assert joined[4].kind is VerdictKind.INVALID and joined[3].duplicate_of == "earlier 2"
+        assert [verdict.kind for verdict in joined].count(VerdictKind.SKIPPED) == 2

@@ -309,8 +309,8 @@ class Hits:
     batch to batch: a flood's batches find hundreds of thousands of hits,
     and fresh buffers each time would cost a page fault for every few.
     They grow to the most hits a batch has found, not to the most its
-    queries could find (64 and 2 of them each), which for a batch of 1,000
-    posts is some 30 MB a buffer."""
+    queries could find (each key's newest and oldest members, for every
+    key of the batch): that much room, kept, was most of a replay's memory."""
 
     def __init__(self) -> None:
         # (query index, serial) of what each run offers, and the same sorted
