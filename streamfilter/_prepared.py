@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -158,9 +159,9 @@ class Columns:
     words: npt.NDArray[np.uint32]
 
     def sketches(self) -> list[Sketch]:
-        key_ends = np.cumsum(self.key_counts).tolist()
-        shingle_ends = np.cumsum(self.shingle_counts).tolist()
-        word_ends = np.cumsum(self.word_counts).tolist()
+        key_ends = accumulate(self.key_counts)
+        shingle_ends = accumulate(self.shingle_counts)
+        word_ends = accumulate(self.word_counts)
         keys, shingles, words = self.keys, self.shingles, self.words
         # Sketch's fields by position, in its order (post_id, timestamp,
         # band_keys, shingles, words, made_up_id, refers_to, cut_off): a
