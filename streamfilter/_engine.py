@@ -113,7 +113,7 @@ class Sketcher:
         Raw records are left out; the receiver has them."""
         entries, columns = self._prepare(records)
         return (
-            Entries.of(entries).wire(),
+            Entries.wire_of(entries),
             columns.rows,
             columns.key_counts,
             columns.shingle_counts,
@@ -366,7 +366,7 @@ class Engine:
             deleted = [deletes for deletes in part.entries.deletes if deletes is not None]
             if honour and deleted:
                 self._honour(deleted)
-        verdicts = Verdicts.joined(judged)
+        verdicts = Verdicts.joined(batch.entries, judged)
         self.stats.committed(verdicts.counts(), time.monotonic() - began)
         return verdicts
 

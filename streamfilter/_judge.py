@@ -28,6 +28,7 @@ and every store gives the same verdicts; a differential test holds them to it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -222,6 +223,17 @@ def _distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt
     return distinct, np.searchsorted(distinct, keys)
 
 
+class _Lookup(NamedTuple):
+    """What a batch's band keys found: ``hits``, each query's stored members
+    (``txn.members``); ``inverse`` and ``owner``, each band key's query and
+    sketch; ``queries``, how many distinct keys were looked up."""
+
+    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+    inverse: npt.NDArray[np.int64]
+    owner: npt.NDArray[np.int64]
+    queries: int
+
+
 def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
@@ -241,24 +253,17 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     limit = settings.max_candidates_per_band
     if len(hits[0]) >= limit + OLDEST_PER_KEY:  # fewer fill no bucket
         judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= limit + OLDEST_PER_KEY))
-    _judge_candidates(txn, sketches, settings, judgement, hits, inverse, owner, len(queries))
+    _judge_candidates(txn, sketches, settings, judgement, _Lookup(hits, inverse, owner, len(queries)))
     return judgement
 
 
 def _c_judge_candidates(
-    txn: IndexTransaction,
-    sketches: Sequence[Sketch],
-    settings: IndexSettings,
-    judgement: Judgement,
-    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-    inverse: npt.NDArray[np.int64],
-    owner: npt.NDArray[np.int64],
-    query_count: int,
+    txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings, judgement: Judgement, lookup: _Lookup
 ) -> None:
     """``_py_judge_candidates``, in C: the kernel's Ranker ranks, and judges the batch as that loop does."""
-    arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*hits, inverse, owner)]
+    arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*lookup.hits, lookup.inverse, lookup.owner)]
     limit = settings.max_candidates_per_band
-    ranker = kernel.Ranker(*arrays, query_count, len(sketches), limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
+    ranker = kernel.Ranker(*arrays, lookup.queries, len(sketches), limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
     (
         judgement.matches,
         judgement.matched,
@@ -283,21 +288,14 @@ def _c_judge_candidates(
 
 
 def _py_judge_candidates(
-    txn: IndexTransaction,
-    sketches: Sequence[Sketch],
-    settings: IndexSettings,
-    judgement: Judgement,
-    hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
-    inverse: npt.NDArray[np.int64],
-    owner: npt.NDArray[np.int64],
-    query_count: int,
+    txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings, judgement: Judgement, lookup: _Lookup
 ) -> None:
-    """Rank each sketch's candidates (``hits``: each query's stored members,
-    ``inverse``: each band key's query, ``owner``: each band key's sketch)
-    and verify them in order, into ``judgement``, recording the novel."""
+    """Rank each sketch's candidates (``lookup``) and verify them in order,
+    into ``judgement``, recording the novel."""
+    hits, inverse, owner, queries = lookup
     ranking = _Ranking(
-        _stored_sharers(*hits, inverse, owner, query_count),
-        _InBatch(inverse, owner, query_count, len(sketches), hits, settings.max_candidates_per_band),
+        _stored_sharers(*hits, inverse, owner, queries),
+        _InBatch(inverse, owner, queries, len(sketches), hits, settings.max_candidates_per_band),
     )
     own_posts: dict[int, CachedPost] = {}  # serial -> post, of the batch's recorded posts
     clock = judgement.clock

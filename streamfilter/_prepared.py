@@ -103,11 +103,18 @@ class Entries:
         fields = self.fields[at]
         return None if fields is None else str(fields[5])
 
-    def wire(self) -> tuple[Any, ...]:
-        """The columns a worker sends (``from_wire``), raw records left out."""
-        posts = self.posts if self.posts is not None else [self.post(at) for at in range(len(self))]
-        fields = [None if post is None else post_fields(post) for post in posts]
-        return (self.lines, self.kinds, self.reasons, self.sketch_index, self.reference, self.deletes, fields)
+    @staticmethod
+    def wire_of(entries: Sequence[Entry]) -> tuple[Any, ...]:
+        """The columns a worker sends of its rows (``from_wire``), raw records left out."""
+        return (
+            [entry.line for entry in entries],
+            [entry.kind for entry in entries],
+            [entry.reason for entry in entries],
+            [entry.sketch_index for entry in entries],
+            [entry.reference for entry in entries],
+            [entry.deletes for entry in entries],
+            [None if entry.post is None else post_fields(entry.post) for entry in entries],
+        )
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...], raw_of: dict[int, object]) -> Entries:

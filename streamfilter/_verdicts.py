@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import overload
 
 from ._compiled import chosen, kernel
 from ._post import Post, Verdict, VerdictKind, json_line
@@ -45,25 +45,17 @@ class Verdicts(Sequence[Verdict]):
         self.record_ids = record_ids or {}
 
     @classmethod
-    def joined(cls, parts: Sequence[Verdicts]) -> Verdicts:
-        """The verdicts of a batch judged in parts (``split_after_deletes``), in order."""
+    def joined(cls, entries: Entries, parts: Sequence[Verdicts]) -> Verdicts:
+        """The verdicts of a batch, ``entries``, judged in parts (``split_after_deletes``), in order."""
         if len(parts) == 1:
             return parts[0]
-        entries = [part.entries for part in parts]
         record_ids: dict[int, str] = {}
         offset = 0
         for part in parts:
             record_ids.update({offset + at: record_id for at, record_id in part.record_ids.items()})
             offset += len(part)
-        columns: dict[str, Any] = {
-            name: [value for entry in entries for value in getattr(entry, name)]
-            for name in ("lines", "raws", "kinds", "reasons", "sketch_index", "reference", "deletes", "ids", "undated")
-        }
-        for name in ("posts", "fields"):  # where every part has them
-            held = [getattr(entry, name) for entry in entries]
-            columns[name] = None if None in held else [value for part in held for value in part]
         return cls(
-            Entries(**columns),
+            entries,
             [kind for part in parts for kind in part.kinds],
             [reason for part in parts for reason in part.reasons],
             [value for part in parts for value in part.duplicate_of],

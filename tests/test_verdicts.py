@@ -168,7 +168,7 @@ def test_the_verdicts_of_a_batch_cut_in_parts_join_as_the_whole_batchs() -> None
             parts.append(engine._verdicts(part, matches[taken : taken + len(part.sketches)]))
             taken += len(part.sketches)
         assert len(parts) == 3
-        joined = _verdicts.Verdicts.joined(parts)
+        joined = _verdicts.Verdicts.joined(batch.entries, parts)
         assert list(joined) == list(whole) and len(joined) == len(lines)
         assert [verdict.post for verdict in joined] == [verdict.post for verdict in whole]
         assert joined.json_lines() == whole.json_lines()
