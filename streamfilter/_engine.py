@@ -34,7 +34,6 @@ from ._normalize import normalize_fallback, words_and_cut
 from ._post import RetweetPolicy, VerdictKind
 from ._prepared import NO_SHINGLES, NO_WORDS, Columns, Entries, Entry, PreparedBatch
 from ._rules import CUT_OFF_EXACT_BELOW, CUT_OFF_MIN_WORDS
-from ._shingle import ShingleSets
 from ._sketching import BatchSketcher
 from ._stats import StatsRecorder
 from ._timeline import Timeline
@@ -52,6 +51,10 @@ REASON_KEPT_RETWEET = "retweet passed unjudged (retweet policy keep)"
 REASON_TEXTLESS_REPOST = "repost without text (reposted post not in the payload): passed and not indexed"
 REASON_REPOST_UNSEEN = "repost of a post not in the index (never seen, or expired): passed and not indexed"
 REASON_REPOST_SEEN = "repost of a post already seen"
+# A post's text keys (``_lsh.text_keys``): its exact-words key, and the keys
+# of its first CUT_OFF_MIN_WORDS and CUT_OFF_EXACT_BELOW words, where a copy
+# cut short by "…" finds it.
+TEXT_KEY_FIRSTS = (0, CUT_OFF_MIN_WORDS, CUT_OFF_EXACT_BELOW)
 
 
 class Sketcher:
@@ -79,27 +82,17 @@ class Sketcher:
         fallback = normalize_fallback(text)
         return ([_EXACT_TEXT_MARK + fallback] if fallback else []), False
 
-    def _sketch_words(self, word_lists: Sequence[Sequence[str]]) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
-        """(the verification sets, with the word hashes; the band keys) of a batch."""
-        return self._sketcher.sketch(*self._sketcher.words(word_lists))
-
     def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
         """The keys stored posts' texts filed them under (their band keys and
-        the keys of their words, ``_text_keys``; ``IndexSettings.rekey``),
+        the keys of their words, ``TEXT_KEY_FIRSTS``; ``IndexSettings.rekey``),
         from their word hashes as stored."""
         offsets = np.zeros(len(word_seqs) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_seqs], out=offsets[1:])
         words = np.concatenate(word_seqs).astype(np.uint32) if word_seqs else NO_WORDS
         _, keys = self._sketcher.sketch(words, offsets)
-        return np.column_stack([keys, self._text_keys(words, offsets)])
-
-    def _text_keys(self, words: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-        """A post's keys from its words in order: its exact-words key, and the
-        keys of its first ``CUT_OFF_MIN_WORDS`` and ``CUT_OFF_EXACT_BELOW``
-        words, where a copy cut short by "…" finds it (``_lsh.exact_keys``)."""
         seed = self.config.seed
         assert seed is not None
-        return text_keys(words, offsets, seed, (0, CUT_OFF_MIN_WORDS, CUT_OFF_EXACT_BELOW))
+        return np.column_stack([keys, text_keys(words, offsets, seed, TEXT_KEY_FIRSTS)])
 
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
@@ -206,7 +199,6 @@ class Sketcher:
                 (post_id, timestamp, post.id is None, post.retweet_of if entry.reference else None, entry.cut_off)
             )
         if word_lists:
-            shingles, keys = self._sketch_words(word_lists)
             # every post is filed under its words in order, and under its id,
             # for reposts that carry no text
             text_ids = [
@@ -214,8 +206,7 @@ class Sketcher:
                 for row, entry in zip(rows, to_sketch, strict=True)
                 if not entry.reference and entry.post is not None
             ]
-            text_keys = self._text_keys(shingles.words, shingles.word_offsets)
-            keys = np.concatenate([keys, text_keys, id_keys(text_ids, seed)[:, None]], axis=1)
+            shingles, keys = self._sketcher.sketch_posts(word_lists, text_ids, TEXT_KEY_FIRSTS)
             shingle_counts = _counts(shingles.offsets)
             word_counts = _counts(shingles.word_offsets)
         if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are

@@ -209,11 +209,18 @@ class _Ranking:
         self._batch.file(index, serial)
 
 
-def _distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+def _c_distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    if len(keys) > _FEW_KEYS:
+        return np.unique(keys, return_inverse=True)
+    distinct, inverse = kernel.distinct(np.ascontiguousarray(keys, dtype=np.uint64))
+    return np.frombuffer(distinct, dtype=np.uint64), np.frombuffer(inverse, dtype=np.int64)
+
+
+def _py_distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
     """``np.unique(keys, return_inverse=True)``; for the few keys of a post or
     two, in fewer steps (a search for each key costs more than numpy's own
     inverse for a batch's thousands)."""
-    if len(keys) > 256:
+    if len(keys) > _FEW_KEYS:
         return np.unique(keys, return_inverse=True)
     ordered = np.sort(keys)
     first = np.empty(len(ordered), dtype=np.bool_)
@@ -221,6 +228,10 @@ def _distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     distinct = ordered[first]
     return distinct, np.searchsorted(distinct, keys)
+
+
+_FEW_KEYS = 256
+_distinct = chosen(_c_distinct, _py_distinct)
 
 
 class _Lookup(NamedTuple):

@@ -64,47 +64,6 @@ static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     return h1;
 }
 
-static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-
-/* One 8-byte lane of a MurmurHash3 x64 128 block, mixed. */
-static inline uint64_t scrambled(uint64_t k, uint64_t first, uint64_t second, int rotation) {
-    return rotl64(k * first, rotation) * second;
-}
-
-/* The first 64 bits of MurmurHash3 x64 128 (mmh3.hash64(data, seed, signed=False)[0]). */
-static uint64_t murmur3_64(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
-    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
-    uint64_t h1 = seed, h2 = seed, k1, k2;
-    Py_ssize_t blocks = len / 16, i;
-    for (i = 0; i < blocks; i++) {
-        memcpy(&k1, data + i * 16, 8); /* little-endian: compiled_kernel refuses other hosts */
-        memcpy(&k2, data + i * 16 + 8, 8);
-        h1 ^= scrambled(k1, c1, c2, 31);
-        h1 = (rotl64(h1, 27) + h2) * 5 + 0x52dce729;
-        h2 ^= scrambled(k2, c2, c1, 33);
-        h2 = (rotl64(h2, 31) + h1) * 5 + 0x38495ab5;
-    }
-    const uint8_t *tail = data + blocks * 16;
-    Py_ssize_t rest = len & 15;
-    k1 = k2 = 0;
-    for (i = rest - 1; i >= 8; i--)
-        k2 ^= (uint64_t)tail[i] << (8 * (i - 8));
-    if (rest > 8)
-        h2 ^= scrambled(k2, c2, c1, 33);
-    for (i = (rest < 8 ? rest : 8) - 1; i >= 0; i--)
-        k1 ^= (uint64_t)tail[i] << (8 * i);
-    if (rest > 0)
-        h1 ^= scrambled(k1, c1, c2, 31);
-    h1 ^= (uint64_t)len;
-    h2 ^= (uint64_t)len;
-    h1 += h2;
-    h2 += h1;
-    h1 = fmix64(h1);
-    h2 = fmix64(h2);
-    return h1 + h2;
-}
-
 static inline uint64_t finalize64(uint64_t v) {
     v ^= v >> 33;
     v *= 0xFF51AFD7ED558CCDULL;
@@ -475,64 +434,76 @@ static PyObject *twitter_time(PyObject *self, PyObject *text) {
     return PyFloat_FromDouble((double)(midnight + hour * 3600 + minute * 60 + second));
 }
 
-/* id_keys(post_ids, seed) -> bytearray of uint64: each id's key, the first 64
- * bits of MurmurHash3 x64 128 of "\x01post-id:" and the id in UTF-8 (_lsh.id_keys). */
-static PyObject *id_keys(PyObject *self, PyObject *args) {
-    static const char prefix[] = "\x01post-id:";
-    const Py_ssize_t prefix_size = sizeof(prefix) - 1;
-    PyObject *ids;
+/* sketch_posts(word_lists, seed, shingle_size, multipliers, increments, bands, rows, firsts, post_ids)
+ *   -> (word hashes, their offsets, verification hashes, their offsets, keys)
+ * hash_words, then sketch, then each post's keys in one row of
+ * bands + len(firsts) + 1: its band keys, its text keys (text_keys for
+ * firsts) and its id key (id_keys of post_ids), as
+ * _sketching._PyBatchSketcher.sketch_posts gives them. One call where a
+ * post or two would otherwise cost more in calls than in work. */
+static PyObject *sketch_posts(PyObject *self, PyObject *args) {
+    PyObject *lists, *multipliers, *increments, *firsts, *ids;
     unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "O!K", &PyList_Type, &ids, &seed))
+    int shingle_size, bands, rows;
+    if (!PyArg_ParseTuple(args, "OKiOOiiO!O!", &lists, &seed, &shingle_size, &multipliers, &increments, &bands, &rows,
+                          &PyTuple_Type, &firsts, &PyList_Type, &ids))
         return NULL;
-    if (seed > UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "seed is out of range");
+    PyObject *hashed = NULL, *sketched = NULL, *texts = NULL, *id_column = NULL, *keys = NULL, *call, *result = NULL;
+    if ((call = Py_BuildValue("(OK)", lists, seed)) == NULL)
         return NULL;
+    hashed = hash_words(self, call);
+    Py_DECREF(call);
+    if (hashed == NULL)
+        goto done;
+    PyObject *words = PyTuple_GET_ITEM(hashed, 0), *offsets = PyTuple_GET_ITEM(hashed, 1);
+    if ((call = Py_BuildValue("(OOiOOii)", words, offsets, shingle_size, multipliers, increments, bands, rows)) == NULL)
+        goto done;
+    sketched = sketch(self, call);
+    Py_DECREF(call);
+    if (sketched == NULL || (call = Py_BuildValue("(OOKO)", words, offsets, seed, firsts)) == NULL)
+        goto done;
+    texts = sf_text_keys(self, call);
+    Py_DECREF(call);
+    if (texts == NULL || (call = Py_BuildValue("(OK)", ids, seed)) == NULL)
+        goto done;
+    id_column = sf_id_keys(self, call);
+    Py_DECREF(call);
+    if (id_column == NULL)
+        goto done;
+    Py_ssize_t posts = PyByteArray_GET_SIZE(offsets) / 8 - 1, columns = PyTuple_GET_SIZE(firsts);
+    Py_ssize_t width = bands + columns + 1;
+    if (PyList_GET_SIZE(ids) != posts) {
+        PyErr_SetString(PyExc_ValueError, "one post id a post");
+        goto done;
     }
-    Py_ssize_t count = PyList_GET_SIZE(ids), room = 256;
-    PyObject *keys = PyByteArray_FromStringAndSize(NULL, count * 8);
-    uint8_t *scratch = PyMem_Malloc(room);
-    if (keys == NULL || scratch == NULL) {
-        Py_XDECREF(keys);
-        PyMem_Free(scratch);
-        return PyErr_NoMemory();
-    }
-    memcpy(scratch, prefix, prefix_size);
+    if ((keys = PyByteArray_FromStringAndSize(NULL, posts * width * 8)) == NULL)
+        goto done;
     uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(keys);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *post_id = PyList_GET_ITEM(ids, i);
-        Py_ssize_t size;
-        const char *utf8 = PyUnicode_Check(post_id) ? PyUnicode_AsUTF8AndSize(post_id, &size) : NULL;
-        if (utf8 == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "a post id is a %s, not a str", Py_TYPE(post_id)->tp_name);
-            goto failed;
-        }
-        if (prefix_size + size > room) {
-            room = 2 * (prefix_size + size);
-            uint8_t *larger = PyMem_Realloc(scratch, room);
-            if (larger == NULL) {
-                PyErr_NoMemory();
-                goto failed;
-            }
-            scratch = larger;
-        }
-        memcpy(scratch + prefix_size, utf8, size);
-        out[i] = murmur3_64(scratch, prefix_size + size, (uint32_t)seed);
+    const uint64_t *band_in = (const uint64_t *)PyByteArray_AS_STRING(PyTuple_GET_ITEM(sketched, 2));
+    const uint64_t *text_in = (const uint64_t *)PyByteArray_AS_STRING(texts);
+    const uint64_t *id_in = (const uint64_t *)PyByteArray_AS_STRING(id_column);
+    for (Py_ssize_t p = 0; p < posts; p++) {
+        memcpy(out + p * width, band_in + p * bands, bands * 8);
+        memcpy(out + p * width + bands, text_in + p * columns, columns * 8);
+        out[p * width + bands + columns] = id_in[p];
     }
-    PyMem_Free(scratch);
-    return keys;
-failed:
-    PyMem_Free(scratch);
-    Py_DECREF(keys);
-    return NULL;
+    result = Py_BuildValue("(OOOOO)", words, offsets, PyTuple_GET_ITEM(sketched, 0), PyTuple_GET_ITEM(sketched, 1), keys);
+done:
+    Py_XDECREF(hashed);
+    Py_XDECREF(sketched);
+    Py_XDECREF(texts);
+    Py_XDECREF(id_column);
+    Py_XDECREF(keys);
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"verification", sf_verification, METH_VARARGS, "One post's verification set, sorted, from its word hashes."},
     {"jaccard", sf_jaccard, METH_VARARGS, "Jaccard similarity of two sorted sets of uint64 values."},
     {"hash_words", hash_words, METH_VARARGS, "Word hashes (MurmurHash3 x86 32 of UTF-8) and offsets of posts."},
-    {"id_keys", id_keys, METH_VARARGS, "Posts' id keys (MurmurHash3 x64 128 of their ids, as _lsh.id_keys)."},
+    {"id_keys", sf_id_keys, METH_VARARGS, "Posts' id keys (MurmurHash3 x64 128 of their ids, as _lsh.id_keys)."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
+    {"sketch_posts", sketch_posts, METH_VARARGS, "Word hashes, verification sets and every key of posts (sketch_posts)."},
     {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
     {"ascii_words", sf_ascii_words, METH_O, "The words of an ASCII text, mentions out (_normalize._ascii_words)."},
     {"fold_runs", sf_fold_runs, METH_VARARGS, "A text with its non-ASCII runs folded (_normalize._fold_run)."},
@@ -548,6 +519,7 @@ static PyMethodDef methods[] = {
     {"marked", sf_marked, METH_VARARGS, "The indexes of the 40-bit keys marked in a key filter's bits (_Bits)."},
     {"verdict_lines", sf_verdict_lines, METH_VARARGS, "The --verdicts lines of a batch's columns (_verdicts.verdict_lines)."},
     {"text_keys", sf_text_keys, METH_VARARGS, "Posts' exact-words and start keys (_lsh.exact_keys), posts x firsts."},
+    {"distinct", sf_distinct, METH_O, "A few keys' distinct values and each key's index among them (_judge._distinct)."},
     {"place_times", sf_place_times, METH_VARARGS, "The times a batch's posts are placed at (EventClock.place)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,6 +1,6 @@
 /* What the kernel's source files share. Each file is named after the Python
  * it mirrors: _kernel.c (the module; _sketching.py's sketching, _json.py's
- * scan, _lsh.py's id keys), _kernel_rules.c (_rules.py: verification sets,
+ * scan), _kernel_rules.c (_rules.py: verification sets,
  * word edits, best_match, CachedPost), _kernel_judge.c and
  * _kernel_judge_loop.c (_judge.py: a batch's candidates ranked, and the loop
  * that judges them), _kernel_normalize.c (_normalize.py: an ASCII text's
@@ -9,7 +9,7 @@
  * (stores/_base.py's recent posts, the records a batch writes),
  * _kernel_verdicts.c (_verdicts.py: the --verdicts lines), _kernel_clock.c
  * (_clock.py: the event-time clock) and _kernel_lsh.c (_lsh.py: the keys of a
- * post's words in order). */
+ * post's words in order, and of its id). */
 #ifndef STREAMFILTER_KERNEL_H
 #define STREAMFILTER_KERNEL_H
 
@@ -81,7 +81,9 @@ PyObject *sf_mark_keys(PyObject *self, PyObject *args);
 PyObject *sf_marked(PyObject *self, PyObject *args);
 PyObject *sf_place_times(PyObject *self, PyObject *args);
 PyObject *sf_text_keys(PyObject *self, PyObject *args);
+PyObject *sf_id_keys(PyObject *self, PyObject *args);
 PyObject *sf_verdict_lines(PyObject *self, PyObject *args);
+PyObject *sf_distinct(PyObject *self, PyObject *arg);
 
 /* The Ranker (_kernel_judge.c): a batch's candidates, ranked. */
 typedef struct {

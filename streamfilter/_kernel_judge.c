@@ -356,6 +356,61 @@ static PyObject *ranker_file(Ranker *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* distinct(keys) -> (distinct keys: bytearray of uint64, sorted; inverse:
+ * bytearray of int64, each key's index among them): np.unique(keys,
+ * return_inverse=True) for the few keys of a post or two (_judge._distinct). */
+PyObject *sf_distinct(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint64_t *keys = (const uint64_t *)view.buf;
+    Py_ssize_t count = view.len / 8, kept = 0;
+    PyObject *distinct = PyByteArray_FromStringAndSize(NULL, count * 8);
+    PyObject *inverse = PyByteArray_FromStringAndSize(NULL, count * 8);
+    if (distinct == NULL || inverse == NULL) {
+        Py_XDECREF(distinct);
+        Py_XDECREF(inverse);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(distinct);
+    int64_t *index = (int64_t *)PyByteArray_AS_STRING(inverse);
+    for (Py_ssize_t i = 0; i < count; i++) { /* insertion, without repeats: a few dozen keys */
+        uint64_t key = keys[i];
+        Py_ssize_t low = 0, high = kept;
+        while (low < high) {
+            Py_ssize_t middle = (low + high) / 2;
+            if (out[middle] < key)
+                low = middle + 1;
+            else
+                high = middle;
+        }
+        if (low < kept && out[low] == key)
+            continue;
+        memmove(out + low + 1, out + low, (kept - low) * 8);
+        out[low] = key;
+        kept++;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t low = 0, high = kept;
+        while (low < high) {
+            Py_ssize_t middle = (low + high) / 2;
+            if (out[middle] < keys[i])
+                low = middle + 1;
+            else
+                high = middle;
+        }
+        index[i] = low;
+    }
+    PyBuffer_Release(&view);
+    if (PyByteArray_Resize(distinct, kept * 8) < 0) {
+        Py_DECREF(distinct);
+        Py_DECREF(inverse);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", distinct, inverse);
+}
+
 static PyMethodDef ranker_methods[] = {
     {"candidates", (PyCFunction)ranker_candidates, METH_VARARGS, "A sketch's candidate serials in rank order, or None."},
     {"file", (PyCFunction)ranker_file, METH_VARARGS, "Record a sketch of the batch under its shared keys."},

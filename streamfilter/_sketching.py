@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._compiled import chosen, kernel
-from ._lsh import band_keys
+from ._lsh import _py_id_keys, _py_text_keys, band_keys
 from ._minhash import MinHasher
 from ._shingle import ShingleSets, WordHasher, minhash_shingles, verification_hashes
 
@@ -53,6 +53,18 @@ class _PyBatchSketcher:
         verified = verification_hashes(words, word_offsets, self.shingle_size)
         return verified, band_keys(signatures, self.bands, self.rows)
 
+    def sketch_posts(
+        self, word_lists: Sequence[Sequence[str]], post_ids: list[str], firsts: tuple[int, ...]
+    ) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
+        """``sketch`` of the posts' words, and every key each post is filed
+        under: a (posts, bands + len(firsts) + 1) matrix, its band keys, its
+        text keys (``_lsh.text_keys`` for ``firsts``) and its id key
+        (``_lsh.id_keys`` of ``post_ids``, scoped)."""
+        words, offsets = self.words(word_lists)
+        verified, keys = self.sketch(words, offsets)
+        starts = _py_text_keys(words, offsets, self.seed, firsts)
+        return verified, np.concatenate([keys, starts, _py_id_keys(post_ids, self.seed)[:, None]], axis=1)
+
 
 class _CBatchSketcher(_PyBatchSketcher):
     """``_PyBatchSketcher``'s loops over each post, in C (``_kernel.c``)."""
@@ -78,6 +90,16 @@ class _CBatchSketcher(_PyBatchSketcher):
             np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.int64), words, word_offsets
         )
         return verified, np.frombuffer(keys, dtype=np.uint64).reshape(len(word_offsets) - 1, self.bands)
+
+    def sketch_posts(
+        self, word_lists: Sequence[Sequence[str]], post_ids: list[str], firsts: tuple[int, ...]
+    ) -> tuple[ShingleSets, npt.NDArray[np.uint64]]:
+        settings = (self.shingle_size, self._multipliers, self._increments, self.bands, self.rows)
+        words, offsets, hashes, ends, keys = kernel.sketch_posts(word_lists, self.seed, *settings, firsts, post_ids)
+        words, offsets = np.frombuffer(words, dtype=np.uint32), np.frombuffer(offsets, dtype=np.int64)
+        hashes, ends = np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(ends, dtype=np.int64)
+        width = self.bands + len(firsts) + 1
+        return ShingleSets(hashes, ends, words, offsets), np.frombuffer(keys, dtype=np.uint64).reshape(-1, width)
 
 
 BatchSketcher = chosen(_CBatchSketcher, _PyBatchSketcher)

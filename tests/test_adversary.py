@@ -25,7 +25,7 @@ ORIGINAL = "win a free caribbean cruise for two today just click the link in our
 
 
 def _band_keys(sketcher: Sketcher, words: list[str]) -> tuple[int, ...]:
-    _, keys = sketcher._sketch_words([words])
+    _, keys = sketcher._sketcher.sketch(*sketcher._sketcher.words([words]))
     return tuple(keys[0].tolist())
 
 

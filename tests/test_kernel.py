@@ -109,6 +109,42 @@ def test_sketches_equal_the_numpy_reference(  # type: ignore[no-untyped-def]
 
 @settings(max_examples=200, deadline=None)
 @given(
+    posts=_POSTS,
+    seed=st.integers(0, 2**32 - 1),
+    shingle_size=st.integers(1, 4),
+    firsts=st.lists(st.integers(0, 12), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_a_batchs_every_key_equals_the_numpy_reference(  # type: ignore[no-untyped-def]
+    kernel, posts: list[list[str]], seed: int, shingle_size: int, firsts: list[int], data: st.DataObject
+) -> None:
+    # the one call the sync API makes a record: words, sketch, text keys and id keys
+    ids = data.draw(st.lists(_WORD, min_size=len(posts), max_size=len(posts)))
+    compiled = _CBatchSketcher(32, seed, shingle_size, 8, 4)
+    reference = _PyBatchSketcher(32, seed, shingle_size, 8, 4)
+    verified, keys = compiled.sketch_posts(posts, ids, tuple(firsts))
+    expected_verified, expected_keys = reference.sketch_posts(posts, ids, tuple(firsts))
+    for name in ("hashes", "offsets", "words", "word_offsets"):
+        assert getattr(verified, name).tolist() == getattr(expected_verified, name).tolist()
+    assert keys.shape == expected_keys.shape == (len(posts), 8 + len(firsts) + 1)
+    assert keys.tolist() == expected_keys.tolist()
+    assert keys[:, -1].tolist() == [mmh3.hash64("\x01post-id:" + post_id, seed, signed=False)[0] for post_id in ids]
+    with pytest.raises(ValueError, match="one post id a post"):
+        compiled.sketch_posts(posts, [*ids, "extra"], tuple(firsts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**64 - 1]), max_size=300))
+def test_distinct_keys_equal_numpys(keys: list[int]) -> None:
+    array = np.array(keys, dtype=np.uint64)
+    expected, expected_inverse = np.unique(array, return_inverse=True)
+    for distinct in (_judge._distinct, _judge._py_distinct):
+        found, inverse = distinct(array)
+        assert found.tolist() == expected.tolist() and inverse.tolist() == expected_inverse.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
     counts=st.lists(st.integers(0, 40), max_size=30),
     seed=st.integers(0, 2**32 - 1),
     firsts=st.lists(st.integers(0, 12), min_size=1, max_size=4),

@@ -12,12 +12,13 @@ than any stored post, and purging waits for the commit, so they are live.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from ..._rules import offered_per_key
+from ..._rules import OLDEST_PER_KEY, offered_per_key
 from ..._values import CachedPost, Judgement, Sketch
 from ._runs import short_keys
 
@@ -34,7 +35,7 @@ class HeldPosts:
         self.sketches: list[Sketch] = []
         self.posts: list[CachedPost] = []
         self._by_serial: dict[int, CachedPost] = {}
-        self._under: dict[int, list[int]] = {}  # index key -> serials, oldest first
+        self._under: defaultdict[int, list[int]] = defaultdict(list)  # index key -> serials, oldest first
 
     def __len__(self) -> int:
         return len(self.posts)
@@ -61,8 +62,9 @@ class HeldPosts:
         self.sketches.append(sketch)
         self.posts.append(post)
         self._by_serial[serial] = post
+        under = self._under
         for key in set(short_keys(sketch.band_keys).tolist()):
-            self._under.setdefault(key, []).append(serial)
+            under[key].append(serial)
 
     def post(self, serial: int) -> CachedPost | None:
         return self._by_serial.get(serial)
@@ -83,17 +85,18 @@ class HeldPosts:
         held = [under.get(key) for key in queries.tolist()]
         if not any(held):
             return hits
-        stored_queries, stored_serials = hits[0].tolist(), hits[1].tolist()
+        stored: dict[int, list[int]] = {}  # a few hits in all: most queries have none
+        for query, serial in zip(hits[0].tolist(), hits[1].tolist(), strict=True):
+            stored.setdefault(query, []).append(serial)
+        most = OLDEST_PER_KEY + self.limit
         query_of: list[int] = []
         serial_of: list[int] = []
-        at, end = 0, len(stored_queries)
         for index, serials in enumerate(held):
-            start = at
-            while at < end and stored_queries[at] == index:
-                at += 1
-            members = stored_serials[start:at]  # newest first
+            members = stored.get(index)  # newest first
             if serials:
-                members = offered_per_key([*reversed(members), *serials], self.limit)[::-1]
-            query_of += [index] * len(members)
-            serial_of += members
+                every = [*reversed(members), *serials] if members else serials  # oldest first
+                members = (every if len(every) <= most else offered_per_key(every, self.limit))[::-1]
+            if members:
+                query_of += [index] * len(members)
+                serial_of += members
         return np.array(query_of, dtype=np.int64), np.array(serial_of, dtype=np.int64)
