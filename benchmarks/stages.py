@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import pickle
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,7 @@ from streamfilter import FilterConfig, LMDBStore  # noqa: E402
 from streamfilter._engine import Engine, PreparedBatch  # noqa: E402
 from streamfilter._launch import pace_collector_for_batches  # noqa: E402
 from streamfilter._normalize import load_tables, words_and_cut  # noqa: E402
-from streamfilter._protocol import batch_frame  # noqa: E402
+from streamfilter._protocol import FRAME_HEADER, frame, from_frame  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
 
 BATCH = 1024  # the replay's default --batch-size
@@ -70,8 +69,8 @@ def worker_side(engine: Engine, sent: list[bytes]) -> tuple[float, list[bytes]]:
     sketcher = engine.sketcher
     answers = []
     started = time.perf_counter()
-    for frame in sent:
-        answers.append(batch_frame(("ok", sketcher.prepare_wire(pickle.loads(frame)))))
+    for whole in sent:
+        answers.append(frame(("ok", sketcher.prepare_wire(from_frame(whole[FRAME_HEADER.size :])))))
     return time.perf_counter() - started, answers
 
 
@@ -83,8 +82,8 @@ def store_side(directory: Path, cut: list[list[tuple[int, bytes]]], answers: lis
     try:
         started = time.perf_counter()
         for records, answer in zip(cut, answers, strict=True):
-            batch_frame(records)  # sending the batch to the worker
-            _, wire = pickle.loads(answer)
+            frame(records)  # sending the batch to the worker
+            _, wire = from_frame(answer[FRAME_HEADER.size :])
             verdicts = engine.commit(PreparedBatch.from_wire(wire, records))
             verdict_lines.write("".join([verdict.json_line() + "\n" for verdict in verdicts]).encode())
             novel = [verdict.raw for verdict in verdicts if verdict.is_novel]
@@ -119,7 +118,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     cut = batches(args.stream)
-    sent = [batch_frame(records) for records in cut]
+    sent = [frame(records) for records in cut]
     posts = sum(len(records) for records in cut)
     load_tables()
     pace_collector_for_batches()

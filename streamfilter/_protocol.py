@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ._compiled import PURE_VARIABLE, kernel_mode
 
@@ -24,7 +25,8 @@ __all__ = [
     "FRAME_BYTES",
     "FRAME_HEADER",
     "SMALL_INPUT_BYTES",
-    "batch_frame",
+    "frame",
+    "from_frame",
     "default_sketch_processes",
     "most_sketch_processes",
     "pace_collector_for_batches",
@@ -38,23 +40,49 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 # so each side writes it in one go (Linux's default pipe-max-size).
 FRAME_BYTES = 1 << 20
 # Each frame between a replay and its worker: this header (the length of what
-# follows), then a pickle.
+# follows), then the body (``frame``).
 FRAME_HEADER = struct.Struct("<Q")
+_BUFFER_COUNT = struct.Struct("<I")
 
 
-def batch_frame(value: object) -> bytes:
-    """The pickle of a batch or of its sketches (plain values, numpy arrays),
-    without the memo: nothing in one refers to itself, and a value that
-    occurs twice may arrive as two. That takes about half the time of a
-    pickle with its memo, for the worker's answer.
-    The Sketcher and errors go as plain pickles. ``Pickler.fast`` is marked
-    deprecated in the docs; where a later Python drops it, the memo stays."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    with contextlib.suppress(AttributeError):
-        pickler.fast = True  # no memo
+def frame(value: object, *, memo: bool = False) -> bytes:
+    """A whole frame of ``value``: the header, then the body. The body is how
+    many out-of-band buffers there are and their lengths, the buffers (the
+    bytes of the numpy arrays among the values: a batch's band keys, shingle
+    and word hashes), then the pickle of the rest, protocol 5, which names
+    them (``from_frame``). The arrays cross as their bytes, which the
+    receiver reads in place, without a copy.
+
+    Without ``memo`` (a batch, its answer: plain values and arrays, nothing
+    that refers to itself) the pickler keeps no memo, and a value that
+    occurs twice may arrive as two; that takes about half the time. The
+    Sketcher and errors go with it. ``Pickler.fast`` is marked deprecated in
+    the docs; where a later Python drops it, the memo stays."""
+    buffers: list[pickle.PickleBuffer] = []
+    stream = io.BytesIO()
+    pickler = pickle.Pickler(stream, protocol=5, buffer_callback=buffers.append)
+    if not memo:
+        with contextlib.suppress(AttributeError):
+            pickler.fast = True  # no memo
     pickler.dump(value)
-    return buffer.getvalue()
+    views = [buffer.raw() for buffer in buffers]
+    head = [_BUFFER_COUNT.pack(len(views)), *[FRAME_HEADER.pack(view.nbytes) for view in views]]
+    body_bytes = sum(len(part) for part in head) + sum(view.nbytes for view in views) + stream.tell()
+    return b"".join([FRAME_HEADER.pack(body_bytes), *head, *views, stream.getbuffer()])
+
+
+def from_frame(body: bytes) -> Any:
+    """The value of a frame's body (``frame``); its arrays are read-only
+    views of ``body``."""
+    view = memoryview(body)
+    (count,) = _BUFFER_COUNT.unpack_from(view)
+    at = _BUFFER_COUNT.size + count * FRAME_HEADER.size
+    buffers = []
+    for index in range(count):
+        (length,) = FRAME_HEADER.unpack_from(view, _BUFFER_COUNT.size + index * FRAME_HEADER.size)
+        buffers.append(view[at : at + length])
+        at += length
+    return pickle.loads(view[at:], buffers=buffers)
 
 
 # Input below this many bytes (a compressed file counted 8 times) is

@@ -4,7 +4,8 @@ A worker imports what sketching needs (``_engine``: numpy, the normaliser,
 the adapters) as soon as it starts, while its parent imports the rest, and
 nothing of the parent's side (anyio, the stores), so it is ready sooner.
 
-The protocol: frames of an 8-byte little-endian length and a pickle. The
+The protocol: frames of an 8-byte little-endian length and a body
+(``_protocol.frame``: numpy arrays as out-of-band buffers, then a pickle). The
 first frame to the child is the Sketcher; the child answers ``ready``. Each
 later frame is a list of (line number, raw line) and the answer is
 ``("ok", wire)`` (``Sketcher.prepare_wire``) or ``("error", exception)``.
@@ -12,14 +13,13 @@ later frame is a list of (line number, raw line) and the answer is
 
 from __future__ import annotations
 
-import pickle
 import signal
 import socket
 from typing import IO
 
 from ._engine import Sketcher
 from ._normalize import load_tables
-from ._protocol import FRAME_BYTES, FRAME_HEADER, batch_frame, pace_collector_for_batches
+from ._protocol import FRAME_BYTES, FRAME_HEADER, frame, from_frame, pace_collector_for_batches
 
 __all__ = ["serve_socket"]
 
@@ -33,8 +33,8 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
     return payload if len(payload) == length else None
 
 
-def _write_frame(stream: IO[bytes], payload: bytes) -> None:
-    stream.write(FRAME_HEADER.pack(len(payload)) + payload)
+def _write_frame(stream: IO[bytes], whole: bytes) -> None:
+    stream.write(whole)
     stream.flush()
 
 
@@ -46,17 +46,18 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     import numpy.random  # noqa: F401
 
     try:
-        frame = _read_frame(requests)
-        if frame is None:
+        body = _read_frame(requests)
+        if body is None:
             return
-        sketcher: Sketcher = pickle.loads(frame)
-        _write_frame(answers, pickle.dumps(("ready", None), protocol=pickle.HIGHEST_PROTOCOL))
-        while (frame := _read_frame(requests)) is not None:
-            records = pickle.loads(frame)
+        sketcher = from_frame(body)
+        assert isinstance(sketcher, Sketcher)
+        _write_frame(answers, frame(("ready", None)))
+        while (body := _read_frame(requests)) is not None:
+            records = from_frame(body)
             try:
-                answer = batch_frame(("ok", sketcher.prepare_wire(records)))
+                answer = frame(("ok", sketcher.prepare_wire(records)))
             except Exception as exc:  # noqa: BLE001 - the parent raises it as its own
-                answer = pickle.dumps(("error", exc), protocol=pickle.HIGHEST_PROTOCOL)
+                answer = frame(("error", exc), memo=True)
             _write_frame(answers, answer)
     except (BrokenPipeError, ConnectionResetError):
         return  # the parent is gone (it finished early, or was killed): nobody to answer

@@ -35,7 +35,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ._engine import Sketcher
 from ._prepared import WireBatch
-from ._protocol import FRAME_HEADER, batch_frame, default_sketch_processes, most_sketch_processes, spawn_worker
+from ._protocol import FRAME_HEADER, default_sketch_processes, frame, from_frame, most_sketch_processes, spawn_worker
 
 __all__ = [
     "SketchProcess",
@@ -83,7 +83,7 @@ class SketchProcess:
     async def start(cls, sketcher: Sketcher) -> SketchProcess:
         """Start a child and hand it ``sketcher``; WorkerLost if it cannot start."""
         try:
-            init = pickle.dumps(sketcher, protocol=pickle.HIGHEST_PROTOCOL)
+            init = frame(sketcher, memo=True)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise WorkerLost(f"the adapter or config cannot be sent to a worker process: {exc}") from exc
         while _handed_over:
@@ -137,7 +137,7 @@ class SketchProcess:
         answer = _Answer()
         try:
             async with self._sending:
-                await self._send(batch_frame(records))
+                await self._send(frame(records))
                 self._asked.append(answer)
             async with self._receiving:
                 while not answer.done:
@@ -152,16 +152,16 @@ class SketchProcess:
             raise answer.value
         return WireBatch(answer.value, records)
 
-    async def _send(self, payload: bytes) -> None:
+    async def _send(self, whole: bytes) -> None:
         try:
-            await self._stdin.send(FRAME_HEADER.pack(len(payload)) + payload)
+            await self._stdin.send(whole)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise WorkerLost(f"worker process is gone: {exc}") from exc
 
     async def _receive(self) -> tuple[str, Any]:
         try:
             (length,) = FRAME_HEADER.unpack(await self._stdout.receive_exactly(FRAME_HEADER.size))
-            status, value = pickle.loads(await self._stdout.receive_exactly(length))
+            status, value = from_frame(await self._stdout.receive_exactly(length))
         except (
             anyio.EndOfStream,
             anyio.IncompleteRead,

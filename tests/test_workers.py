@@ -119,6 +119,28 @@ async def test_a_worker_started_before_the_imports_is_the_one_used() -> None:
     assert not _workers._handed_over
 
 
+def test_a_workers_answer_carries_its_arrays_as_bytes_beside_the_pickle() -> None:
+    # the keys, shingle and word hashes of a batch cross as out-of-band
+    # buffers: read in place, never copied into and out of the pickle
+    sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
+    records = mixed_lines()
+    wire = sketcher.prepare_wire(records)
+    whole = _protocol.frame(("ok", wire))
+    body = whole[_protocol.FRAME_HEADER.size :]
+    assert _protocol.FRAME_HEADER.unpack_from(whole)[0] == len(body)
+    status, sent = _protocol.from_frame(body)
+    assert status == "ok"
+    arrays = [value for value in sent if isinstance(value, np.ndarray)]
+    assert len(arrays) == 3 and all(len(array) for array in arrays)
+    for array in arrays:
+        assert not array.flags.writeable and np.shares_memory(array, np.frombuffer(body, dtype=np.uint8))
+    pickled = body[4 + 8 * len(arrays) + sum(array.nbytes for array in arrays) :]
+    for array in arrays:  # once, in the buffers, and not in the pickle after them
+        assert body.count(array.tobytes()) == 1 and array.tobytes() not in pickled
+    there = PreparedBatch.from_wire(sent, records)
+    assert entry_view(there) == entry_view(sketcher.prepare(records))
+
+
 @pytest.mark.anyio
 async def test_a_worker_started_early_that_died_is_replaced() -> None:
     sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
