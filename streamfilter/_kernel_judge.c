@@ -356,6 +356,19 @@ static PyObject *ranker_file(Ranker *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Where key goes in ordered[0..size): the first place whose value is not less. */
+static Py_ssize_t lower_bound_u64(const uint64_t *ordered, Py_ssize_t size, uint64_t key) {
+    Py_ssize_t low = 0, high = size;
+    while (low < high) {
+        Py_ssize_t middle = (low + high) / 2;
+        if (ordered[middle] < key)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return low;
+}
+
 /* distinct(keys) -> (distinct keys: bytearray of uint64, sorted; inverse:
  * bytearray of int64, each key's index among them): np.unique(keys,
  * return_inverse=True) for the few keys of a post or two (_judge._distinct). */
@@ -376,32 +389,15 @@ PyObject *sf_distinct(PyObject *self, PyObject *arg) {
     uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(distinct);
     int64_t *index = (int64_t *)PyByteArray_AS_STRING(inverse);
     for (Py_ssize_t i = 0; i < count; i++) { /* insertion, without repeats: a few dozen keys */
-        uint64_t key = keys[i];
-        Py_ssize_t low = 0, high = kept;
-        while (low < high) {
-            Py_ssize_t middle = (low + high) / 2;
-            if (out[middle] < key)
-                low = middle + 1;
-            else
-                high = middle;
-        }
-        if (low < kept && out[low] == key)
+        Py_ssize_t at = lower_bound_u64(out, kept, keys[i]);
+        if (at < kept && out[at] == keys[i])
             continue;
-        memmove(out + low + 1, out + low, (kept - low) * 8);
-        out[low] = key;
+        memmove(out + at + 1, out + at, (kept - at) * 8);
+        out[at] = keys[i];
         kept++;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t low = 0, high = kept;
-        while (low < high) {
-            Py_ssize_t middle = (low + high) / 2;
-            if (out[middle] < keys[i])
-                low = middle + 1;
-            else
-                high = middle;
-        }
-        index[i] = low;
-    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        index[i] = lower_bound_u64(out, kept, keys[i]);
     PyBuffer_Release(&view);
     if (PyByteArray_Resize(distinct, kept * 8) < 0) {
         Py_DECREF(distinct);
