@@ -25,9 +25,9 @@ __all__ = [
     "FRAME_BYTES",
     "FRAME_HEADER",
     "SMALL_INPUT_BYTES",
+    "default_sketch_processes",
     "frame",
     "from_frame",
-    "default_sketch_processes",
     "most_sketch_processes",
     "pace_collector_for_batches",
     "small_input",
@@ -56,8 +56,9 @@ def frame(value: object, *, memo: bool = False) -> bytes:
     Without ``memo`` (a batch, its answer: plain values and arrays, nothing
     that refers to itself) the pickler keeps no memo, and a value that
     occurs twice may arrive as two; that takes about half the time. The
-    Sketcher and errors go with it. ``Pickler.fast`` is marked deprecated in
-    the docs; where a later Python drops it, the memo stays."""
+    Sketcher and errors keep the memo (``memo=True``). ``Pickler.fast`` is
+    marked deprecated in the docs; where a later Python drops it, the memo
+    stays."""
     buffers: list[pickle.PickleBuffer] = []
     stream = io.BytesIO()
     pickler = pickle.Pickler(stream, protocol=5, buffer_callback=buffers.append)

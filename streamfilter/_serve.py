@@ -49,8 +49,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
         body = _read_frame(requests)
         if body is None:
             return
-        sketcher = from_frame(body)
-        assert isinstance(sketcher, Sketcher)
+        sketcher: Sketcher = from_frame(body)
         _write_frame(answers, frame(("ready", None)))
         while (body := _read_frame(requests)) is not None:
             records = from_frame(body)

@@ -16,6 +16,8 @@ import pytest
 
 from streamfilter import FilterConfig, LMDBStore, StreamFilter, Verdict, _group
 from streamfilter._exceptions import ConfigError
+from streamfilter._rules import offered_per_key as offered
+from streamfilter.stores.lmdb import _held
 
 from .conftest import distinct_text
 
@@ -56,6 +58,34 @@ def test_one_record_calls_give_the_verdicts_of_one_batch(tmp_path: Path, monkeyp
     monkeypatch.setattr(_group, "GROUP_LIMIT", 7)  # groups end every 7 calls, within one post's copies
     with StreamFilter(FilterConfig(seed=3), path=tmp_path / "grouped", commit_within=3599) as sf:
         assert _seen([sf.check(record) for record in records]) == batch
+
+
+def test_a_key_that_holds_more_posts_than_it_offers_offers_what_a_batch_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 40 novel posts that open with the same six words share their start
+    # keys; copies cut after those words find, of them, what the key offers
+    # (its oldest 2 and newest 8), whether the posts are stored, held by the
+    # open group, or some of each
+    opening = distinct_text(1, 6)
+    posts = [f"{opening} {distinct_text(100 + n, 12)}" for n in range(40)]
+    texts = [*posts[:30], f"{opening} …", *posts[30:], f"{opening} …", f"{posts[15]} …"]
+    records = [{"id": str(n), "text": text, "created_at": _START + n} for n, text in enumerate(texts)]
+    with StreamFilter(FilterConfig(seed=3), path=tmp_path / "batch") as sf:
+        batch = _seen(sf.check_many(records))
+    assert sum(kind == "novel" for kind, _ in batch) >= 40
+    cuts: list[int] = []
+
+    def cut(members: list[int], limit: int) -> list[int]:
+        cuts.append(len(members))
+        return offered(members, limit)
+
+    monkeypatch.setattr(_held, "offered_per_key", cut)
+    for limit in (1000, 25):  # every post held; the first 25 stored, the rest held
+        monkeypatch.setattr(_group, "GROUP_LIMIT", limit)
+        with StreamFilter(FilterConfig(seed=3), path=tmp_path / f"grouped{limit}", commit_within=3599) as sf:
+            assert _seen([sf.check(record) for record in records]) == batch
+    assert cuts and max(cuts) > 10  # the held posts were cut to what the key offers
 
 
 def test_calls_and_batches_taking_turns_see_each_other(tmp_path: Path) -> None:
