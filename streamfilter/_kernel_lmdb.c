@@ -404,3 +404,116 @@ done:
     PyBuffer_Release(&keys_view);
     return found;
 }
+
+/* with_held(queries, under, hit_query, hit_serial, limit, oldest) -> (query_of, serial_of) or None
+ * HeldPosts.with_held: the stored hits (int64 query index, serial; by
+ * query, newest first) with the held posts filed under each query (under:
+ * a dict of key -> list of serials, oldest first) after its stored ones,
+ * each query's members cut to its oldest ``oldest`` and newest ``limit``
+ * (_rules.offered_per_key), newest first, as bytearrays of int64; None
+ * when no query holds a held post (the hits stand). */
+PyObject *sf_with_held(PyObject *self, PyObject *args) {
+    Py_buffer queries_view, query_view, serial_view;
+    PyObject *under, *result = NULL, *query_out = NULL, *serial_out = NULL;
+    Py_ssize_t limit, oldest;
+    if (!PyArg_ParseTuple(args, "y*O!y*y*nn", &queries_view, &PyDict_Type, &under, &query_view, &serial_view, &limit,
+                          &oldest))
+        return NULL;
+    const uint64_t *queries = (const uint64_t *)queries_view.buf;
+    const int64_t *hit_query = (const int64_t *)query_view.buf, *hit_serial = (const int64_t *)serial_view.buf;
+    Py_ssize_t count = queries_view.len / 8, hits = query_view.len / 8, room = hits, most = oldest + limit;
+    Py_ssize_t longest = 0; /* the most held serials under one query */
+    PyObject **held = PyMem_Calloc(count ? count : 1, sizeof(PyObject *)); /* borrowed: the lists under each key */
+    int any = 0;
+    if (held == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (serial_view.len != query_view.len || limit < 1 || oldest < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad with_held arguments");
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < count; q++) {
+        PyObject *key = PyLong_FromUnsignedLongLong(queries[q]);
+        if (key == NULL)
+            goto done;
+        PyObject *serials = PyDict_GetItemWithError(under, key);
+        Py_DECREF(key);
+        if (serials == NULL && PyErr_Occurred())
+            goto done;
+        if (serials != NULL && (!PyList_Check(serials))) {
+            PyErr_SetString(PyExc_TypeError, "held serials must be lists");
+            goto done;
+        }
+        if (serials != NULL && PyList_GET_SIZE(serials) > 0) {
+            held[q] = serials;
+            any = 1;
+            room += PyList_GET_SIZE(serials) < most ? PyList_GET_SIZE(serials) : most;
+            longest = PyList_GET_SIZE(serials) > longest ? PyList_GET_SIZE(serials) : longest;
+        }
+    }
+    if (!any) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    query_out = PyByteArray_FromStringAndSize(NULL, room * 8);
+    serial_out = PyByteArray_FromStringAndSize(NULL, room * 8);
+    int64_t *every = PyMem_Malloc(sizeof(int64_t) * (hits + longest + 1)); /* one query's members, oldest first */
+    if (query_out == NULL || serial_out == NULL || every == NULL) {
+        PyMem_Free(every);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *out_query = (int64_t *)PyByteArray_AS_STRING(query_out);
+    int64_t *out_serial = (int64_t *)PyByteArray_AS_STRING(serial_out);
+    Py_ssize_t at = 0, written = 0;
+    for (Py_ssize_t q = 0; q < count; q++) {
+        Py_ssize_t start = at;
+        while (at < hits && hit_query[at] == q)
+            at++;
+        if (held[q] == NULL) { /* its stored members as they are */
+            for (Py_ssize_t i = start; i < at; i++, written++) {
+                out_query[written] = q;
+                out_serial[written] = hit_serial[i];
+            }
+            continue;
+        }
+        /* oldest first: the stored ones (newest first in the hits) reversed, then the held ones */
+        Py_ssize_t size = 0, taken = PyList_GET_SIZE(held[q]);
+        for (Py_ssize_t i = at - 1; i >= start; i--)
+            every[size++] = hit_serial[i];
+        Py_ssize_t total = size + taken, skip_from = total, skip_to = total; /* the part offered_per_key cuts */
+        if (total > most)
+            skip_from = oldest, skip_to = total - limit;
+        for (Py_ssize_t i = 0; i < taken; i++) {
+            Py_ssize_t position = size + i;
+            if (position >= skip_from && position < skip_to)
+                continue; /* cut: not read */
+            long long serial = PyLong_AsLongLong(PyList_GET_ITEM(held[q], i));
+            if (serial == -1 && PyErr_Occurred()) {
+                PyMem_Free(every);
+                goto done;
+            }
+            every[position] = serial;
+        }
+        for (Py_ssize_t i = total - 1; i >= 0; i--) { /* newest first */
+            if (i >= skip_from && i < skip_to)
+                continue;
+            out_query[written] = q;
+            out_serial[written++] = every[i];
+        }
+    }
+    PyMem_Free(every);
+    if (PyByteArray_Resize(query_out, written * 8) < 0 || PyByteArray_Resize(serial_out, written * 8) < 0)
+        goto done;
+    result = PyTuple_Pack(2, query_out, serial_out);
+done:
+    Py_XDECREF(query_out);
+    Py_XDECREF(serial_out);
+    PyMem_Free(held);
+    PyBuffer_Release(&queries_view);
+    PyBuffer_Release(&query_view);
+    PyBuffer_Release(&serial_view);
+    return result;
+}

@@ -11,13 +11,13 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from streamfilter import FilterConfig, LMDBStore, StreamFilter, Verdict, _group
 from streamfilter._exceptions import ConfigError
-from streamfilter._rules import offered_per_key as offered
-from streamfilter.stores.lmdb import _held
+from streamfilter.stores.lmdb._held import HeldPosts
 
 from .conftest import distinct_text
 
@@ -60,13 +60,15 @@ def test_one_record_calls_give_the_verdicts_of_one_batch(tmp_path: Path, monkeyp
         assert _seen([sf.check(record) for record in records]) == batch
 
 
+@pytest.mark.parametrize("way", ["bound", "python"])
 def test_a_key_that_holds_more_posts_than_it_offers_offers_what_a_batch_would(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
     # 40 novel posts that open with the same six words share their start
     # keys; copies cut after those words find, of them, what the key offers
     # (its oldest 2 and newest 8), whether the posts are stored, held by the
-    # open group, or some of each
+    # open group, or some of each; with_held as bound (compiled where built)
+    # and its Python twin
     opening = distinct_text(1, 6)
     posts = [f"{opening} {distinct_text(100 + n, 12)}" for n in range(40)]
     texts = [*posts[:30], f"{opening} …", *posts[30:], f"{opening} …", f"{posts[15]} …"]
@@ -74,18 +76,19 @@ def test_a_key_that_holds_more_posts_than_it_offers_offers_what_a_batch_would(
     with StreamFilter(FilterConfig(seed=3), path=tmp_path / "batch") as sf:
         batch = _seen(sf.check_many(records))
     assert sum(kind == "novel" for kind, _ in batch) >= 40
-    cuts: list[int] = []
+    filed_in = HeldPosts._py_with_held if way == "python" else HeldPosts.with_held
+    longest: list[int] = []
 
-    def cut(members: list[int], limit: int) -> list[int]:
-        cuts.append(len(members))
-        return offered(members, limit)
+    def with_held(self: HeldPosts, queries: Any, hits: Any) -> Any:
+        longest.append(max(len(self._under.get(key, [])) for key in queries.tolist()))
+        return filed_in(self, queries, hits)
 
-    monkeypatch.setattr(_held, "offered_per_key", cut)
+    monkeypatch.setattr(HeldPosts, "with_held", with_held)
     for limit in (1000, 25):  # every post held; the first 25 stored, the rest held
         monkeypatch.setattr(_group, "GROUP_LIMIT", limit)
         with StreamFilter(FilterConfig(seed=3), path=tmp_path / f"grouped{limit}", commit_within=3599) as sf:
             assert _seen([sf.check(record) for record in records]) == batch
-    assert cuts and max(cuts) > 10  # the held posts were cut to what the key offers
+    assert max(longest) > 10  # a key held more posts than it offers: they were cut
 
 
 def test_calls_and_batches_taking_turns_see_each_other(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from streamfilter.stores._base import by_query_newest_first, offered
 from streamfilter.stores.lmdb import LMDBTuning, _batch, _caches
 from streamfilter.stores.lmdb._caches import KeyFilter, NewRun
+from streamfilter.stores.lmdb._held import HeldPosts
 from streamfilter.stores.lmdb._runs import KEY_BITS, SEARCHED_WHOLE, Run, decode_run, encode_run
 
 
@@ -245,3 +246,30 @@ def test_bad_marks_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
     assert not bits.any() and not masks.any()
     kernel.mark_run(masks, 20, 3, stored, np.full(257, 4, dtype=np.uint32))  # tops past the run: read no further
     assert not masks.any()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    held=st.lists(st.lists(st.integers(1, 40), max_size=30), min_size=1, max_size=12),
+    stored=st.lists(st.lists(st.integers(1, 10**6), max_size=12), min_size=1, max_size=12),
+    limit=st.integers(1, 9),
+)
+def test_held_posts_are_filed_in_as_the_python_loop_files_them(  # type: ignore[no-untyped-def]
+    kernel, held: list[list[int]], stored: list[list[int]], limit: int
+) -> None:
+    # a group's held posts (serials under keys, oldest first; some keys with
+    # none, some with more than a key offers) after each query's stored hits
+    # (newest first), cut to what a key offers: the compiled with_held and
+    # the Python loop give the same arrays, or both leave the hits as they are
+    count = max(len(held), len(stored))
+    queries = np.arange(100, 100 + count, dtype=np.uint64)
+    posts = HeldPosts(first=10**7, limit=limit)
+    for key, serials in zip(queries.tolist(), held, strict=False):
+        if serials:
+            posts._under[key] = [10**7 + serial for serial in sorted(set(serials))]
+    query_of = [index for index, serials in enumerate(stored[:count]) for _ in set(serials)]
+    serial_of = [serial for serials in stored[:count] for serial in sorted(set(serials), reverse=True)]
+    hits = (np.array(query_of, dtype=np.int64), np.array(serial_of, dtype=np.int64))
+    compiled, reference = posts._c_with_held(queries, hits), posts._py_with_held(queries, hits)
+    assert compiled[0].tolist() == reference[0].tolist() and compiled[1].tolist() == reference[1].tolist()
+    assert (compiled is hits) == (reference is hits) == (not any(held[:count]))

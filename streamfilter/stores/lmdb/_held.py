@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ..._compiled import chosen, kernel
 from ..._rules import OLDEST_PER_KEY, offered_per_key
 from ..._values import CachedPost, Judgement, Sketch
 from ._runs import short_keys
@@ -69,7 +70,17 @@ class HeldPosts:
     def post(self, serial: int) -> CachedPost | None:
         return self._by_serial.get(serial)
 
-    def with_held(
+    def _c_with_held(
+        self, queries: npt.NDArray[np.uint64], hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        query_of, serial_of = (np.ascontiguousarray(hit, dtype=np.int64) for hit in hits)
+        queries = np.ascontiguousarray(queries, dtype=np.uint64)
+        found = kernel.with_held(queries, self._under, query_of, serial_of, self.limit, OLDEST_PER_KEY)
+        if found is None:
+            return hits
+        return np.frombuffer(found[0], dtype=np.int64), np.frombuffer(found[1], dtype=np.int64)
+
+    def _py_with_held(
         self, queries: npt.NDArray[np.uint64], hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``hits`` (the stored members of each query, as ``members`` gives
@@ -100,3 +111,5 @@ class HeldPosts:
                 query_of += [index] * len(members)
                 serial_of += members
         return np.array(query_of, dtype=np.int64), np.array(serial_of, dtype=np.int64)
+
+    with_held = chosen(_c_with_held, _py_with_held)
