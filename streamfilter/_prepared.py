@@ -41,6 +41,19 @@ class Entry:
     deletes: tuple[str, str] | None = None
 
 
+def _row_columns(entries: Sequence[Entry]) -> tuple[list[Any], ...]:
+    """What ``Entries.of`` and ``Entries.wire_of`` both take of the rows:
+    line numbers, kinds, reasons, sketch indexes, references, delete notices."""
+    return (
+        [entry.line for entry in entries],
+        [entry.kind for entry in entries],
+        [entry.reason for entry in entries],
+        [entry.sketch_index for entry in entries],
+        [entry.reference for entry in entries],
+        [entry.deletes for entry in entries],
+    )
+
+
 @dataclass(slots=True)
 class Entries:
     """A batch's records as columns, one row a post (or a record that is not one).
@@ -70,14 +83,15 @@ class Entries:
     @classmethod
     def of(cls, entries: Sequence[Entry]) -> Entries:
         posts = [entry.post for entry in entries]
+        lines, kinds, reasons, sketch_index, reference, deletes = _row_columns(entries)
         return cls(
-            [entry.line for entry in entries],
+            lines,
             [entry.raw for entry in entries],
-            [entry.kind for entry in entries],
-            [entry.reason for entry in entries],
-            [entry.sketch_index for entry in entries],
-            [entry.reference for entry in entries],
-            [entry.deletes for entry in entries],
+            kinds,
+            reasons,
+            sketch_index,
+            reference,
+            deletes,
             [None if post is None else post.id for post in posts],
             [post is not None and post.timestamp is None for post in posts],
             posts=posts,
@@ -106,15 +120,8 @@ class Entries:
     @staticmethod
     def wire_of(entries: Sequence[Entry]) -> tuple[Any, ...]:
         """The columns a worker sends of its rows (``from_wire``), raw records left out."""
-        return (
-            [entry.line for entry in entries],
-            [entry.kind for entry in entries],
-            [entry.reason for entry in entries],
-            [entry.sketch_index for entry in entries],
-            [entry.reference for entry in entries],
-            [entry.deletes for entry in entries],
-            [None if entry.post is None else post_fields(entry.post) for entry in entries],
-        )
+        fields = [None if entry.post is None else post_fields(entry.post) for entry in entries]
+        return (*_row_columns(entries), fields)
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...], raw_of: dict[int, object]) -> Entries:
