@@ -120,86 +120,150 @@ static inline int64_t serial_at(const Offsets *offsets, int64_t at) {
     return offsets->first + offset;
 }
 
-/* members_in_run(stored, fence, bits, low, high, first, queries, passed,
- *                first_live, limit, oldest, out_query, out_serial) -> count
- * Batch.members' search of one run: for each of queries (40-bit keys, uint64)
- * that the run holds, its live entries' serials (first_live and later), at
- * most the newest ``limit`` and the oldest ``oldest`` of them, each written
- * with passed[q] (int64: the query's index in the batch) to out_query and
- * out_serial (int64, of one length). low, high and first: the run's offsets
- * (Run.low, Run.high or None, Run.first). Returns how many it wrote, or -1
- * when they ran out of room (what it wrote is then to be written again,
+/* Writes, for each of queries (count, with passed[q] their indexes in the
+ * batch) that the run holds, its live entries' serials (first_live and
+ * later), at most the newest ``limit`` and the oldest ``oldest`` of them,
+ * each with passed[q], at out_query and out_serial from *written on (room
+ * in all). 0, or -1 (what it wrote is then to be written again) when there
+ * was no room. */
+static int search_run(const Searched *run, const Offsets *offsets, const uint64_t *queries, const int64_t *passed,
+                      Py_ssize_t count, int64_t first_live, int64_t limit, int64_t oldest, int64_t *out_query,
+                      int64_t *out_serial, Py_ssize_t room, Py_ssize_t *written) {
+    Py_ssize_t at_out = *written;
+    for (Py_ssize_t q = 0; q < count; q++) {
+        int64_t low, high;
+        if (!key_range(run, queries, count, q, &low, &high))
+            continue;
+        if (offsets->first < first_live) { /* its oldest entries may be purged: the key's live ones start later */
+            int64_t below = low, above = high;
+            while (below < above) { /* a key's entries are in serial order */
+                int64_t middle = (below + above) >> 1;
+                if (serial_at(offsets, middle) < first_live)
+                    below = middle + 1;
+                else
+                    above = middle;
+            }
+            low = below;
+        }
+        int64_t size = high - low, newest = size < limit ? size : limit;
+        int64_t old = size - newest < oldest ? size - newest : oldest;
+        if (at_out + newest + old > room)
+            return -1;
+        for (int64_t at = high - newest; at < high; at++, at_out++) {
+            out_query[at_out] = passed[q];
+            out_serial[at_out] = serial_at(offsets, at);
+        }
+        for (int64_t at = low; at < low + old; at++, at_out++) {
+            out_query[at_out] = passed[q];
+            out_serial[at_out] = serial_at(offsets, at);
+        }
+    }
+    *written = at_out;
+    return 0;
+}
+
+/* The queries a run is searched for (Batch.members): those of ``maybe``
+ * (int64 indexes: a small run's, plane 0), or those whose mask has the
+ * run's plane bit; their indexes into passed and the keys into searched.
+ * Returns how many. */
+static Py_ssize_t run_queries(const uint64_t *queries, Py_ssize_t count, const int64_t *maybe, Py_ssize_t maybes,
+                              const uint16_t *masks, unsigned plane, int64_t *passed, uint64_t *searched) {
+    Py_ssize_t taken = 0;
+    if (plane == 0) {
+        for (Py_ssize_t i = 0; i < maybes; i++)
+            if (maybe[i] >= 0 && maybe[i] < count) {
+                passed[taken] = maybe[i];
+                searched[taken++] = queries[maybe[i]];
+            }
+    } else if (masks != NULL) {
+        for (Py_ssize_t q = 0; q < count; q++)
+            if (masks[q] & plane) {
+                passed[taken] = q;
+                searched[taken++] = queries[q];
+            }
+    }
+    return taken;
+}
+
+/* members_in_runs(runs, queries, maybe, masks, first_live, limit, oldest, out_query, out_serial) -> count
+ * Batch.members' search of every live run for a batch's queries (40-bit
+ * keys, uint64): runs, a list of (stored, fence, bits, low, high, first,
+ * plane) (Run.stored, Run.search_fence(), Run.low, Run.high or None,
+ * Run.first, the run's plane bit in the run masks, 0 for a small run).
+ * A small run is searched for the queries ``maybe`` indexes (int64, the key
+ * filter's), a large one for those whose mask (masks, uint16 a query, or
+ * None without large runs) has its plane. For each query a run holds, its
+ * live entries' serials, at most the newest ``limit`` and the oldest
+ * ``oldest``, each written with the query's index to out_query and
+ * out_serial (int64, of one length), run after run. Returns how many it
+ * wrote, or -1 when they ran out of room (all is then to be written again,
  * into larger ones): a caller sizes them by the hits it finds, not by the
- * most a run could give. */
-PyObject *sf_members_in_run(PyObject *self, PyObject *args) {
-    Py_buffer stored_view, fence_view, low_view, high_view = {0}, queries_view, passed_view, query_view, serial_view;
-    PyObject *high_object;
-    int bits;
-    long long first, first_live;
+ * most the runs could give. */
+PyObject *sf_members_in_runs(PyObject *self, PyObject *args) {
+    PyObject *runs, *masks_object;
+    Py_buffer queries_view, maybe_view, masks_view = {0}, query_view, serial_view;
+    long long first_live;
     Py_ssize_t limit, oldest, written = 0;
-    if (!PyArg_ParseTuple(args, "y*y*iy*OLy*y*Lnnw*w*", &stored_view, &fence_view, &bits, &low_view, &high_object,
-                          &first, &queries_view, &passed_view, &first_live, &limit, &oldest, &query_view,
-                          &serial_view))
+    if (!PyArg_ParseTuple(args, "O!y*y*OLnnw*w*", &PyList_Type, &runs, &queries_view, &maybe_view, &masks_object,
+                          &first_live, &limit, &oldest, &query_view, &serial_view))
         return NULL;
-    int ok = high_object == Py_None || PyObject_GetBuffer(high_object, &high_view, PyBUF_SIMPLE) == 0;
-    int have_high = ok && high_object != Py_None;
-    Py_ssize_t entries = stored_view.len / 4, count = queries_view.len / 8;
-    int low_bytes = entries ? (int)(low_view.len / entries) : 2;
-    if (ok && !(bits >= 8 && bits <= 32 && fence_view.len == (((Py_ssize_t)1 << bits) + 1) * 4 &&
-                (low_bytes == 2 || low_bytes == 4) && low_view.len == entries * low_bytes &&
-                (!have_high || (low_bytes == 2 && high_view.len == entries)) && passed_view.len == count * 8 &&
-                limit >= 0 && oldest >= 0 && serial_view.len == query_view.len)) {
-        PyErr_SetString(PyExc_ValueError, "bad members_in_run buffers");
+    Py_ssize_t count = queries_view.len / 8, room = query_view.len / 8;
+    int ok = masks_object == Py_None || PyObject_GetBuffer(masks_object, &masks_view, PyBUF_SIMPLE) == 0;
+    int have_masks = ok && masks_object != Py_None;
+    if (ok && !(limit >= 0 && oldest >= 0 && serial_view.len == query_view.len && maybe_view.len % 8 == 0 &&
+                (!have_masks || masks_view.len == count * 2))) {
+        PyErr_SetString(PyExc_ValueError, "bad members_in_runs buffers");
         ok = 0;
     }
-    if (ok) {
-        const uint32_t *stored = (const uint32_t *)stored_view.buf, *fence = (const uint32_t *)fence_view.buf;
-        const uint64_t *queries = (const uint64_t *)queries_view.buf;
-        const int64_t *passed = (const int64_t *)passed_view.buf;
-        int64_t *out_query = (int64_t *)query_view.buf, *out_serial = (int64_t *)serial_view.buf;
-        Py_ssize_t room = query_view.len / 8;
-        Offsets offsets = {low_view.buf, have_high ? (const uint8_t *)high_view.buf : NULL, low_bytes, first};
-        Searched run = {stored, fence, bits, entries};
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t q = 0; q < count; q++) {
-            int64_t low, high;
-            if (!key_range(&run, queries, count, q, &low, &high))
-                continue;
-            if (first < first_live) { /* its oldest entries may be purged: the key's live ones start later */
-                int64_t below = low, above = high;
-                while (below < above) { /* a key's entries are in serial order */
-                    int64_t middle = (below + above) >> 1;
-                    if (serial_at(&offsets, middle) < first_live)
-                        below = middle + 1;
-                    else
-                        above = middle;
-                }
-                low = below;
-            }
-            int64_t size = high - low, newest = size < limit ? size : limit;
-            int64_t old = size - newest < oldest ? size - newest : oldest;
-            if (written + newest + old > room) {
-                written = -1;
-                break;
-            }
-            for (int64_t at = high - newest; at < high; at++, written++) {
-                out_query[written] = passed[q];
-                out_serial[written] = serial_at(&offsets, at);
-            }
-            for (int64_t at = low; at < low + old; at++, written++) {
-                out_query[written] = passed[q];
-                out_serial[written] = serial_at(&offsets, at);
-            }
+    int64_t *passed = NULL;
+    uint64_t *searched = NULL;
+    if (ok && ((passed = PyMem_Malloc((count + 1) * 8)) == NULL || (searched = PyMem_Malloc((count + 1) * 8)) == NULL))
+        ok = 0, PyErr_NoMemory();
+    for (Py_ssize_t r = 0; ok && r < PyList_GET_SIZE(runs) && written >= 0; r++) {
+        Py_buffer stored_view, fence_view, low_view, high_view = {0};
+        PyObject *high_object;
+        int bits;
+        long long first;
+        unsigned int plane;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(runs, r), "y*y*iy*OLI", &stored_view, &fence_view, &bits, &low_view,
+                              &high_object, &first, &plane)) {
+            ok = 0;
+            break;
         }
-        Py_END_ALLOW_THREADS
+        ok = high_object == Py_None || PyObject_GetBuffer(high_object, &high_view, PyBUF_SIMPLE) == 0;
+        int have_high = ok && high_object != Py_None;
+        Py_ssize_t entries = stored_view.len / 4;
+        int low_bytes = entries ? (int)(low_view.len / entries) : 2;
+        if (ok && !(bits >= 8 && bits <= 32 && fence_view.len == (((Py_ssize_t)1 << bits) + 1) * 4 &&
+                    (low_bytes == 2 || low_bytes == 4) && low_view.len == entries * low_bytes &&
+                    (!have_high || (low_bytes == 2 && high_view.len == entries)) && plane <= 0xFFFF)) {
+            PyErr_SetString(PyExc_ValueError, "bad members_in_runs run");
+            ok = 0;
+        }
+        if (ok) {
+            Offsets offsets = {low_view.buf, have_high ? (const uint8_t *)high_view.buf : NULL, low_bytes, first};
+            Searched run = {(const uint32_t *)stored_view.buf, (const uint32_t *)fence_view.buf, bits, entries};
+            Py_BEGIN_ALLOW_THREADS
+            Py_ssize_t taken = run_queries((const uint64_t *)queries_view.buf, count, (const int64_t *)maybe_view.buf,
+                                           maybe_view.len / 8, have_masks ? (const uint16_t *)masks_view.buf : NULL,
+                                           plane, passed, searched);
+            if (search_run(&run, &offsets, searched, passed, taken, first_live, limit, oldest,
+                           (int64_t *)query_view.buf, (int64_t *)serial_view.buf, room, &written) < 0)
+                written = -1;
+            Py_END_ALLOW_THREADS
+        }
+        PyBuffer_Release(&stored_view);
+        PyBuffer_Release(&fence_view);
+        PyBuffer_Release(&low_view);
+        if (have_high)
+            PyBuffer_Release(&high_view);
     }
-    PyBuffer_Release(&stored_view);
-    PyBuffer_Release(&fence_view);
-    PyBuffer_Release(&low_view);
-    if (have_high)
-        PyBuffer_Release(&high_view);
+    PyMem_Free(passed);
+    PyMem_Free(searched);
+    if (have_masks)
+        PyBuffer_Release(&masks_view);
     PyBuffer_Release(&queries_view);
-    PyBuffer_Release(&passed_view);
+    PyBuffer_Release(&maybe_view);
     PyBuffer_Release(&query_view);
     PyBuffer_Release(&serial_view);
     return ok ? PyLong_FromSsize_t(written) : NULL;

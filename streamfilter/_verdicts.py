@@ -10,7 +10,7 @@ built only where a caller takes one, at the API's edge (``check()``,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
 from ._compiled import chosen, kernel
@@ -105,8 +105,10 @@ class Verdicts(Sequence[Verdict]):
     def post(self, at: int) -> Post | None:
         return self.entries.post(at)
 
-    def counts(self) -> Counter[str]:
+    def counts(self) -> Mapping[str, int]:
         """How many verdicts of each kind (``VerdictKind``'s values)."""
+        if len(self.kinds) == 1:  # a sync call's one verdict, without building a Counter
+            return {self.kinds[0]._value_: 1}
         return Counter(kind._value_ for kind in self.kinds)
 
     def ids(self) -> list[str]:

@@ -69,7 +69,7 @@ def test_a_run_stored_with_a_coarse_fence_is_searched_through_a_finer_one(kernel
     )
     assert _finds_agree(run, queries) >= len(distinct[::7])
     everything = np.arange(len(queries), dtype=np.int64)
-    query_of, serial_of = _batch.Hits().members([(run, everything, queries)], len(queries), 1000 + 5000, 2)
+    query_of, serial_of = _batch.Hits().members([(run, 0)], queries, everything, None, 1000 + 5000, 2)
     assert (query_of.tolist(), serial_of.tolist()) == _members_in_numpy(
         [(run, everything, queries)], len(queries), 6000, 2
     )
@@ -85,7 +85,7 @@ def test_the_hits_buffers_grow_to_what_a_batch_finds(kernel, monkeypatch: pytest
     everything = np.arange(len(queries), dtype=np.int64)
     searches = [(run, everything, queries) for run in runs]
     hits = _batch.Hits()
-    query_of, serial_of = hits.members(searches, len(queries), 0, 4)
+    query_of, serial_of = hits.members([(run, 0) for run in runs], queries, everything, None, 0, 4)
     assert (query_of.tolist(), serial_of.tolist()) == _members_in_numpy(searches, len(queries), 0, 4)
     assert len(query_of) == 50 * 6  # each key's newest 4 and oldest 2, across the two runs
     assert 70 * 6 <= hits._found.shape[1] < 2 * 70 * 6  # grew to what was found, no further
@@ -124,13 +124,23 @@ def _members_in_numpy(searches, queries: int, first_live: int, limit: int):  # t
     ),
     live_at=st.integers(0, 200),
     limit=st.integers(0, 9),
+    filters=st.tuples(st.lists(st.integers(0, 3), min_size=4, max_size=4), st.lists(st.booleans(), min_size=13)),
+    masks=st.none() | st.lists(st.integers(0, 15), min_size=13, max_size=13),
 )
 def test_what_runs_offer_a_batch_is_what_numpy_finds(  # type: ignore[no-untyped-def]
-    kernel, pool: list[int], runs: list[tuple[list[int], int]], live_at: int, limit: int
+    kernel,
+    pool: list[int],
+    runs: list[tuple[list[int], int]],
+    live_at: int,
+    limit: int,
+    filters: tuple[list[int], list[bool]],
+    masks: list[int] | None,
 ) -> None:
     # runs of repeated keys, their serials 2, 3 or 4 bytes apart, some of
     # their oldest entries purged: each key's newest ``limit`` and oldest
-    # live members, sorted by query, newest first, as numpy finds them
+    # live members, sorted by query, newest first, as numpy finds them;
+    # each run searched for every query, or, as the key filter and the run
+    # masks pick them, for those of the small runs' or of its plane's
     built, first = [], 1000
     for picks, spread in runs:
         keys = np.array([pool[pick % len(pool)] for pick in picks], dtype=np.uint64)
@@ -141,8 +151,19 @@ def test_what_runs_offer_a_batch_is_what_numpy_finds(  # type: ignore[no-untyped
     queries = np.array(pool + [pool[0] + 1 if pool[0] < 2**40 - 1 else 0], dtype=np.uint64)
     everything = np.arange(len(queries), dtype=np.int64)
     searches = [(run, everything, queries) for run in built if run.last >= first_live]
-    query_of, serial_of = _batch.Hits().members(searches, len(queries), first_live, limit)
+    planes = [(run, 0) for run in built if run.last >= first_live]
+    query_of, serial_of = _batch.Hits().members(planes, queries, everything, None, first_live, limit)
     expected = _members_in_numpy(searches, len(queries), first_live, limit)
+    assert (query_of.tolist(), serial_of.tolist()) == expected
+    # a large run is searched for the queries whose mask has its bit, a small one for those ``maybe`` picks
+    plane_bits, picked = filters
+    planes = [(run, 0 if masks is None else (1 << bit) >> 1) for run, bit in zip(built, plane_bits, strict=False)]
+    planes = [(run, bit) for run, bit in planes if run.last >= first_live]
+    maybe = np.flatnonzero(np.array(picked[: len(queries)] + [False] * len(queries))[: len(queries)])
+    mask_array = None if masks is None else np.array(masks[: len(queries)], dtype=np.uint16)
+    query_of, serial_of = _batch.Hits().members(planes, queries, maybe, mask_array, first_live, limit)
+    searched = _batch.searches_of(planes, queries, maybe, mask_array)
+    expected = _members_in_numpy(searched, len(queries), first_live, limit)
     assert (query_of.tolist(), serial_of.tolist()) == expected
     assert all(serial >= first_live for serial in serial_of.tolist())
 
@@ -152,14 +173,16 @@ def test_bad_member_searches_are_refused(kernel) -> None:  # type: ignore[no-unt
     queries, passed = np.array([5], dtype=np.uint64), np.zeros(1, dtype=np.int64)
     short = np.empty(1, dtype=np.int64)
     # no room for the key's two entries: it says so, and writes nothing past the end
-    assert kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
-                                 queries, passed, 0, 2, 2, short, short.copy()) == -1  # fmt: skip
+    runs = [(run.stored, run.fence, run.bits, run.low, run.high, run.first, 0)]
+    assert kernel.members_in_runs(runs, queries, passed, None, 0, 2, 2, short, short.copy()) == -1
     room = np.empty(2, dtype=np.int64)
-    assert kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
-                                 queries, passed, 0, 2, 2, room, room.copy()) == 2  # fmt: skip
+    assert kernel.members_in_runs(runs, queries, passed, None, 0, 2, 2, room, room.copy()) == 2
     with pytest.raises(ValueError):  # outputs of two lengths
-        kernel.members_in_run(run.stored, run.fence, run.bits, run.low, run.high, run.first,
-                              queries, passed, 0, 2, 2, room, short)  # fmt: skip
+        kernel.members_in_runs(runs, queries, passed, None, 0, 2, 2, room, short)
+    with pytest.raises(ValueError):  # masks of another length than the queries
+        kernel.members_in_runs(runs, queries, passed, np.zeros(2, dtype=np.uint16), 0, 2, 2, room, room.copy())
+    with pytest.raises(ValueError):  # a fence of the wrong size for its bits
+        kernel.members_in_runs([(run.stored, run.fence[:3], *runs[0][2:])], queries, passed, None, 0, 2, 2, room, room)
     with pytest.raises(ValueError):  # a hit of a query the batch does not have
         kernel.offered_hits(np.array([3]), np.array([7]), 2, 8, 2, short, short.copy())
 

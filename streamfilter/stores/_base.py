@@ -6,6 +6,7 @@ differential test runs every store over the same streams."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,8 +61,8 @@ class IndexSettings:
     max_candidates_per_band: int = MAX_CANDIDATES_PER_BAND
     purge_limit: int = 1024
 
-    @property
-    def shingle_size(self) -> int:
+    @functools.cached_property
+    def shingle_size(self) -> int:  # read by every judged batch; a frozen dataclass keeps it in __dict__
         return int(self.fingerprint["shingle_size"] or 0)
 
 

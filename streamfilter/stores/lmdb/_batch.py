@@ -87,49 +87,44 @@ class Batch:
             self.read = runs
         # most keys of a novel post are in no run at all
         maybe = key_filter.might_hold(queries)  # in a small run
-        maybe_queries = queries[maybe]
         masks = key_filter.run_masks.masks(queries)  # in which large runs
-        limit = self.settings.max_candidates_per_band
-        searches: list[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]] = []
+        planes: list[tuple[Run, int]] = []  # each live run, and its plane's bit (0: a small run)
         for run in runs:
-            if run.last < first_live or run.count == 0:
-                continue
-            bit = key_filter.run_masks.bit_of(run)
-            if bit is None:
-                passed, searched = maybe, maybe_queries
-            else:
-                assert masks is not None
-                passed = np.flatnonzero(masks & bit)
-                searched = queries[passed]
-            if len(passed):
-                searches.append((run, passed, searched))
-        return self._searched(searches, len(queries), first_live, limit)
+            if run.last >= first_live and run.count:
+                bit = key_filter.run_masks.bit_of(run)
+                planes.append((run, 0 if bit is None else int(bit)))
+        return self._searched(planes, queries, maybe, masks, first_live)
 
     def _c_searched(
         self,
-        searches: Sequence[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]],
-        queries: int,
+        planes: Sequence[tuple[Run, int]],
+        queries: npt.NDArray[np.uint64],
+        maybe: npt.NDArray[np.int64],
+        masks: npt.NDArray[np.uint16] | None,
         first_live: int,
-        limit: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``_py_searched``, in C (``Hits.members``), where every run's keys are stored."""
-        if not all(len(run.stored) == run.count for run, _, _ in searches):
-            return self._py_searched(searches, queries, first_live, limit)
-        return self.parts.hits.members(searches, queries, first_live, limit)
+        if not all(len(run.stored) == run.count for run, _ in planes):
+            return self._py_searched(planes, queries, maybe, masks, first_live)
+        limit = self.settings.max_candidates_per_band
+        return self.parts.hits.members(planes, queries, maybe, masks, first_live, limit)
 
     def _py_searched(
         self,
-        searches: Sequence[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]],
-        queries: int,
+        planes: Sequence[tuple[Run, int]],
+        queries: npt.NDArray[np.uint64],
+        maybe: npt.NDArray[np.int64],
+        masks: npt.NDArray[np.uint16] | None,
         first_live: int,
-        limit: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """What the runs offer each query of a search ((run, the indexes of
-        the queries it may hold, those queries)): as ``members``."""
+        """What the live runs offer each query (``members``): a small run
+        (bit 0) is searched for the keys that ``maybe`` indexes, a large one
+        for those whose mask has its plane's bit."""
         nothing = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        limit = self.settings.max_candidates_per_band
         hit_queries: list[npt.NDArray[np.int64]] = []
         hit_serials: list[npt.NDArray[np.int64]] = []
-        for run, passed, searched in searches:
+        for run, passed, searched in searches_of(planes, queries, maybe, masks):
             queries_of, serials_of = run_members_in_numpy(run, searched, passed, first_live, limit)
             if len(queries_of):
                 hit_queries.append(queries_of)
@@ -320,31 +315,32 @@ class Hits:
 
     def members(
         self,
-        searches: Sequence[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]],
-        queries: int,
+        planes: Sequence[tuple[Run, int]],
+        queries: npt.NDArray[np.uint64],
+        maybe: npt.NDArray[np.int64],
+        masks: npt.NDArray[np.uint16] | None,
         first_live: int,
         limit: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """What ``run_members_in_numpy`` of each search, then ``by_query_newest_first``
-        and ``offered``, give: new arrays."""
-        at = 0
-        for run, passed, searched in searches:
-            fence, bits = run.search_fence()
-            searched, passed = np.ascontiguousarray(searched), np.ascontiguousarray(passed, dtype=np.int64)
-            while True:
-                written = kernel.members_in_run(
-                    run.stored, fence, bits, run.low, run.high, run.first, searched, passed,
-                    first_live, limit, OLDEST_PER_KEY, self._found[0, at:], self._found[1, at:],
-                )  # fmt: skip
-                if written >= 0:
-                    break
-                self._found = _grown(self._found, at)  # out of room: this run again, into more
-            at += written
+        """What ``run_members_in_numpy`` of each of ``searches_of``, then
+        ``by_query_newest_first`` and ``offered``, give: new arrays."""
+        runs = [(run.stored, *run.search_fence(), run.low, run.high, run.first, bit) for run, bit in planes]
+        queries = np.ascontiguousarray(queries, dtype=np.uint64)
+        maybe = np.ascontiguousarray(maybe, dtype=np.int64)
+        masks = None if masks is None else np.ascontiguousarray(masks, dtype=np.uint16)
+        while True:
+            at = kernel.members_in_runs(
+                runs, queries, maybe, masks, first_live, limit, OLDEST_PER_KEY, self._found[0], self._found[1]
+            )
+            if at >= 0:
+                break
+            # out of room: every run again, into twice as much
+            self._found = np.empty((2, 2 * self._found.shape[1]), dtype=np.int64)
         if self._offered.shape[1] < at:
             self._offered = np.empty((2, self._found.shape[1]), dtype=np.int64)
         query_of, serial_of = self._offered[0, :at], self._offered[1, :at]
         kept = kernel.offered_hits(
-            self._found[0, :at], self._found[1, :at], queries, limit, OLDEST_PER_KEY, query_of, serial_of
+            self._found[0, :at], self._found[1, :at], len(queries), limit, OLDEST_PER_KEY, query_of, serial_of
         )  # fmt: skip
         return query_of[:kept].copy(), serial_of[:kept].copy()
 
@@ -352,11 +348,27 @@ class Hits:
 _FIRST_ROOM = 1 << 14
 
 
-def _grown(buffer: npt.NDArray[np.int64], kept: int) -> npt.NDArray[np.int64]:
-    """``buffer`` twice as long, its first ``kept`` columns kept."""
-    larger = np.empty((2, 2 * buffer.shape[1]), dtype=np.int64)
-    larger[:, :kept] = buffer[:, :kept]
-    return larger
+def searches_of(
+    planes: Sequence[tuple[Run, int]],
+    queries: npt.NDArray[np.uint64],
+    maybe: npt.NDArray[np.int64],
+    masks: npt.NDArray[np.uint16] | None,
+) -> list[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]]:
+    """(run, the indexes of the queries it is searched for, those queries)
+    of each run that is searched for any: a small run's (bit 0) are those
+    ``maybe`` indexes, a large run's those whose mask has its bit."""
+    searches: list[tuple[Run, npt.NDArray[np.int64], npt.NDArray[np.uint64]]] = []
+    maybe_queries = queries[maybe]
+    for run, bit in planes:
+        if bit == 0:
+            passed, searched = maybe, maybe_queries
+        else:
+            assert masks is not None
+            passed = np.flatnonzero(masks & np.uint16(bit))
+            searched = queries[passed]
+        if len(passed):
+            searches.append((run, passed, searched))
+    return searches
 
 
 def run_members_in_numpy(

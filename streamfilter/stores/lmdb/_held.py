@@ -21,9 +21,11 @@ import numpy.typing as npt
 from ..._compiled import chosen, kernel
 from ..._rules import OLDEST_PER_KEY, offered_per_key
 from ..._values import CachedPost, Judgement, Sketch
-from ._runs import short_keys
+from ._runs import KEY_BITS
 
 __all__ = ["HeldPosts"]
+
+_SHORT_SHIFT = 64 - KEY_BITS
 
 
 class HeldPosts:
@@ -64,7 +66,7 @@ class HeldPosts:
         self.posts.append(post)
         self._by_serial[serial] = post
         under = self._under
-        for key in set(short_keys(sketch.band_keys).tolist()):
+        for key in {key >> _SHORT_SHIFT for key in sketch.band_keys.tolist()}:  # short_keys, in Python for a few
             under[key].append(serial)
 
     def post(self, serial: int) -> CachedPost | None:
