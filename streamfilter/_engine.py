@@ -344,7 +344,7 @@ class Engine:
         """
         began = time.monotonic() if arrived is None else arrived
         grouped = grouped and self._group is not None and progress is None
-        grouped = grouped and all(deletes is None for deletes in batch.entries.deletes)
+        grouped = grouped and not any(batch.entries.deletes)  # a delete notice is a (platform, id)
         if not grouped:
             self.flush()
         self._place_in_time(batch, where or _line)

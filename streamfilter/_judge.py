@@ -269,6 +269,9 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     return judgement
 
 
+_BUILT_TYPES = (CachedPost, Match)  # the types the compiled judge builds
+
+
 def _c_judge_candidates(
     txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings, judgement: Judgement, lookup: _Lookup
 ) -> None:
@@ -292,7 +295,7 @@ def _c_judge_candidates(
         settings.jaccard_threshold,
         settings.shingle_size,
         _rules._KERNEL_RULES,
-        (CachedPost, Match),
+        _BUILT_TYPES,
         is_same_post if txn.replays_seen else None,
         getattr(txn, "recent_posts", None),
         getattr(txn, "record_reader", None),

@@ -472,7 +472,8 @@ done:
 /* with_held(queries, under, hit_query, hit_serial, limit, oldest) -> (query_of, serial_of) or None
  * HeldPosts.with_held: the stored hits (int64 query index, serial; by
  * query, newest first) with the held posts filed under each query (under:
- * a dict of key -> list of serials, oldest first) after its stored ones,
+ * a dict of key -> its one serial, or a list of serials, oldest first)
+ * after its stored ones,
  * each query's members cut to its oldest ``oldest`` and newest ``limit``
  * (_rules.offered_per_key), newest first, as bytearrays of int64; None
  * when no query holds a held post (the hits stand). */
@@ -505,15 +506,16 @@ PyObject *sf_with_held(PyObject *self, PyObject *args) {
         Py_DECREF(key);
         if (serials == NULL && PyErr_Occurred())
             goto done;
-        if (serials != NULL && (!PyList_Check(serials))) {
-            PyErr_SetString(PyExc_TypeError, "held serials must be lists");
+        if (serials != NULL && !PyList_Check(serials) && !PyLong_Check(serials)) {
+            PyErr_SetString(PyExc_TypeError, "held serials must be an int or a list");
             goto done;
         }
-        if (serials != NULL && PyList_GET_SIZE(serials) > 0) {
+        Py_ssize_t size = serials == NULL ? 0 : PyLong_Check(serials) ? 1 : PyList_GET_SIZE(serials);
+        if (size > 0) {
             held[q] = serials;
             any = 1;
-            room += PyList_GET_SIZE(serials) < most ? PyList_GET_SIZE(serials) : most;
-            longest = PyList_GET_SIZE(serials) > longest ? PyList_GET_SIZE(serials) : longest;
+            room += size < most ? size : most;
+            longest = size > longest ? size : longest;
         }
     }
     if (!any) {
@@ -544,7 +546,8 @@ PyObject *sf_with_held(PyObject *self, PyObject *args) {
             continue;
         }
         /* oldest first: the stored ones (newest first in the hits) reversed, then the held ones */
-        Py_ssize_t size = 0, taken = PyList_GET_SIZE(held[q]);
+        int one = PyLong_Check(held[q]);
+        Py_ssize_t size = 0, taken = one ? 1 : PyList_GET_SIZE(held[q]);
         for (Py_ssize_t i = at - 1; i >= start; i--)
             every[size++] = hit_serial[i];
         Py_ssize_t total = size + taken, skip_from = total, skip_to = total; /* the part offered_per_key cuts */
@@ -554,7 +557,7 @@ PyObject *sf_with_held(PyObject *self, PyObject *args) {
             Py_ssize_t position = size + i;
             if (position >= skip_from && position < skip_to)
                 continue; /* cut: not read */
-            long long serial = PyLong_AsLongLong(PyList_GET_ITEM(held[q], i));
+            long long serial = PyLong_AsLongLong(one ? held[q] : PyList_GET_ITEM(held[q], i));
             if (serial == -1 && PyErr_Occurred()) {
                 PyMem_Free(every);
                 goto done;

@@ -280,8 +280,8 @@ def test_bad_marks_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
 def test_held_posts_are_filed_in_as_the_python_loop_files_them(  # type: ignore[no-untyped-def]
     kernel, held: list[list[int]], stored: list[list[int]], limit: int
 ) -> None:
-    # a group's held posts (serials under keys, oldest first; some keys with
-    # none, some with more than a key offers) after each query's stored hits
+    # a group's held posts (serials under keys, oldest first, or one serial
+    # alone; some keys with none, some with more than a key offers) after each query's stored hits
     # (newest first), cut to what a key offers: the compiled with_held and
     # the Python loop give the same arrays, or both leave the hits as they are
     count = max(len(held), len(stored))
@@ -289,7 +289,8 @@ def test_held_posts_are_filed_in_as_the_python_loop_files_them(  # type: ignore[
     posts = HeldPosts(first=10**7, limit=limit)
     for key, serials in zip(queries.tolist(), held, strict=False):
         if serials:
-            posts._under[key] = [10**7 + serial for serial in sorted(set(serials))]
+            filed = [10**7 + serial for serial in sorted(set(serials))]
+            posts._under[key] = filed if len(filed) > 1 else filed[0]  # one held post: its serial alone
     query_of = [index for index, serials in enumerate(stored[:count]) for _ in set(serials)]
     serial_of = [serial for serials in stored[:count] for serial in sorted(set(serials), reverse=True)]
     hits = (np.array(query_of, dtype=np.int64), np.array(serial_of, dtype=np.int64))

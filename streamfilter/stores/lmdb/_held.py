@@ -12,7 +12,6 @@ than any stored post, and purging waits for the commit, so they are live.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,11 +20,9 @@ import numpy.typing as npt
 from ..._compiled import chosen, kernel
 from ..._rules import OLDEST_PER_KEY, offered_per_key
 from ..._values import CachedPost, Judgement, Sketch
-from ._runs import KEY_BITS
+from ._runs import short_keys
 
 __all__ = ["HeldPosts"]
-
-_SHORT_SHIFT = 64 - KEY_BITS
 
 
 class HeldPosts:
@@ -38,7 +35,8 @@ class HeldPosts:
         self.sketches: list[Sketch] = []
         self.posts: list[CachedPost] = []
         self._by_serial: dict[int, CachedPost] = {}
-        self._under: defaultdict[int, list[int]] = defaultdict(list)  # index key -> serials, oldest first
+        # index key -> the serial of its one held post, or a list of serials, oldest first
+        self._under: dict[int, int | list[int]] = {}
 
     def __len__(self) -> int:
         return len(self.posts)
@@ -66,8 +64,16 @@ class HeldPosts:
         self.posts.append(post)
         self._by_serial[serial] = post
         under = self._under
-        for key in {key >> _SHORT_SHIFT for key in sketch.band_keys.tolist()}:  # short_keys, in Python for a few
-            under[key].append(serial)
+        keys = set(short_keys(sketch.band_keys).tolist())
+        shared = keys & under.keys()  # keys an earlier held post has too: few
+        for key in shared:
+            held = under[key]
+            if isinstance(held, int):
+                under[key] = [held, serial]
+            else:
+                held.append(serial)
+        # most keys are new: one serial each, filed in one call
+        under.update(dict.fromkeys(keys - shared if shared else keys, serial))
 
     def post(self, serial: int) -> CachedPost | None:
         return self._by_serial.get(serial)
@@ -95,7 +101,7 @@ class HeldPosts:
         cutting all would. A batch of one post has a few dozen hits at most:
         lists, not arrays."""
         under = self._under
-        held = [under.get(key) for key in queries.tolist()]
+        held = [[serials] if isinstance(serials := under.get(key), int) else serials for key in queries.tolist()]
         if not any(held):
             return hits
         stored: dict[int, list[int]] = {}  # a few hits in all: most queries have none
