@@ -513,7 +513,6 @@ static PyMethodDef methods[] = {
     {"find_in_run", sf_find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},
     {"recorded_items", sf_recorded_items, METH_VARARGS, "The keys and records of a batch's recorded posts (Batch.record)."},
     {"members_in_runs", sf_members_in_runs, METH_VARARGS, "The serials the LMDB runs offer a batch (Batch.members)."},
-    {"offered_hits", sf_offered_hits, METH_VARARGS, "What each query offers of its sorted hits (_base.offered)."},
     {"with_held", sf_with_held, METH_VARARGS, "The hits with a group's held posts filed in (HeldPosts.with_held)."},
     {"mark_run", sf_mark_run, METH_VARARGS, "Marks a run's keys in a key filter's bits or masks (_Bits, RunMasks)."},
     {"mark_keys", sf_mark_keys, METH_VARARGS, "Marks 40-bit keys in a key filter's bits or masks (_Bits, RunMasks)."},

@@ -75,7 +75,6 @@ PyObject *sf_ascii_words(PyObject *self, PyObject *arg);
 PyObject *sf_fold_runs(PyObject *self, PyObject *args);
 PyObject *sf_find_in_run(PyObject *self, PyObject *args);
 PyObject *sf_members_in_runs(PyObject *self, PyObject *args);
-PyObject *sf_offered_hits(PyObject *self, PyObject *args);
 PyObject *sf_with_held(PyObject *self, PyObject *args);
 PyObject *sf_mark_run(PyObject *self, PyObject *args);
 PyObject *sf_mark_keys(PyObject *self, PyObject *args);

@@ -185,39 +185,79 @@ static Py_ssize_t run_queries(const uint64_t *queries, Py_ssize_t count, const i
     return taken;
 }
 
-/* members_in_runs(runs, queries, maybe, masks, first_live, limit, oldest, out_query, out_serial) -> count
- * Batch.members' search of every live run for a batch's queries (40-bit
- * keys, uint64): runs, a list of (stored, fence, bits, low, high, first,
- * plane) (Run.stored, Run.search_fence(), Run.low, Run.high or None,
- * Run.first, the run's plane bit in the run masks, 0 for a small run).
- * A small run is searched for the queries ``maybe`` indexes (int64, the key
- * filter's), a large one for those whose mask (masks, uint16 a query, or
- * None without large runs) has its plane. For each query a run holds, its
- * live entries' serials, at most the newest ``limit`` and the oldest
- * ``oldest``, each written with the query's index to out_query and
- * out_serial (int64, of one length), run after run. Returns how many it
- * wrote, or -1 when they ran out of room (all is then to be written again,
- * into larger ones): a caller sizes them by the hits it finds, not by the
- * most the runs could give. */
+/* by_query_newest_first, then _base.offered: of ``count`` hits (query
+ * index below ``queries``, serial; each once, in no order) writes to
+ * out_query and out_serial those sorted by query, each query's newest first,
+ * each query's first ``limit`` and last ``oldest`` of them; returns how many.
+ * start: ``queries`` + 1 zeros. A counting sort by query, then each query's
+ * few serials in place. */
+static Py_ssize_t offer(const int64_t *query_of, const int64_t *serial_of, Py_ssize_t count, Py_ssize_t queries,
+                        int64_t limit, int64_t oldest, int64_t *out_query, int64_t *out_serial, int64_t *start) {
+    Py_ssize_t kept = 0, from = 0;
+    for (Py_ssize_t i = 0; i < count; i++)
+        start[query_of[i] + 1]++;
+    for (Py_ssize_t q = 0; q < queries; q++)
+        start[q + 1] += start[q];
+    for (Py_ssize_t i = 0; i < count; i++) /* by query: start[q] is then where query q's hits end */
+        out_serial[start[query_of[i]]++] = serial_of[i];
+    for (Py_ssize_t q = 0; q < queries; q++) {
+        Py_ssize_t end = start[q], size = end - from;
+        int64_t *group = out_serial + from;
+        for (Py_ssize_t i = 1; i < size; i++) { /* newest first */
+            int64_t serial = group[i];
+            Py_ssize_t j = i;
+            for (; j > 0 && group[j - 1] < serial; j--)
+                group[j] = group[j - 1];
+            group[j] = serial;
+        }
+        for (Py_ssize_t i = 0; i < size; i++)
+            if (i < limit || size - 1 - i < oldest) {
+                out_query[kept] = q;
+                out_serial[kept++] = group[i]; /* kept <= from + i: never ahead of what it reads */
+            }
+        from = end;
+    }
+    return kept;
+}
+
+/* members_in_runs(runs, queries, maybe, masks, first_live, limit, oldest,
+ *                 found_query, found_serial, out_query, out_serial) -> count
+ * Batch.members: the search of every live run for a batch's queries (40-bit
+ * keys, uint64), and what each query offers of what they hold. runs, a list
+ * of (stored, fence, bits, low, high, first, plane) (Run.stored,
+ * Run.search_fence(), Run.low, Run.high or None, Run.first, the run's plane
+ * bit in the run masks, 0 for a small run). A small run is searched for the
+ * queries ``maybe`` indexes (int64, the key filter's), a large one for those
+ * whose mask (masks, uint16 a query, or None without large runs) has its
+ * plane. For each query a run holds, its live entries' serials, at most the
+ * newest ``limit`` and the oldest ``oldest``, with the query's index, go to
+ * found_query and found_serial, run after run; then those, by query, each
+ * query's newest first and cut to what it offers, to out_query and
+ * out_serial (all int64, of one length). Returns how many it offered, or -1
+ * when they ran out of room (all is then to be done again, into larger
+ * ones): a caller sizes them by the hits it finds, not by the most the runs
+ * could give. */
 PyObject *sf_members_in_runs(PyObject *self, PyObject *args) {
     PyObject *runs, *masks_object;
-    Py_buffer queries_view, maybe_view, masks_view = {0}, query_view, serial_view;
+    Py_buffer queries_view, maybe_view, masks_view = {0}, query_view, serial_view, out_query_view, out_serial_view;
     long long first_live;
     Py_ssize_t limit, oldest, written = 0;
-    if (!PyArg_ParseTuple(args, "O!y*y*OLnnw*w*", &PyList_Type, &runs, &queries_view, &maybe_view, &masks_object,
-                          &first_live, &limit, &oldest, &query_view, &serial_view))
+    if (!PyArg_ParseTuple(args, "O!y*y*OLnnw*w*w*w*", &PyList_Type, &runs, &queries_view, &maybe_view, &masks_object,
+                          &first_live, &limit, &oldest, &query_view, &serial_view, &out_query_view, &out_serial_view))
         return NULL;
     Py_ssize_t count = queries_view.len / 8, room = query_view.len / 8;
     int ok = masks_object == Py_None || PyObject_GetBuffer(masks_object, &masks_view, PyBUF_SIMPLE) == 0;
     int have_masks = ok && masks_object != Py_None;
     if (ok && !(limit >= 0 && oldest >= 0 && serial_view.len == query_view.len && maybe_view.len % 8 == 0 &&
+                out_query_view.len == query_view.len && out_serial_view.len == query_view.len &&
                 (!have_masks || masks_view.len == count * 2))) {
         PyErr_SetString(PyExc_ValueError, "bad members_in_runs buffers");
         ok = 0;
     }
-    int64_t *passed = NULL;
+    int64_t *passed = NULL, *start = NULL;
     uint64_t *searched = NULL;
-    if (ok && ((passed = PyMem_Malloc((count + 1) * 8)) == NULL || (searched = PyMem_Malloc((count + 1) * 8)) == NULL))
+    if (ok && ((passed = PyMem_Malloc((count + 1) * 8)) == NULL || (searched = PyMem_Malloc((count + 1) * 8)) == NULL ||
+               (start = PyMem_Calloc(count + 1, 8)) == NULL))
         ok = 0, PyErr_NoMemory();
     for (Py_ssize_t r = 0; ok && r < PyList_GET_SIZE(runs) && written >= 0; r++) {
         Py_buffer stored_view, fence_view, low_view, high_view = {0};
@@ -258,74 +298,20 @@ PyObject *sf_members_in_runs(PyObject *self, PyObject *args) {
         if (have_high)
             PyBuffer_Release(&high_view);
     }
+    Py_ssize_t kept = written;
+    if (ok && written > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        kept = offer((const int64_t *)query_view.buf, (const int64_t *)serial_view.buf, written, count, limit, oldest,
+                     (int64_t *)out_query_view.buf, (int64_t *)out_serial_view.buf, start);
+        Py_END_ALLOW_THREADS
+    }
     PyMem_Free(passed);
     PyMem_Free(searched);
+    PyMem_Free(start);
     if (have_masks)
         PyBuffer_Release(&masks_view);
     PyBuffer_Release(&queries_view);
     PyBuffer_Release(&maybe_view);
-    PyBuffer_Release(&query_view);
-    PyBuffer_Release(&serial_view);
-    return ok ? PyLong_FromSsize_t(written) : NULL;
-}
-
-/* offered_hits(query_of, serial_of, queries, limit, oldest, out_query, out_serial) -> count
- * by_query_newest_first, then _base.offered: of hits (int64 query index
- * below ``queries``, serial; each once, in no order) writes to out_query and
- * out_serial (int64, as long) those sorted by query, each query's newest
- * first, each query's first ``limit`` and last ``oldest`` of them. A counting
- * sort by query, then each query's few serials in place. */
-PyObject *sf_offered_hits(PyObject *self, PyObject *args) {
-    Py_buffer query_view, serial_view, out_query_view, out_serial_view;
-    Py_ssize_t queries, limit, oldest, kept = 0;
-    if (!PyArg_ParseTuple(args, "y*y*nnnw*w*", &query_view, &serial_view, &queries, &limit, &oldest, &out_query_view,
-                          &out_serial_view))
-        return NULL;
-    Py_ssize_t count = query_view.len / 8;
-    int64_t *start = NULL;
-    int ok = query_view.len % 8 == 0 && serial_view.len == query_view.len && out_query_view.len == query_view.len &&
-             out_serial_view.len == query_view.len && queries >= 0 && limit >= 0 && oldest >= 0;
-    if (!ok)
-        PyErr_SetString(PyExc_ValueError, "bad offered_hits buffers");
-    else if ((start = PyMem_Calloc(queries + 1, sizeof(int64_t))) == NULL)
-        ok = 0, PyErr_NoMemory();
-    const int64_t *query_of = (const int64_t *)query_view.buf, *serial_of = (const int64_t *)serial_view.buf;
-    for (Py_ssize_t i = 0; ok && i < count; i++) {
-        if (query_of[i] < 0 || query_of[i] >= queries) {
-            PyErr_SetString(PyExc_ValueError, "a hit of no query");
-            ok = 0;
-        } else {
-            start[query_of[i] + 1]++;
-        }
-    }
-    if (ok) {
-        int64_t *out_query = (int64_t *)out_query_view.buf, *out_serial = (int64_t *)out_serial_view.buf;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t q = 0; q < queries; q++)
-            start[q + 1] += start[q];
-        for (Py_ssize_t i = 0; i < count; i++) /* by query: start[q] is then where query q's hits end */
-            out_serial[start[query_of[i]]++] = serial_of[i];
-        Py_ssize_t from = 0;
-        for (Py_ssize_t q = 0; q < queries; q++) {
-            Py_ssize_t end = start[q], size = end - from;
-            int64_t *group = out_serial + from;
-            for (Py_ssize_t i = 1; i < size; i++) { /* newest first */
-                int64_t serial = group[i];
-                Py_ssize_t j = i;
-                for (; j > 0 && group[j - 1] < serial; j--)
-                    group[j] = group[j - 1];
-                group[j] = serial;
-            }
-            for (Py_ssize_t i = 0; i < size; i++)
-                if (i < limit || size - 1 - i < oldest) {
-                    out_query[kept] = q;
-                    out_serial[kept++] = group[i]; /* kept <= from + i: never ahead of what it reads */
-                }
-            from = end;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    PyMem_Free(start);
     PyBuffer_Release(&query_view);
     PyBuffer_Release(&serial_view);
     PyBuffer_Release(&out_query_view);

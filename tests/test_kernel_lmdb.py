@@ -171,20 +171,23 @@ def test_what_runs_offer_a_batch_is_what_numpy_finds(  # type: ignore[no-untyped
 def test_bad_member_searches_are_refused(kernel) -> None:  # type: ignore[no-untyped-def]
     run = _run_of(np.array([5, 5, 9], dtype=np.uint64))
     queries, passed = np.array([5], dtype=np.uint64), np.zeros(1, dtype=np.int64)
-    short = np.empty(1, dtype=np.int64)
-    # no room for the key's two entries: it says so, and writes nothing past the end
     runs = [(run.stored, run.fence, run.bits, run.low, run.high, run.first, 0)]
-    assert kernel.members_in_runs(runs, queries, passed, None, 0, 2, 2, short, short.copy()) == -1
-    room = np.empty(2, dtype=np.int64)
-    assert kernel.members_in_runs(runs, queries, passed, None, 0, 2, 2, room, room.copy()) == 2
+
+    def members(room: int, *, masks: object = None, runs: object = runs, short: int = 0) -> int:
+        found, offered = np.empty((2, room), dtype=np.int64), np.empty((2, room - short), dtype=np.int64)
+        return kernel.members_in_runs(runs, queries, passed, masks, 0, 2, 2, *found, *offered)  # type: ignore[no-any-return]
+
+    assert members(1) == -1  # no room for the key's two entries: it says so, and writes nothing past the end
+    assert members(2) == 2
     with pytest.raises(ValueError):  # outputs of two lengths
-        kernel.members_in_runs(runs, queries, passed, None, 0, 2, 2, room, short)
+        members(2, short=1)
     with pytest.raises(ValueError):  # masks of another length than the queries
-        kernel.members_in_runs(runs, queries, passed, np.zeros(2, dtype=np.uint16), 0, 2, 2, room, room.copy())
+        members(2, masks=np.zeros(2, dtype=np.uint16))
     with pytest.raises(ValueError):  # a fence of the wrong size for its bits
-        kernel.members_in_runs([(run.stored, run.fence[:3], *runs[0][2:])], queries, passed, None, 0, 2, 2, room, room)
-    with pytest.raises(ValueError):  # a hit of a query the batch does not have
-        kernel.offered_hits(np.array([3]), np.array([7]), 2, 8, 2, short, short.copy())
+        members(2, runs=[(run.stored, run.fence[:3], *runs[0][2:])])
+    # a key filter's pick of no query is no query: nothing is searched for it
+    nowhere = np.array([5, -1], dtype=np.int64)
+    assert kernel.members_in_runs(runs, queries, nowhere, None, 0, 2, 2, *np.empty((4, 2), dtype=np.int64)) == 0
 
 
 def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> int:

@@ -329,20 +329,15 @@ class Hits:
         maybe = np.ascontiguousarray(maybe, dtype=np.int64)
         masks = None if masks is None else np.ascontiguousarray(masks, dtype=np.uint16)
         while True:
-            at = kernel.members_in_runs(
-                runs, queries, maybe, masks, first_live, limit, OLDEST_PER_KEY, self._found[0], self._found[1]
-            )
-            if at >= 0:
-                break
+            found, offered = self._found, self._offered
+            kept = kernel.members_in_runs(
+                runs, queries, maybe, masks, first_live, limit, OLDEST_PER_KEY, *found, *offered
+            )  # fmt: skip
+            if kept >= 0:
+                return offered[0, :kept].copy(), offered[1, :kept].copy()
             # out of room: every run again, into twice as much
-            self._found = np.empty((2, 2 * self._found.shape[1]), dtype=np.int64)
-        if self._offered.shape[1] < at:
-            self._offered = np.empty((2, self._found.shape[1]), dtype=np.int64)
-        query_of, serial_of = self._offered[0, :at], self._offered[1, :at]
-        kept = kernel.offered_hits(
-            self._found[0, :at], self._found[1, :at], len(queries), limit, OLDEST_PER_KEY, query_of, serial_of
-        )  # fmt: skip
-        return query_of[:kept].copy(), serial_of[:kept].copy()
+            self._found = np.empty((2, 2 * found.shape[1]), dtype=np.int64)
+            self._offered = np.empty((2, 2 * found.shape[1]), dtype=np.int64)
 
 
 _FIRST_ROOM = 1 << 14
