@@ -303,6 +303,10 @@ class StreamFilter:
         A record that carries several (a response page) raises
         StreamFilterError before anything is judged or indexed; ``check_many``
         and ``judge`` take such records."""
+        return self._judged_one(record)[0]
+
+    def _judged_one(self, record: Any) -> Verdicts:
+        """``check``'s verdict, as the columns of a batch of one."""
         engine = self._require_engine()
         prepared = engine.prepare(self._numbered([record]))
         if len(prepared.entries) != 1:
@@ -310,7 +314,7 @@ class StreamFilter:
                 f"the record carries {len(prepared.entries)} posts (a response page?): nothing was indexed; "
                 "judge it with check_many([record]) or judge()"
             )
-        return engine.commit(prepared, grouped=True)[0]
+        return engine.commit(prepared, grouped=True)
 
     def flush(self) -> None:
         """Make every verdict given so far durable: commit the open group of
@@ -344,7 +348,8 @@ class StreamFilter:
 
         An invalid record is not novel: False, and its reason is logged as a
         warning, as ``filter`` does; ``check`` gives the verdict with it."""
-        verdict = self.check(record)
-        if verdict.kind is VerdictKind.INVALID:
-            logger.warning("record %d is invalid: %s", verdict.line, verdict.reason)
-        return verdict.is_novel
+        judged = self._judged_one(record)  # its kind read from the columns: no Verdict is built
+        kind = judged.kinds[0]
+        if kind is VerdictKind.INVALID:
+            logger.warning("record %d is invalid: %s", judged.lines[0], judged.reasons[0])
+        return kind is VerdictKind.NOVEL
