@@ -21,7 +21,7 @@ Writes STREAM (Twitter v1.1-shaped statuses) and LABELS (make_stream's form),
 in arrival order:
 
     python benchmarks/make_novel.py --posts 300000 --out benchmarks/out/novel.jsonl --labels benchmarks/out/novel-labels.jsonl
-    python benchmarks/make_novel.py --posts 300000 --campaigns 300 --copies 500 \\
+    python benchmarks/make_novel.py --posts 300000 --campaigns 40 --copies 3750 \\
         --out benchmarks/out/campaigns.jsonl --labels benchmarks/out/campaigns-labels.jsonl
 """
 

@@ -1,10 +1,12 @@
-/* The LMDB index's loops (stores/lmdb/_runs.py, _caches.py, _batch.py): the
- * search of one run for a batch's band keys, what the runs offer a batch,
- * and the marking of keys in the key filter's bits or the run masks' table.
- * Each computes what its numpy reference does, value for value
- * (tests/test_kernel_lmdb.py): Run._py_find, run_members_in_numpy
- * with by_query_newest_first and offered, and _Bits.add or
- * RunMasks.add_in_numpy of Run.prefixes. */
+/* The LMDB index's loops (stores/lmdb/_runs.py, _caches.py, _batch.py,
+ * _held.py): the search of one run for a batch's band keys, what the runs
+ * offer a batch, a group's held posts filed among them, and the marking of
+ * keys in the key filter's bits or the run masks' table. Each computes what
+ * its numpy or Python reference does, value for value
+ * (tests/test_kernel_lmdb.py): Run._py_find; run_members_in_numpy of each
+ * of searches_of, with by_query_newest_first and offered;
+ * HeldPosts._py_with_held; and _Bits.add or RunMasks.add_in_numpy of
+ * Run.prefixes. */
 #include "_kernel.h"
 
 #define PREFETCH_AHEAD 16

@@ -76,8 +76,8 @@ def test_a_run_stored_with_a_coarse_fence_is_searched_through_a_finer_one(kernel
 
 
 def test_the_hits_buffers_grow_to_what_a_batch_finds(kernel, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    # room for one hit at first: each run that finds more is searched again
-    # into buffers twice as long, keeping the hits of the runs before it
+    # room for one hit at first: while the runs find more than there is room
+    # for, they are all searched again, into buffers twice as long
     monkeypatch.setattr(_batch, "_FIRST_ROOM", 1)
     keys = np.repeat(np.arange(1, 51, dtype=np.uint64) * np.uint64(7919), 9)  # 50 keys, 9 entries each
     runs = [_run_of(keys), _run_of(keys[: 9 * 20])]
