@@ -165,9 +165,9 @@ static int search_run(const Searched *run, const Offsets *offsets, const uint64_
 }
 
 /* The queries a run is searched for (Batch.members): those of ``maybe``
- * (int64 indexes: a small run's, plane 0), or those whose mask has the
- * run's plane bit; their indexes into passed and the keys into searched.
- * Returns how many. */
+ * (int64 indexes: every small run's, plane 0, gathered once), or those
+ * whose mask has a large run's plane bit; their indexes into passed and
+ * the keys into searched. Returns how many. */
 static Py_ssize_t run_queries(const uint64_t *queries, Py_ssize_t count, const int64_t *maybe, Py_ssize_t maybes,
                               const uint16_t *masks, unsigned plane, int64_t *passed, uint64_t *searched) {
     Py_ssize_t taken = 0;
@@ -256,11 +256,19 @@ PyObject *sf_members_in_runs(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "bad members_in_runs buffers");
         ok = 0;
     }
-    int64_t *passed = NULL, *start = NULL;
-    uint64_t *searched = NULL;
-    if (ok && ((passed = PyMem_Malloc((count + 1) * 8)) == NULL || (searched = PyMem_Malloc((count + 1) * 8)) == NULL ||
-               (start = PyMem_Calloc(count + 1, 8)) == NULL))
+    /* passed, then searched, for the small runs (gathered once), then for a large run */
+    int64_t *scratch = NULL, *start = NULL;
+    if (ok && ((scratch = PyMem_Malloc(4 * (count + 1) * 8)) == NULL || (start = PyMem_Calloc(count + 1, 8)) == NULL))
         ok = 0, PyErr_NoMemory();
+    int64_t *small_passed = NULL, *large_passed = NULL;
+    uint64_t *small_searched = NULL, *large_searched = NULL;
+    Py_ssize_t small = 0;
+    if (ok) {
+        small_passed = scratch, small_searched = (uint64_t *)scratch + (count + 1);
+        large_passed = scratch + 2 * (count + 1), large_searched = (uint64_t *)scratch + 3 * (count + 1);
+        small = run_queries((const uint64_t *)queries_view.buf, count, (const int64_t *)maybe_view.buf,
+                            maybe_view.len / 8, NULL, 0, small_passed, small_searched);
+    }
     for (Py_ssize_t r = 0; ok && r < PyList_GET_SIZE(runs) && written >= 0; r++) {
         Py_buffer stored_view, fence_view, low_view, high_view = {0};
         PyObject *high_object;
@@ -286,10 +294,12 @@ PyObject *sf_members_in_runs(PyObject *self, PyObject *args) {
             Offsets offsets = {low_view.buf, have_high ? (const uint8_t *)high_view.buf : NULL, low_bytes, first};
             Searched run = {(const uint32_t *)stored_view.buf, (const uint32_t *)fence_view.buf, bits, entries};
             Py_BEGIN_ALLOW_THREADS
-            Py_ssize_t taken = run_queries((const uint64_t *)queries_view.buf, count, (const int64_t *)maybe_view.buf,
-                                           maybe_view.len / 8, have_masks ? (const uint16_t *)masks_view.buf : NULL,
-                                           plane, passed, searched);
-            if (search_run(&run, &offsets, searched, passed, taken, first_live, limit, oldest,
+            Py_ssize_t taken = plane == 0 ? small
+                                          : run_queries((const uint64_t *)queries_view.buf, count, NULL, 0,
+                                                        have_masks ? (const uint16_t *)masks_view.buf : NULL, plane,
+                                                        large_passed, large_searched);
+            if (search_run(&run, &offsets, plane == 0 ? small_searched : large_searched,
+                           plane == 0 ? small_passed : large_passed, taken, first_live, limit, oldest,
                            (int64_t *)query_view.buf, (int64_t *)serial_view.buf, room, &written) < 0)
                 written = -1;
             Py_END_ALLOW_THREADS
@@ -307,8 +317,7 @@ PyObject *sf_members_in_runs(PyObject *self, PyObject *args) {
                      (int64_t *)out_query_view.buf, (int64_t *)out_serial_view.buf, start);
         Py_END_ALLOW_THREADS
     }
-    PyMem_Free(passed);
-    PyMem_Free(searched);
+    PyMem_Free(scratch);
     PyMem_Free(start);
     if (have_masks)
         PyBuffer_Release(&masks_view);
