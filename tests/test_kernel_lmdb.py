@@ -185,9 +185,11 @@ def test_bad_member_searches_are_refused(kernel) -> None:  # type: ignore[no-unt
         members(2, masks=np.zeros(2, dtype=np.uint16))
     with pytest.raises(ValueError):  # a fence of the wrong size for its bits
         members(2, runs=[(run.stored, run.fence[:3], *runs[0][2:])])
-    # a key filter's pick of no query is no query: nothing is searched for it
-    nowhere = np.array([5, -1], dtype=np.int64)
-    assert kernel.members_in_runs(runs, queries, nowhere, None, 0, 2, 2, *np.empty((4, 2), dtype=np.int64)) == 0
+    # a key filter's pick of no query is no query: nothing is searched for
+    # it, though the memory beside the queries holds a key the run has
+    beside = np.full(8, 5, dtype=np.uint64)
+    one_query, picks = beside[1:2], np.array([5, -1, 0], dtype=np.int64)
+    assert kernel.members_in_runs(runs, one_query, picks, None, 0, 2, 2, *np.empty((4, 6), dtype=np.int64)) == 2
 
 
 def _filters_agree(runs: list[Run], taken: list[NewRun], tuning: LMDBTuning) -> int:
