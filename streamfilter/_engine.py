@@ -32,14 +32,15 @@ from ._judge import Judgement, judge_in, run_batch
 from ._lsh import PLATFORMS, id_keys, scoped_id, text_keys
 from ._normalize import normalize_fallback, words_and_cut
 from ._post import RetweetPolicy, VerdictKind
-from ._prepared import NO_SHINGLES, NO_WORDS, Columns, Entries, Entry, PreparedBatch
+from ._prepared import NO_SHINGLES, NO_WORDS, Entries, Entry, PreparedBatch
 from ._rules import CUT_OFF_EXACT_BELOW, CUT_OFF_MIN_WORDS
 from ._sketching import BatchSketcher
 from ._stats import StatsRecorder
 from ._timeline import Timeline
+from ._values import Matches, Sketches, offsets_of
 from ._verdicts import Verdicts
 from .adapters import NotAPost, RecordAdapter
-from .stores._base import BandStore, IndexSettings, Match
+from .stores._base import BandStore, IndexSettings
 
 __all__ = ["Engine", "PreparedBatch", "Sketcher"]
 
@@ -97,26 +98,17 @@ class Sketcher:
     # -- the two stages ----------------------------------------------------------
     def prepare(self, records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """Adapt and sketch a batch of (line number, record); no I/O."""
-        entries, columns = self._prepare(records)
-        return PreparedBatch(Entries.of(entries), columns.sketches())
+        entries, sketches = self._prepare(records)
+        return PreparedBatch(Entries.of(entries), sketches)
 
     def prepare_wire(self, records: Sequence[tuple[int, object]]) -> tuple[Any, ...]:
-        """``prepare`` as a worker process sends it back: rows of plain values
-        and the flat columns (``PreparedBatch.from_wire`` rebuilds the batch).
+        """``prepare`` as a worker process sends it back: the rows' columns
+        and the sketches' (``PreparedBatch.from_wire`` rebuilds the batch).
         Raw records are left out; the receiver has them."""
-        entries, columns = self._prepare(records)
-        return (
-            Entries.wire_of(entries),
-            columns.rows,
-            columns.key_counts,
-            columns.shingle_counts,
-            columns.word_counts,
-            columns.keys,
-            columns.shingles,
-            columns.words,
-        )
+        entries, sketches = self._prepare(records)
+        return (Entries.wire_of(entries), *sketches.columns())
 
-    def _prepare(self, records: Sequence[tuple[int, object]]) -> tuple[list[Entry], Columns]:
+    def _prepare(self, records: Sequence[tuple[int, object]]) -> tuple[list[Entry], Sketches]:
         # Two passes over the batch, the adapters' then the normaliser's, so
         # that each keeps its code and tables in the CPU's caches (cheaper than
         # one pass doing both for each post; docs/benchmarks.md).
@@ -141,7 +133,7 @@ class Sketcher:
                 continue
             to_sketch.append(entry)
             word_lists.append(words)
-        return entries, self._columns(to_sketch, word_lists)
+        return entries, self._sketches(to_sketch, word_lists)
 
     def _adapt(self, records: Sequence[tuple[int, object]]) -> tuple[list[Entry], list[Entry]]:
         """Every record's entries, in order, and those of them whose posts'
@@ -182,38 +174,47 @@ class Sketcher:
                 to_word.append(entry)
         return entries, to_word
 
-    def _columns(self, to_sketch: list[Entry], word_lists: list[list[str]]) -> Columns:
+    def _sketches(self, to_sketch: list[Entry], word_lists: list[list[str]]) -> Sketches:
         """The sketches of ``to_sketch`` (``word_lists`` holds the words of those
         that are not references), in that order, as columns."""
         now = time.time()
         seed = self.config.seed
         assert seed is not None
-        rows: list[tuple[str, float, bool, str | None, bool]] = []
+        post_ids: list[str] = []
+        timestamps: list[float] = []
+        refers_to: list[str | None] = []
         for index, entry in enumerate(to_sketch):
             post = entry.post
             assert post is not None
             entry.sketch_index = index
-            post_id = post.id if post.id is not None else f"line:{entry.line}"
-            timestamp = post.timestamp if post.timestamp is not None else now
-            rows.append(
-                (post_id, timestamp, post.id is None, post.retweet_of if entry.reference else None, entry.cut_off)
-            )
+            post_ids.append(post.id if post.id is not None else f"line:{entry.line}")
+            timestamps.append(post.timestamp if post.timestamp is not None else now)
+            refers_to.append(post.retweet_of if entry.reference else None)
+        if not to_sketch:
+            return Sketches.empty()
+        made_up_id = np.fromiter((entry.post is not None and entry.post.id is None for entry in to_sketch), np.bool_)
+        cut_off = np.fromiter((entry.cut_off for entry in to_sketch), np.bool_)
+        rows = (post_ids, np.array(timestamps, dtype=np.float64), made_up_id, cut_off, refers_to)
         if word_lists:
             # every post is filed under its words in order, and under its id,
             # for reposts that carry no text
             text_ids = [
-                scoped_id(entry.post.platform, row[0])
-                for row, entry in zip(rows, to_sketch, strict=True)
+                scoped_id(entry.post.platform, post_id)
+                for post_id, entry in zip(post_ids, to_sketch, strict=True)
                 if not entry.reference and entry.post is not None
             ]
             shingles, keys = self._sketcher.sketch_posts(word_lists, text_ids, TEXT_KEY_FIRSTS)
-            shingle_counts = _counts(shingles.offsets)
-            word_counts = _counts(shingles.word_offsets)
-        if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are
-            if not word_lists:
-                return Columns([], [], [], [], NO_SHINGLES, NO_SHINGLES, NO_WORDS)
-            key_counts = [keys.shape[1]] * len(rows)
-            return Columns(rows, key_counts, shingle_counts, word_counts, keys.ravel(), shingles.hashes, shingles.words)
+            if len(word_lists) == len(to_sketch):  # no references: the batch's arrays as they are
+                key_ends = np.arange(0, keys.size + 1, keys.shape[1], dtype=np.int64)
+                return Sketches(
+                    *rows,
+                    key_ends,
+                    keys.ravel(),
+                    shingles.offsets,
+                    shingles.hashes,
+                    shingles.word_offsets,
+                    shingles.words,
+                )
         # Reposts without text among them: their one key is their reposted
         # post's id key, and they have no shingles and no words.
         referenced = [
@@ -237,24 +238,15 @@ class Sketcher:
                 shingle_parts.append(shingles[text_index])
                 word_parts.append(shingles.words_of(text_index))
                 text_index += 1
-        return Columns(
-            rows,
-            [len(part) for part in key_parts],
-            [len(part) for part in shingle_parts],
-            [len(part) for part in word_parts],
+        return Sketches(
+            *rows,
+            offsets_of(map(len, key_parts)),
             np.concatenate(key_parts),
+            offsets_of(map(len, shingle_parts)),
             np.concatenate(shingle_parts),
+            offsets_of(map(len, word_parts)),
             np.concatenate(word_parts),
         )
-
-
-def _counts(offsets: npt.NDArray[np.int64]) -> list[int]:
-    """How many values each post has, from its offsets (``np.diff``; in
-    Python for the few posts of the sync API's calls, where it is cheaper)."""
-    if len(offsets) > 16:
-        return np.diff(offsets).tolist()  # type: ignore[no-any-return]
-    ends = offsets.tolist()
-    return [end - start for start, end in zip(ends, ends[1:], strict=False)]
 
 
 def _unreadable(line: int, exc: Exception) -> str:
@@ -370,7 +362,7 @@ class Engine:
     ) -> Verdicts:
         built: list[Verdicts] = []
 
-        def verdicts_out(matches: list[Match | None]) -> None:
+        def verdicts_out(matches: Matches) -> None:
             verdicts = self._verdicts(batch, matches)
             if deliver is not None:
                 deliver(verdicts)
@@ -455,10 +447,15 @@ class Engine:
         """Place each post of the batch in event time (``_timeline.Timeline``)."""
         entries = batch.entries
         judged = [at for at, kind in enumerate(entries.kinds) if kind is None]
-        sketches = [batch.sketches[entries.sketch_index[at]] for at in judged]
-        self._timeline.place(entries, judged, sketches, where)
+        rows = [entries.sketch_index[at] for at in judged]
+        timestamps = batch.sketches.timestamps
+        in_order = rows == list(range(len(rows)))  # as the sketcher numbers them
+        times = timestamps[: len(rows)] if in_order else timestamps[rows]
+        self._timeline.place(entries, judged, times, where)
+        if not in_order:
+            timestamps[rows] = times
 
-    def _verdicts(self, batch: PreparedBatch, matches: Sequence[Match | None]) -> Verdicts:
+    def _verdicts(self, batch: PreparedBatch, matches: Matches) -> Verdicts:
         """The batch's verdicts: its rows decided without the store as they
         were, the rest by their matches."""
         entries = batch.entries
@@ -477,14 +474,14 @@ class Engine:
                     if record_id is not None:
                         record_ids[at] = record_id
                 continue
-            match = matches[index]
-            if match is None:
+            original = matches.duplicate_of[index]
+            if original is None:
                 kinds[at] = VerdictKind.NOVEL
                 reasons[at] = REASON_REPOST_UNSEEN if reference else None
             else:
                 kinds[at] = VerdictKind.DUPLICATE
                 reasons[at] = REASON_REPOST_SEEN if reference else None
-                duplicate_of[at], similarity[at] = match.duplicate_of, match.similarity
+                duplicate_of[at], similarity[at] = original, matches.similarity[index]
         return Verdicts(entries, kinds, reasons, duplicate_of, similarity, record_ids)
 
     def judge(self, records: Sequence[tuple[int, object]]) -> Verdicts:

@@ -37,7 +37,7 @@ from . import _rules
 from ._compiled import chosen, kernel
 from ._exceptions import StoreError
 from ._rules import OLDEST_PER_KEY
-from ._values import CachedPost, Judgement, Match, Sketch
+from ._values import CachedPost, Judgement, Match, Matches, Sketch, Sketches, recorded_post
 from .stores._base import BandStore, IndexSettings, IndexTransaction, RetryBatch, is_same_post
 
 __all__ = ["Judgement", "TransactionalStore", "judge_batch", "judge_in", "run_batch"]
@@ -246,22 +246,17 @@ class _Lookup(NamedTuple):
     queries: int
 
 
-def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings) -> Judgement:
+def judge_batch(txn: IndexTransaction, sketches: Sketches, settings: IndexSettings) -> Judgement:
     """Judge ``sketches`` in order against ``txn``'s index and each other (see the module docstring)."""
     count = len(sketches)
     if count == 0:
-        return Judgement([], txn.clock, first_serial=txn.next_serial)
-    if count == 1:  # the sync API's one-record calls
-        every = txn.index_keys(sketches[0].band_keys)
-        owner = np.zeros(len(every), dtype=np.int64)
-    else:
-        lengths = np.fromiter((len(sketch.band_keys) for sketch in sketches), dtype=np.int64, count=count)
-        every = txn.index_keys(np.concatenate([sketch.band_keys for sketch in sketches]))
-        owner = np.repeat(np.arange(count), lengths)
+        return Judgement(Matches(), txn.clock, first_serial=txn.next_serial)
+    every = txn.index_keys(sketches.keys)
+    owner = np.zeros(len(every), dtype=np.int64) if count == 1 else sketches.owners()
     queries, inverse = _distinct(every)
     hits = txn.members(queries)
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
-    judgement = Judgement([], txn.clock, first_serial=txn.next_serial)
+    judgement = Judgement(Matches(), txn.clock, first_serial=txn.next_serial)
     limit = settings.max_candidates_per_band
     if len(hits[0]) >= limit + OLDEST_PER_KEY:  # fewer fill no bucket
         judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= limit + OLDEST_PER_KEY))
@@ -269,25 +264,23 @@ def judge_batch(txn: IndexTransaction, sketches: Sequence[Sketch], settings: Ind
     return judgement
 
 
-_BUILT_TYPES = (CachedPost, Match)  # the types the compiled judge builds
-
-
 def _c_judge_candidates(
-    txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings, judgement: Judgement, lookup: _Lookup
+    txn: IndexTransaction, sketches: Sketches, settings: IndexSettings, judgement: Judgement, lookup: _Lookup
 ) -> None:
     """``_py_judge_candidates``, in C: the kernel's Ranker ranks, and judges the batch as that loop does."""
     arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*lookup.hits, lookup.inverse, lookup.owner)]
     limit = settings.max_candidates_per_band
     ranker = kernel.Ranker(*arrays, lookup.queries, len(sketches), limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
     (
-        judgement.matches,
+        judgement.matches.duplicate_of,
+        judgement.matches.similarity,
         judgement.matched,
         judgement.recorded,
         judgement.posts,
         judgement.clock,
         judgement.capped,
     ) = ranker.judge(
-        list(sketches),
+        sketches.columns(),
         txn.post,
         judgement.first_serial,
         judgement.clock,
@@ -295,15 +288,14 @@ def _c_judge_candidates(
         settings.jaccard_threshold,
         settings.shingle_size,
         _rules._KERNEL_RULES,
-        _BUILT_TYPES,
-        is_same_post if txn.replays_seen else None,
+        txn.replays_seen,
         getattr(txn, "recent_posts", None),
         getattr(txn, "record_reader", None),
     )
 
 
 def _py_judge_candidates(
-    txn: IndexTransaction, sketches: Sequence[Sketch], settings: IndexSettings, judgement: Judgement, lookup: _Lookup
+    txn: IndexTransaction, sketches: Sketches, settings: IndexSettings, judgement: Judgement, lookup: _Lookup
 ) -> None:
     """Rank each sketch's candidates (``lookup``) and verify them in order,
     into ``judgement``, recording the novel."""
@@ -319,7 +311,8 @@ def _py_judge_candidates(
         fetch = txn.post
         return [found if (found := own_posts.get(serial)) is not None else fetch(serial) for serial in serials]
 
-    for index, sketch in enumerate(sketches):
+    for index in range(len(sketches)):
+        sketch = sketches[index]
         clock = max(clock, sketch.timestamp)
         after = _rules.horizon(clock, settings.ttl_seconds)
         serials = ranking.candidates(index, bool(judgement.recorded))
@@ -329,7 +322,7 @@ def _py_judge_candidates(
             newest = sorted(serials or (), reverse=True)
             found = _rules.referenced(zip(newest, posts(newest), strict=True), sketch.refers_to, after)
         elif serials is not None:
-            own = CachedPost.of(sketch)
+            own = recorded_post(sketch)
             ranked = serials[: _rules.MAX_VERIFIED]
             judgement.capped += len(serials) > _rules.MAX_VERIFIED
             candidates = posts(ranked)
@@ -346,7 +339,7 @@ def _py_judge_candidates(
         if sketch.refers_to is not None:  # a reference is never recorded
             continue
         serial = judgement.first_serial + len(judgement.recorded)
-        own_posts[serial] = own if own is not None else CachedPost.of(sketch)
+        own_posts[serial] = own if own is not None else recorded_post(sketch)
         ranking.file(index, serial)
         judgement.recorded.append(index)
         judgement.posts.append(own_posts[serial])
@@ -374,9 +367,9 @@ def run_batch(
     sketches: Sequence[Sketch],
     *,
     progress: Mapping[str, int | str] | None = None,
-    deliver: Callable[[list[Match | None]], None] | None = None,
+    deliver: Callable[[Matches], None] | None = None,
     judged: Callable[[Judgement], None] | None = None,
-) -> list[Match | None]:
+) -> Matches:
     """Judge a batch in one index transaction and commit it with ``progress``;
     ``judged`` gets the Judgement of the attempt that committed.
 
@@ -389,8 +382,9 @@ def run_batch(
     """
     if not sketches and not progress:  # nothing to judge or record
         if deliver is not None:
-            deliver([])
-        return []
+            deliver(Matches())
+        return Matches()
+    sketches = Sketches.of(sketches)
     for _ in range(_MAX_ATTEMPTS):
         txn = store.begin()
         try:
@@ -415,8 +409,8 @@ def run_batch(
 
 def judge_in(
     txn: IndexTransaction,
-    sketches: Sequence[Sketch],
-    deliver: Callable[[list[Match | None]], None],
+    sketches: Sketches,
+    deliver: Callable[[Matches], None],
     judged: Callable[[Judgement], None],
 ) -> None:
     """``run_batch``'s steps in a transaction that stays open: judge, record,
@@ -439,8 +433,8 @@ class TransactionalStore:
         sketches: Sequence[Sketch],
         *,
         progress: Mapping[str, int | str] | None = None,
-        deliver: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
+        deliver: Callable[[Matches], None] | None = None,
+    ) -> Matches:
         """Judge the sketches in order, in one transaction, and commit
         (``_judge.run_batch``, which says what ``deliver`` is for).
 

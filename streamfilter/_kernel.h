@@ -115,22 +115,21 @@ int sf_newest_first(const void *a, const void *b);
 /* Ranker.judge (_kernel_judge_loop.c): the batch judge's loop. */
 PyObject *sf_ranker_judge(Ranker *self, PyObject *args);
 
-/* The attribute names the kernel reads of sketches and posts (_kernel_judge_loop.c),
+/* The attribute names the kernel reads of posts (_kernel_judge_loop.c),
  * interned once by sf_intern_names when the module is set up. */
-extern PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off,
-    *sf_name_post_id, *sf_name_packed;
+extern PyObject *sf_name_timestamp, *sf_name_words, *sf_name_post_id, *sf_name_packed;
 /* 0, or -1 with an error set. */
 int sf_intern_names(void);
 
 /* Adds the Ranker type to the module; 0, or -1 with an error set. */
 int sf_add_ranker(PyObject *module);
 
-/* CachedPost (_kernel_rules.c): type(sketch.timestamp, sketch.post_id, its
- * words as bytes of uint32), with timestamp already read; a new reference,
- * or NULL with an error set. */
-PyObject *sf_post_of(PyObject *type, PyObject *sketch, PyObject *timestamp);
-/* Keeps a recorded CachedPost's verification set with it, from its sketch's; 0, or -1 with an error set. */
-int sf_keep_set(PyObject *post, PyObject *sketch);
+/* A new CachedPost (_kernel_rules.c) of a sketch's time, id and ``count``
+ * word hashes, or NULL with an error set. */
+PyObject *sf_new_post(double timestamp, PyObject *post_id, const uint32_t *words, Py_ssize_t count);
+/* Keeps a recorded CachedPost's verification set with it, from its sketch's
+ * ``size`` values; 0, or -1 with an error set. */
+int sf_keep_set(PyObject *post, const uint64_t *set, Py_ssize_t size);
 /* Adds the CachedPost type to the module; 0, or -1 with an error set. */
 int sf_add_cached_post(PyObject *module);
 

@@ -1,24 +1,25 @@
 /* The batch judge's loop, compiled: Ranker.judge, which _judge.judge_batch
- * calls where the kernel is built in place of its Python loop.
+ * calls where the kernel is built in place of its Python loop
+ * (_judge._py_judge_candidates).
  *
- * For each sketch of the batch in order, as the loop does: move the clock,
- * take the Ranker's candidates, fetch them (the batch's own recorded posts,
- * else the transaction's post()), verify them (best_match, _kernel_rules.c)
- * or, for a reference, find the post it refers to (_rules.referenced), and
- * record a novel sketch so the later ones see it. Python objects are built
- * where the loop builds them (CachedPost, Match), by calling their types,
- * so the Judgement is the same object for object. tests/test_kernel.py and
- * tests/stores/test_differential.py hold the two loops to it.
+ * It reads the batch's sketches as their columns (_values.Sketches): lists
+ * of ids and of reposted ids, and buffers of times, flags, offsets, shingles
+ * and word hashes. For each sketch in order, as the loop does: move the
+ * clock, take the Ranker's candidates, fetch them (the batch's own recorded
+ * posts, else the transaction's post()), verify them (best_match,
+ * _kernel_rules.c) or, for a reference, find the post it refers to
+ * (_rules.referenced), and record a novel sketch so the later ones see it,
+ * as a CachedPost (the kernel's own type). The matches come back as columns
+ * (_values.Matches). tests/test_kernel.py and tests/stores/test_differential.py
+ * hold the two loops to the same Judgement.
  */
 #include "_kernel.h"
 
-PyObject *sf_name_timestamp, *sf_name_refers_to, *sf_name_words, *sf_name_shingles, *sf_name_cut_off, *sf_name_post_id,
-    *sf_name_packed;
+PyObject *sf_name_timestamp, *sf_name_words, *sf_name_post_id, *sf_name_packed;
 
 int sf_intern_names(void) {
-    const char *names[] = {"timestamp", "refers_to", "words", "shingles", "cut_off", "post_id", "packed"};
-    PyObject **slots[] = {&sf_name_timestamp, &sf_name_refers_to, &sf_name_words,  &sf_name_shingles,
-                          &sf_name_cut_off,   &sf_name_post_id,   &sf_name_packed};
+    const char *names[] = {"timestamp", "words", "post_id", "packed"};
+    PyObject **slots[] = {&sf_name_timestamp, &sf_name_words, &sf_name_post_id, &sf_name_packed};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return -1;
@@ -30,9 +31,15 @@ typedef struct {
     PyObject *fetch, *posts; /* txn.post; Judgement.posts */
     PyObject *recent;        /* txn.recent_posts: a RecentPosts, or None */
     PyObject *get, *db;      /* txn.record_reader: an LMDB get(key, default, db) and its posts table, or NULL */
-    PyObject *cached_post;   /* the CachedPost type */
     long long first_serial;
 } Known;
+
+/* The batch's sketches, as the columns of _values.Sketches. */
+typedef struct {
+    PyObject *post_ids, *refers_to; /* lists of str, and of str or None */
+    Py_buffer times, made_up, cut_off, shingle_ends, shingles, word_ends, words;
+    Py_ssize_t count;
+} Columns;
 
 /* A record's id (_records.decode_record) at *at, which it moves past: a new
  * str, or NULL (no error set) for one the kernel leaves to Python: a Bluesky
@@ -98,12 +105,7 @@ static PyObject *read_post(const Known *known, int64_t serial) {
     if (id != NULL && (view.len - at) % 4 == 0) {
         double timestamp;
         memcpy(&timestamp, view.buf, 8); /* little-endian, as the kernel is only built where doubles are */
-        PyObject *words = PyBytes_FromStringAndSize((const char *)view.buf + at, view.len - at);
-        PyObject *when = PyFloat_FromDouble(timestamp);
-        if (words != NULL && when != NULL)
-            post = PyObject_CallFunctionObjArgs(known->cached_post, when, id, words, NULL);
-        Py_XDECREF(words);
-        Py_XDECREF(when);
+        post = sf_new_post(timestamp, id, (const uint32_t *)((const char *)view.buf + at), (view.len - at) / 4);
         if (post != NULL)
             sf_keep_recent(known->recent, serial, post);
         else
@@ -189,151 +191,191 @@ static int referred(const Known *known, const Shared *ranked, Py_ssize_t n, PyOb
     return found;
 }
 
-/* The candidates of a sketch with text, fetched: a new list, or NULL with an
- * error set. With same_post (a shared index: is_same_post), a candidate that
+/* Whether a candidate is the sketch itself, recorded by an earlier attempt
+ * at its batch (_base.is_same_post): its id, and its time where the id was
+ * made up. 1, 0, or -1 with an error set. */
+static int is_itself(PyObject *post, const Columns *batch, Py_ssize_t i) {
+    PyObject *post_id = PyObject_GetAttr(post, sf_name_post_id);
+    if (post_id == NULL)
+        return -1;
+    int same = PyObject_RichCompareBool(post_id, PyList_GET_ITEM(batch->post_ids, i), Py_EQ);
+    Py_DECREF(post_id);
+    if (same <= 0 || !((const unsigned char *)batch->made_up.buf)[i])
+        return same;
+    PyObject *timestamp = PyObject_GetAttr(post, sf_name_timestamp);
+    if (timestamp == NULL)
+        return -1;
+    double when = PyFloat_AsDouble(timestamp);
+    Py_DECREF(timestamp);
+    if (when == -1.0 && PyErr_Occurred())
+        return -1;
+    return when == ((const double *)batch->times.buf)[i];
+}
+
+/* The candidates of sketch i, with text, fetched: a new list, or NULL with
+ * an error set. Where replays are seen (a shared index), a candidate that
  * is the sketch itself, recorded by an earlier attempt, is None. */
-static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n, PyObject *sketch,
-                         PyObject *same_post) {
+static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
+                         int replays_seen) {
     PyObject *posts = PyList_New(n);
     /* A flood's candidates are scattered through the recent posts: their
      * slots are asked of the memory at once, not one miss after another. */
-    for (Py_ssize_t i = 0; known->recent != Py_None && i < n; i++)
-        sf_recent_prefetch(known->recent, ranked[i].serial);
-    for (Py_ssize_t i = 0; posts != NULL && i < n; i++) {
-        PyObject *post = post_of(known, ranked[i].serial);
-        if (post != NULL && post != Py_None && same_post != Py_None) {
-            PyObject *post_id = PyObject_GetAttr(post, sf_name_post_id);
-            PyObject *timestamp = post_id == NULL ? NULL : PyObject_GetAttr(post, sf_name_timestamp);
-            PyObject *itself =
-                timestamp == NULL ? NULL : PyObject_CallFunctionObjArgs(same_post, sketch, post_id, timestamp, NULL);
-            int same = itself == NULL ? -1 : PyObject_IsTrue(itself);
-            Py_XDECREF(post_id);
-            Py_XDECREF(timestamp);
-            Py_XDECREF(itself);
+    for (Py_ssize_t at = 0; known->recent != Py_None && at < n; at++)
+        sf_recent_prefetch(known->recent, ranked[at].serial);
+    for (Py_ssize_t at = 0; posts != NULL && at < n; at++) {
+        PyObject *post = post_of(known, ranked[at].serial);
+        if (post != NULL && post != Py_None && replays_seen) {
+            int same = is_itself(post, batch, i);
             if (same != 0)
                 Py_SETREF(post, same < 0 ? NULL : Py_NewRef(Py_None));
         }
         if (post == NULL)
             Py_CLEAR(posts);
         else
-            PyList_SET_ITEM(posts, i, post);
+            PyList_SET_ITEM(posts, at, post);
     }
     return posts;
 }
 
-/* The match of a sketch with text among its candidates (best_match): 1 with
- * *match and *serial set, 0 for none, or -1 with an error set. */
-static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, PyObject *sketch, PyObject *own,
-                      PyObject *same_post, Judged *judged, const Rules *rules, double after, PyObject *match_type,
-                      PyObject **match, int64_t *serial) {
-    PyObject *posts = fetched(known, ranked, n, sketch, same_post), *shingles = NULL, *cut_off = NULL,
-             *words = NULL;
-    Py_buffer set = {0};
-    int found = -1, have_set = 0;
+/* The match of sketch i, with text, among its candidates (best_match): 1
+ * with *original (a new reference to the post's id), *similarity and
+ * *serial set, 0 for none, or -1 with an error set. */
+static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
+                      int replays_seen, Judged *judged, const Rules *rules, double after, PyObject **original,
+                      double *similarity, int64_t *serial) {
+    PyObject *posts = fetched(known, ranked, n, batch, i, replays_seen);
+    if (posts == NULL)
+        return -1;
+    const int64_t *word_ends = batch->word_ends.buf, *shingle_ends = batch->shingle_ends.buf;
+    judged->words = (const uint32_t *)batch->words.buf + word_ends[i];
+    judged->count = word_ends[i + 1] - word_ends[i];
+    judged->set = (const uint64_t *)batch->shingles.buf + shingle_ends[i];
+    judged->set_size = shingle_ends[i + 1] - shingle_ends[i];
+    judged->cut_off = ((const unsigned char *)batch->cut_off.buf)[i] != 0;
     Py_ssize_t index;
-    double similarity;
-    if (posts == NULL || (words = PyObject_GetAttr(own, sf_name_words)) == NULL ||
-        (shingles = PyObject_GetAttr(sketch, sf_name_shingles)) == NULL ||
-        (cut_off = PyObject_GetAttr(sketch, sf_name_cut_off)) == NULL)
-        goto done;
-    if (!PyBytes_Check(words) || PyBytes_GET_SIZE(words) % 4) {
-        PyErr_SetString(PyExc_TypeError, "a post's words are not bytes of uint32 values");
-        goto done;
-    }
-    if (PyObject_GetBuffer(shingles, &set, PyBUF_SIMPLE) < 0)
-        goto done;
-    have_set = 1;
-    if (set.len % 8) {
-        PyErr_SetString(PyExc_ValueError, "a sketch's verification set is not of uint64 values");
-        goto done;
-    }
-    if ((judged->cut_off = PyObject_IsTrue(cut_off)) < 0)
-        goto done;
-    judged->words = (const uint32_t *)PyBytes_AS_STRING(words);
-    judged->count = PyBytes_GET_SIZE(words) / 4;
-    judged->set = set.buf;
-    judged->set_size = set.len / 8;
-    if (sf_best_of(posts, judged, rules, after, &index, &similarity) < 0)
-        goto done;
-    found = 0;
-    if (index >= 0) {
-        PyObject *post_id = PyObject_GetAttr(PyList_GET_ITEM(posts, index), sf_name_post_id);
-        *match = post_id == NULL ? NULL : PyObject_CallFunction(match_type, "Od", post_id, similarity);
-        Py_XDECREF(post_id);
+    int found = sf_best_of(posts, judged, rules, after, &index, similarity) < 0 ? -1 : 0;
+    if (found == 0 && index >= 0) {
+        *original = PyObject_GetAttr(PyList_GET_ITEM(posts, index), sf_name_post_id);
         *serial = ranked[index].serial;
-        found = *match == NULL ? -1 : 1;
+        found = *original == NULL ? -1 : 1;
     }
-done:
-    if (have_set)
-        PyBuffer_Release(&set);
-    Py_XDECREF(posts);
-    Py_XDECREF(words);
-    Py_XDECREF(shingles);
-    Py_XDECREF(cut_off);
+    Py_DECREF(posts);
     return found;
 }
 
-/* judge(sketches, fetch, first_serial, clock, ttl, threshold, shingle_size, rules, types, same_post, recent,
- *       reader) -> (matches, matched, recorded, posts, clock, capped)
+/* Sketch i as the post it is recorded as: a new CachedPost, or NULL with an error set. */
+static PyObject *own_post(const Columns *batch, Py_ssize_t i) {
+    const int64_t *word_ends = batch->word_ends.buf;
+    return sf_new_post(((const double *)batch->times.buf)[i], PyList_GET_ITEM(batch->post_ids, i),
+                       (const uint32_t *)batch->words.buf + word_ends[i], word_ends[i + 1] - word_ends[i]);
+}
+
+/* Whether the columns are a batch of ``count`` sketches whose offsets stay
+ * within their values: 1, or 0 with an error set. */
+static int well_formed(const Columns *batch, Py_ssize_t count) {
+    Py_ssize_t ends = (count + 1) * (Py_ssize_t)sizeof(int64_t);
+    if (PyList_GET_SIZE(batch->post_ids) != count || PyList_GET_SIZE(batch->refers_to) != count ||
+        batch->times.len != count * (Py_ssize_t)sizeof(double) || batch->made_up.len != count ||
+        batch->cut_off.len != count || batch->shingle_ends.len != ends || batch->word_ends.len != ends ||
+        batch->shingles.len % 8 || batch->words.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "the sketches' columns are not of one batch of the Ranker's size");
+        return 0;
+    }
+    const Py_buffer *offsets[] = {&batch->shingle_ends, &batch->word_ends};
+    const Py_ssize_t sizes[] = {batch->shingles.len / 8, batch->words.len / 4};
+    for (int c = 0; c < 2; c++) {
+        const int64_t *end = offsets[c]->buf;
+        for (Py_ssize_t i = 0; i < count; i++)
+            if (end[0] < 0 || end[i] > end[i + 1] || end[i + 1] > sizes[c]) {
+                PyErr_SetString(PyExc_ValueError, "a sketch's offsets lie outside its batch's values");
+                return 0;
+            }
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (!PyUnicode_Check(PyList_GET_ITEM(batch->post_ids, i))) {
+            PyErr_SetString(PyExc_TypeError, "a sketch's post id is not a str");
+            return 0;
+        }
+    return 1;
+}
+
+/* Appends one row to the matches' columns: 0, or -1 with an error set. */
+static int add_match(PyObject *duplicate_of, PyObject *similarities, PyObject *original, double similarity) {
+    if (original == NULL)
+        return PyList_Append(duplicate_of, Py_None) < 0 || PyList_Append(similarities, Py_None) < 0 ? -1 : 0;
+    PyObject *value = PyFloat_FromDouble(similarity);
+    int failed = value == NULL || PyList_Append(duplicate_of, original) < 0 || PyList_Append(similarities, value) < 0;
+    Py_XDECREF(value);
+    return failed ? -1 : 0;
+}
+
+/* judge(columns, fetch, first_serial, clock, ttl, threshold, shingle_size, rules, replays_seen, recent, reader)
+ *   -> (duplicate_of, similarity, matched, recorded, posts, clock, capped)
  * _judge.judge_batch's loop over the whole batch, exactly, for a Ranker not
- * used before: sketches, a list of Sketch; fetch, the transaction's post();
- * types, (CachedPost, Match); same_post, is_same_post for a shared index, or
- * None; recent, the posts fetch finds without a read (a RecentPosts), or
- * None; reader, (get, db) where the kernel may
- * read a post's record itself (LMDB's get and the posts table), or None. The
- * answer is the Judgement's fields. */
+ * used before: columns, Sketches.columns(); fetch, the transaction's post();
+ * replays_seen, whether a candidate may be the sketch itself (a shared index:
+ * is_same_post); recent, the posts fetch finds without a read (a
+ * RecentPosts), or None; reader, (get, db) where the kernel may read a post's
+ * record itself (LMDB's get and the posts table), or None. The answer is the
+ * Judgement's fields, its matches as their two columns. */
 PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
-    PyObject *sketches, *cached_post, *match_type, *same_post, *result = NULL;
+    PyObject *key_ends, *keys, *result = NULL, *reader;
     Known known;
+    Columns batch;
     double clock, ttl;
     Judged judged;
     Rules rules;
+    int replays_seen, held = 0;
     Py_ssize_t capped = 0; /* sketches with more candidates than are verified */
-    PyObject *reader;
-    if (!PyArg_ParseTuple(args, "O!OLdddi(ndnnld)(OO)OOO", &PyList_Type, &sketches, &known.fetch, &known.first_serial,
-                          &clock, &ttl, &judged.threshold, &judged.shingle_size, &rules.cut_off_min_words,
-                          &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
-                          &rules.edit_min_jaccard, &cached_post, &match_type, &same_post, &known.recent, &reader))
+    if (!PyArg_ParseTuple(args, "(O!y*y*y*O!OOy*y*y*y*)OLdddi(ndnnld)pOO", &PyList_Type, &batch.post_ids, &batch.times,
+                          &batch.made_up, &batch.cut_off, &PyList_Type, &batch.refers_to, &key_ends, &keys,
+                          &batch.shingle_ends, &batch.shingles, &batch.word_ends, &batch.words, &known.fetch,
+                          &known.first_serial, &clock, &ttl, &judged.threshold, &judged.shingle_size,
+                          &rules.cut_off_min_words, &rules.cut_off_min_similarity, &rules.cut_off_exact_below,
+                          &rules.edit_min_words, &rules.edit_max_edits, &rules.edit_min_jaccard, &replays_seen,
+                          &known.recent, &reader))
         return NULL;
+    Py_buffer *views[] = {&batch.times,     &batch.made_up,   &batch.cut_off, &batch.shingle_ends,
+                          &batch.shingles,  &batch.word_ends, &batch.words};
+    PyObject *duplicate_of = NULL, *similarities = NULL, *matched = NULL, *recorded = NULL;
+    known.posts = NULL;
+    known.get = known.db = NULL;
     if (known.recent != Py_None && !Py_IS_TYPE(known.recent, &RecentPostsType)) {
         PyErr_SetString(PyExc_TypeError, "recent posts must be a RecentPosts, or None");
-        return NULL;
+        goto done;
     }
-    known.get = known.db = NULL;
-    known.cached_post = cached_post;
     if (reader != Py_None) {
         if (!PyTuple_Check(reader) || PyTuple_GET_SIZE(reader) != 2 || known.recent == Py_None) {
             PyErr_SetString(PyExc_TypeError, "a record reader is (get, db), beside recent posts to keep its posts in");
-            return NULL;
+            goto done;
         }
         known.get = PyTuple_GET_ITEM(reader, 0);
         known.db = PyTuple_GET_ITEM(reader, 1);
     }
-    if (self->sketch_start == NULL || self->spent || PyList_GET_SIZE(sketches) != self->count ||
-        judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE || rules.edit_max_edits < 0) {
+    if (self->sketch_start == NULL || self->spent || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||
+        rules.edit_max_edits < 0) {
         PyErr_SetString(PyExc_ValueError, "bad judge arguments (a Ranker judges its own batch, once)");
-        return NULL;
+        goto done;
     }
+    if (!well_formed(&batch, self->count))
+        goto done;
     self->spent = 1;
-    PyObject *matches = PyList_New(0), *matched = PyDict_New(), *recorded = PyList_New(0);
+    /* The lists stay the caller's, who may change them while a fetch runs: the loop reads copies. */
+    batch.post_ids = PyList_GetSlice(batch.post_ids, 0, self->count);
+    batch.refers_to = PyList_GetSlice(batch.refers_to, 0, self->count);
+    held = 1;
+    duplicate_of = PyList_New(0), similarities = PyList_New(0), matched = PyDict_New(), recorded = PyList_New(0);
     known.posts = PyList_New(0);
-    if (matches == NULL || matched == NULL || recorded == NULL || known.posts == NULL)
+    if (batch.post_ids == NULL || batch.refers_to == NULL || duplicate_of == NULL || similarities == NULL ||
+        matched == NULL || recorded == NULL || known.posts == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < self->count; i++) {
-        if (i >= PyList_GET_SIZE(sketches)) { /* a fetch shortened the list */
-            PyErr_SetString(PyExc_RuntimeError, "the batch changed while it was judged");
-            goto done;
-        }
-        PyObject *sketch = Py_NewRef(PyList_GET_ITEM(sketches, i)), *own = NULL, *match = NULL;
-        PyObject *timestamp = PyObject_GetAttr(sketch, sf_name_timestamp);
-        PyObject *refers_to = timestamp == NULL ? NULL : PyObject_GetAttr(sketch, sf_name_refers_to);
-        double when = timestamp == NULL ? -1.0 : PyFloat_AsDouble(timestamp);
+        PyObject *refers_to = PyList_GET_ITEM(batch.refers_to, i), *own = NULL, *original = NULL;
+        double when = ((const double *)batch.times.buf)[i], similarity = 1.0;
         int64_t serial = 0;
         int failed = 1, none, found = 0;
         Shared *ranked;
         Py_ssize_t n;
-        if (refers_to == NULL || (when == -1.0 && PyErr_Occurred()))
-            goto next;
         if (when > clock) /* max(clock, timestamp) */
             clock = when;
         double after = ttl > 0 ? clock - ttl : -Py_HUGE_VAL;
@@ -341,48 +383,52 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
             goto next;
         if (refers_to != Py_None) {
             if ((found = referred(&known, ranked, n, refers_to, after, &serial)) > 0)
-                match = PyObject_CallFunction(match_type, "Od", refers_to, 1.0);
+                original = Py_NewRef(refers_to);
         } else if (!none) {
             capped += n > self->verified;
-            if ((own = sf_post_of(cached_post, sketch, timestamp)) != NULL)
-                found = matched_by(&known, ranked, n < self->verified ? n : self->verified, sketch, own, same_post,
-                                   &judged, &rules, after, match_type, &match, &serial);
+            found = matched_by(&known, ranked, n < self->verified ? n : self->verified, &batch, i, replays_seen,
+                               &judged, &rules, after, &original, &similarity, &serial);
         }
-        if (found < 0 || (found > 0 && match == NULL) || (refers_to == Py_None && !none && own == NULL))
+        if (found < 0 || add_match(duplicate_of, similarities, original, similarity) < 0)
             goto next;
         if (found) {
             PyObject *key = PyLong_FromSsize_t(i), *value = PyLong_FromLongLong(serial);
-            failed = key == NULL || value == NULL || PyList_Append(matches, match) < 0 ||
-                     PyDict_SetItem(matched, key, value) < 0;
+            failed = key == NULL || value == NULL || PyDict_SetItem(matched, key, value) < 0;
             Py_XDECREF(key);
             Py_XDECREF(value);
             goto next;
         }
-        if (PyList_Append(matches, Py_None) < 0)
-            goto next;
         if (refers_to != Py_None) { /* a reference is never recorded */
             failed = 0;
             goto next;
         }
         serial = known.first_serial + PyList_GET_SIZE(recorded);
-        if (own == NULL && (own = sf_post_of(cached_post, sketch, timestamp)) == NULL)
+        if ((own = own_post(&batch, i)) == NULL)
             goto next;
+        const int64_t *shingle_ends = batch.shingle_ends.buf;
         PyObject *index = PyLong_FromSsize_t(i);
-        failed = index == NULL || sf_keep_set(own, sketch) < 0 || sf_filed_as(self, i, serial) < 0 ||
-                 PyList_Append(recorded, index) < 0 || PyList_Append(known.posts, own) < 0;
+        failed = index == NULL ||
+                 sf_keep_set(own, (const uint64_t *)batch.shingles.buf + shingle_ends[i],
+                             shingle_ends[i + 1] - shingle_ends[i]) < 0 ||
+                 sf_filed_as(self, i, serial) < 0 || PyList_Append(recorded, index) < 0 ||
+                 PyList_Append(known.posts, own) < 0;
         Py_XDECREF(index);
     next:
-        Py_DECREF(sketch);
-        Py_XDECREF(timestamp);
-        Py_XDECREF(refers_to);
         Py_XDECREF(own);
-        Py_XDECREF(match);
+        Py_XDECREF(original);
         if (failed)
             goto done;
     }
-    result = Py_BuildValue("(OOOOdn)", matches, matched, recorded, known.posts, clock, capped);
+    result = Py_BuildValue("(OOOOOdn)", duplicate_of, similarities, matched, recorded, known.posts, clock, capped);
 done:
-    Py_XDECREF(matches);
+    for (size_t v = 0; v < sizeof(views) / sizeof(views[0]); v++)
+        PyBuffer_Release(views[v]);
+    if (held) {
+        Py_XDECREF(batch.post_ids);
+        Py_XDECREF(batch.refers_to);
+    }
+    Py_XDECREF(duplicate_of);
+    Py_XDECREF(similarities);
     Py_XDECREF(matched);
     Py_XDECREF(recorded);
     Py_XDECREF(known.posts);

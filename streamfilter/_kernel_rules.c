@@ -382,85 +382,33 @@ static void cached_post_dealloc(CachedPost *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A sketch's words as bytes of little-endian uint32: the buffer as it is
- * where it holds native uint32 values in a row, else words.astype("<u4")'s
- * bytes; a new reference, or NULL with an error set. */
-static PyObject *words_bytes(PyObject *words) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(words, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
-        const char *format = view.format == NULL ? "B" : view.format;
-        if (*format == '<' || *format == '=' || *format == '@')
-            format++;
-        if (view.itemsize == 4 && (strcmp(format, "I") == 0 || strcmp(format, "L") == 0)) {
-            PyObject *bytes = PyBytes_FromStringAndSize(view.buf, view.len);
-            PyBuffer_Release(&view);
-            return bytes;
-        }
-        PyBuffer_Release(&view);
-    } else {
-        PyErr_Clear();
-    }
-    PyObject *converted = PyObject_CallMethod(words, "astype", "s", "<u4");
-    if (converted == NULL)
-        return NULL;
-    PyObject *bytes = PyObject_CallMethod(converted, "tobytes", NULL);
-    Py_DECREF(converted);
-    return bytes;
-}
-
 /* A recorded post's verification set, kept with it from its sketch's (the
  * same set: sorted, without repeats, of native uint64 values), so that the
  * posts after it compare with it without building it from its words; 0, or
  * -1 with an error set. */
-int sf_keep_set(PyObject *post, PyObject *sketch) {
+int sf_keep_set(PyObject *post, const uint64_t *set, Py_ssize_t size) {
     if (!Py_IS_TYPE(post, &CachedPostType))
         return 0;
-    PyObject *shingles = PyObject_GetAttr(sketch, sf_name_shingles);
-    if (shingles == NULL)
+    PyObject *packed = PyBytes_FromStringAndSize((const char *)set, size * 8);
+    if (packed == NULL)
         return -1;
-    Py_buffer view;
-    if (PyObject_GetBuffer(shingles, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        Py_DECREF(shingles);
-        return -1;
-    }
-    const char *format = view.format == NULL ? "B" : view.format;
-    if (*format == '<' || *format == '=' || *format == '@')
-        format++;
-    if (view.itemsize == 8 && (strcmp(format, "Q") == 0 || strcmp(format, "L") == 0)) {
-        PyObject *packed = PyBytes_FromStringAndSize(view.buf, view.len);
-        if (packed == NULL) {
-            PyBuffer_Release(&view);
-            Py_DECREF(shingles);
-            return -1;
-        }
-        Py_XSETREF(((CachedPost *)post)->packed, packed);
-    }
-    PyBuffer_Release(&view);
-    Py_DECREF(shingles);
+    Py_XSETREF(((CachedPost *)post)->packed, packed);
     return 0;
 }
 
-PyObject *sf_post_of(PyObject *type, PyObject *sketch, PyObject *timestamp) {
-    PyObject *words = PyObject_GetAttr(sketch, sf_name_words), *post_id = NULL, *bytes = NULL, *post = NULL;
-    if (words == NULL)
+PyObject *sf_new_post(double timestamp, PyObject *post_id, const uint32_t *words, Py_ssize_t count) {
+    CachedPost *post = (CachedPost *)PyType_GenericAlloc(&CachedPostType, 0);
+    if (post == NULL)
         return NULL;
-    bytes = words_bytes(words);
-    Py_DECREF(words);
-    if (bytes != NULL && (post_id = PyObject_GetAttr(sketch, sf_name_post_id)) != NULL)
-        post = PyObject_CallFunctionObjArgs(type, timestamp, post_id, bytes, NULL);
-    Py_XDECREF(post_id);
-    Py_XDECREF(bytes);
-    return post;
-}
-
-/* CachedPost.of(sketch) */
-static PyObject *cached_post_of(PyObject *type, PyObject *sketch) {
-    PyObject *timestamp = PyObject_GetAttr(sketch, sf_name_timestamp);
-    if (timestamp == NULL)
-        return NULL;
-    PyObject *post = sf_post_of(type, sketch, timestamp);
-    Py_DECREF(timestamp);
-    return post;
+    post->timestamp = PyFloat_FromDouble(timestamp);
+    post->post_id = Py_NewRef(post_id);
+    /* little-endian uint32, as they lie: the kernel is built only where they are */
+    post->words = PyBytes_FromStringAndSize((const char *)words, count * 4);
+    post->members = Py_NewRef(Py_None);
+    post->packed = Py_NewRef(Py_None);
+    if (post->timestamp == NULL || post->words == NULL)
+        Py_CLEAR(post);
+    return (PyObject *)post;
 }
 
 static PyMemberDef cached_post_members[] = {
@@ -472,11 +420,6 @@ static PyMemberDef cached_post_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyMethodDef cached_post_methods[] = {
-    {"of", (PyCFunction)cached_post_of, METH_O | METH_CLASS, "A sketch as the CachedPost it is recorded as."},
-    {NULL, NULL, 0, NULL},
-};
-
 static PyTypeObject CachedPostType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "streamfilter._kernel.CachedPost",
     .tp_basicsize = sizeof(CachedPost),
@@ -486,7 +429,6 @@ static PyTypeObject CachedPostType = {
     .tp_init = (initproc)cached_post_init,
     .tp_dealloc = (destructor)cached_post_dealloc,
     .tp_members = cached_post_members,
-    .tp_methods = cached_post_methods,
 };
 
 int sf_add_cached_post(PyObject *module) {

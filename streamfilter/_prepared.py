@@ -1,7 +1,7 @@
 """What the pure half of the engine hands the store half: a batch's entries and sketches.
 
 ``Sketcher.prepare`` builds a ``PreparedBatch`` (in this process, or in a
-worker process that sends it as flat columns, ``Columns``), and
+worker process that sends its columns, ``Entries`` and ``Sketches``), and
 ``Engine.commit`` judges it.
 """
 
@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ._post import Post, VerdictKind
-from .stores._base import Sketch
+from ._values import Sketches
 
-__all__ = ["NO_SHINGLES", "NO_WORDS", "Columns", "Entries", "Entry", "PreparedBatch", "WireBatch", "post_fields"]
+__all__ = ["NO_SHINGLES", "NO_WORDS", "Entries", "Entry", "PreparedBatch", "WireBatch", "post_fields"]
 
 NO_SHINGLES = np.zeros(0, dtype=np.uint64)
 NO_WORDS = np.zeros(0, dtype=np.uint32)
@@ -158,64 +156,9 @@ class Entries:
 
 
 @dataclass(slots=True)
-class Columns:
-    """A batch's sketches as flat columns: one row of plain values per sketch,
-    and its band keys, shingles and word hashes end to end. A worker process
-    sends these (pickling them costs a fraction of pickling objects), and the
-    Sketch objects are cut from them where the store runs."""
-
-    rows: list[tuple[str, float, bool, str | None, bool]]  # post id, timestamp, made-up id, refers to, cut off
-    key_counts: list[int]
-    shingle_counts: list[int]
-    word_counts: list[int]
-    keys: npt.NDArray[np.uint64]
-    shingles: npt.NDArray[np.uint64]
-    words: npt.NDArray[np.uint32]
-
-    def sketches(self) -> list[Sketch]:
-        key_ends = accumulate(self.key_counts)
-        shingle_ends = accumulate(self.shingle_counts)
-        word_ends = accumulate(self.word_counts)
-        keys, shingles, words = self.keys, self.shingles, self.words
-        # Sketch's fields by position, in its order (post_id, timestamp,
-        # band_keys, shingles, words, made_up_id, refers_to, cut_off): a
-        # third of the time of keywords, once a post.
-        return [
-            Sketch(
-                post_id,
-                timestamp,
-                keys[key_end - key_count : key_end],
-                shingles[shingle_end - shingle_count : shingle_end],
-                words[word_end - word_count : word_end],
-                made_up_id,
-                refers_to,
-                cut_off,
-            )
-            for (
-                (post_id, timestamp, made_up_id, refers_to, cut_off),
-                key_count,
-                key_end,
-                shingle_count,
-                shingle_end,
-                word_count,
-                word_end,
-            ) in zip(
-                self.rows,
-                self.key_counts,
-                key_ends,
-                self.shingle_counts,
-                shingle_ends,
-                self.word_counts,
-                word_ends,
-                strict=True,
-            )
-        ]
-
-
-@dataclass(slots=True)
 class PreparedBatch:
     entries: Entries
-    sketches: list[Sketch]
+    sketches: Sketches
 
     @property
     def first_line(self) -> int:
@@ -238,21 +181,23 @@ class PreparedBatch:
             return [self]
         parts = []
         for start, end in zip([0, *cuts], [*cuts, len(deletes)], strict=True):
-            sketches: list[Sketch] = []
+            rows: list[int] = []
             numbers = []
             for index in self.entries.sketch_index[start:end]:
                 if index >= 0:
-                    sketches.append(self.sketches[index])
-                    index = len(sketches) - 1
+                    rows.append(index)
+                    index = len(rows) - 1
                 numbers.append(index)
-            parts.append(PreparedBatch(self.entries.part(start, end, numbers), sketches))
+            parts.append(PreparedBatch(self.entries.part(start, end, numbers), self.sketches.take(rows)))
         return parts
 
     @classmethod
     def from_wire(cls, wire: tuple[Any, ...], records: Sequence[tuple[int, object]]) -> PreparedBatch:
         """The batch ``Sketcher.prepare_wire`` sent, its raw records put back from ``records``."""
-        entry_columns, *columns = wire
-        return cls(Entries.from_wire(entry_columns, dict(records)), Columns(*columns).sketches())
+        entry_columns, post_ids, timestamps, *columns = wire
+        # the frame's buffers are read-only, and the timeline writes the times
+        sketches = Sketches(post_ids, np.array(timestamps, dtype=np.float64), *columns)
+        return cls(Entries.from_wire(entry_columns, dict(records)), sketches)
 
 
 @dataclass(slots=True)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from ._clock import EventClock
 from ._prepared import Entries
 from ._stats import duration_text
-from ._values import Sketch
 
 __all__ = ["Timeline"]
 
@@ -42,9 +42,11 @@ class Timeline:
         self._warned_behind = False
         self._warned_ahead = False
 
-    def place(self, entries: Entries, judged: list[int], sketches: list[Sketch], where: Callable[[int], str]) -> None:
+    def place(
+        self, entries: Entries, judged: list[int], times: npt.NDArray[np.float64], where: Callable[[int], str]
+    ) -> None:
         """Place each post (``judged``, the rows of ``entries`` to judge, with
-        their ``sketches``) in event time (``_clock.EventClock``), give
+        their sketches' ``times``, which it writes) in event time (``_clock.EventClock``), give
         undated posts the stream's time, and warn where a post is dated
         ahead of the clock, or arrives more than a TTL behind it.
 
@@ -62,20 +64,18 @@ class Timeline:
         if not judged:
             return
         if len(judged) < _FEW:
-            self._place_each(entries, judged, sketches, where)
+            self._place_each(entries, judged, times, where)
             return
-        stamps = [sketch.timestamp for sketch in sketches]
         undated = entries.undated
-        if any(undated[at] for at in judged) or not all(map(math.isfinite, stamps)):
-            self._place_each(entries, judged, sketches, where)
+        if any(undated[at] for at in judged) or not np.isfinite(times).all():
+            self._place_each(entries, judged, times, where)
             return
         # Every post dated: the clock places them all at once, and the rare
         # posts that need a word (dated ahead, a TTL off) are found in arrays.
-        times = np.array(stamps, dtype=np.float64)
-        placed, streams = self.clock.place_all(times)
-        ahead = np.flatnonzero(placed < times)
-        for index in ahead.tolist():
-            sketches[index].timestamp = float(placed[index])
+        stamps = times.copy()
+        placed, streams = self.clock.place_all(stamps)
+        ahead = np.flatnonzero(placed < stamps)
+        times[ahead] = placed[ahead]
         before = np.empty_like(placed)  # the newest time judged before each post
         before[0] = self.latest
         np.maximum(np.maximum.accumulate(placed[:-1]), self.latest, out=before[1:])
@@ -84,7 +84,9 @@ class Timeline:
             self._warned_ahead = True
             first = int(ahead[0])
             stream_time = float(streams[first])
-            notes.append((first, 0, _dated_ahead(stamps[first] - stream_time, stream_time, float(placed[first]))))
+            notes.append(
+                (first, 0, _dated_ahead(float(stamps[first]) - stream_time, stream_time, float(placed[first])))
+            )
         ttl = self.ttl_seconds
         if ttl > 0:
             known = np.isfinite(before)
@@ -96,14 +98,14 @@ class Timeline:
                 index = int(behind[0])
                 notes.append((index, 1, _older_than_newest(float(before[index] - placed[index]))))
         for index, order, what in sorted(notes):
-            self._warn(entries, judged[index], where, stamps[index] if order == 0 else float(placed[index]), what)
+            self._warn(entries, judged[index], where, float(stamps[index] if order == 0 else placed[index]), what)
         if len(ahead):
             self._noticed(dated_ahead=len(ahead))
         newest = float(placed.max())
         self.latest, self.latest_dated = max(self.latest, newest), max(self.latest_dated, newest)
 
     def _place_each(
-        self, entries: Entries, judged: list[int], sketches: list[Sketch], where: Callable[[int], str]
+        self, entries: Entries, judged: list[int], times: npt.NDArray[np.float64], where: Callable[[int], str]
     ) -> None:
         """``place`` one post at a time, for a batch that holds an undated
         post (or a time that is not finite), or only a few posts; the
@@ -111,18 +113,20 @@ class Timeline:
         ttl = self.ttl_seconds
         clock = self.clock
         latest, dated = self.latest, self.latest_dated
-        waiting: list[Sketch] = []  # undated, before the stream's first dated post
+        waiting: list[int] = []  # undated, before the stream's first dated post
         ahead = 0
-        for at, sketch in zip(judged, sketches, strict=True):
+        stamps = times.tolist()
+        for index, at in enumerate(judged):
+            timestamp = stamps[index]
             if entries.undated[at]:
                 if math.isfinite(dated):
-                    sketch.timestamp = dated
+                    timestamp = dated
                 else:
-                    waiting.append(sketch)
+                    waiting.append(index)
                     continue
             else:
-                placed = clock.place(sketch.timestamp)
-                if placed < sketch.timestamp:
+                placed = clock.place(timestamp)
+                if placed < timestamp:
                     ahead += 1
                     if not self._warned_ahead:
                         self._warned_ahead = True
@@ -130,15 +134,15 @@ class Timeline:
                             entries,
                             at,
                             where,
-                            sketch.timestamp,
-                            _dated_ahead(sketch.timestamp - clock.stream_time, clock.stream_time, placed),
+                            timestamp,
+                            _dated_ahead(timestamp - clock.stream_time, clock.stream_time, placed),
                         )
-                    sketch.timestamp = placed
+                    timestamp = placed
                 for undated in waiting:
-                    undated.timestamp = sketch.timestamp
+                    stamps[undated] = timestamp
                 waiting.clear()
-                dated = max(dated, sketch.timestamp)
-            timestamp = sketch.timestamp
+                dated = max(dated, timestamp)
+            stamps[index] = timestamp
             if ttl > 0 and math.isfinite(latest):
                 if timestamp - latest > ttl:
                     self._warn(entries, at, where, timestamp, _newer_than_all(timestamp - latest))
@@ -147,8 +151,9 @@ class Timeline:
                     self._warn(entries, at, where, timestamp, _older_than_newest(latest - timestamp))
             latest = max(latest, timestamp)
         for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
-            undated.timestamp = clock.place(undated.timestamp)
-            latest = max(latest, undated.timestamp)
+            stamps[undated] = clock.place(stamps[undated])
+            latest = max(latest, stamps[undated])
+        times[:] = stamps
         if ahead:
             self._noticed(dated_ahead=ahead)
         self.latest, self.latest_dated = latest, dated

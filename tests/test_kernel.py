@@ -21,6 +21,7 @@ from streamfilter._prepared import NO_SHINGLES, NO_WORDS
 from streamfilter._rules import OLDEST_PER_KEY, CachedPost, jaccard, word_edits
 from streamfilter._shingle import verification_set
 from streamfilter._sketching import _CBatchSketcher, _PyBatchSketcher
+from streamfilter._values import Sketches
 from streamfilter.stores import Sketch
 from streamfilter.stores._base import _PyRecentPosts
 from streamfilter.stores._records import decode_record, encode_record
@@ -521,18 +522,17 @@ def test_a_ranker_takes_only_a_batch_it_can_read(kernel) -> None:  # type: ignor
 def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-untyped-def]
     one = np.zeros(1, dtype=np.int64)
     post = _judged([1, 2, 3], 2, False)
-    types = (CachedPost, _rules.Match)
+    rules = _rules._KERNEL_RULES
 
-    def judge(ranker: Any, sketches: list[Sketch]) -> Any:
-        return ranker.judge(
-            sketches, lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None, None
-        )
+    def judge(ranker: Any, sketches: list[Sketch], fetch: Any = lambda serial: None) -> Any:
+        columns = Sketches.of(sketches).columns()
+        return ranker.judge(columns, fetch, 7, 0.0, 0.0, 0.5, 2, rules, False, None, None)
 
     ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
     with pytest.raises(ValueError):  # a batch of another size
         judge(ranker, [post, post])
-    matches, matched, recorded, posts, clock, capped = judge(ranker, [post])
-    assert (matches, matched, recorded, clock, capped) == ([None], {}, [0], post.timestamp, 0)
+    duplicate_of, similarity, matched, recorded, posts, clock, capped = judge(ranker, [post])
+    assert (duplicate_of, similarity, matched, recorded, clock, capped) == ([None], [None], {}, [0], post.timestamp, 0)
     assert [(p.post_id, p.words) for p in posts] == [(post.post_id, post.words.astype("<u4").tobytes())]
     with pytest.raises(ValueError):  # its filings are this batch's now
         judge(ranker, [post])
@@ -546,15 +546,48 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
 
     stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)  # one candidate
     with pytest.raises(KeyError, match="no post 5"):  # a fetch's error is the judge's
-        stored.judge([post], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None, None)
+        judge(stored, [post], broken)
     reference = Sketch("r", 100.0, np.zeros(1, dtype=np.uint64), NO_SHINGLES, NO_WORDS, refers_to="p5")
     stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)
     with pytest.raises(KeyError, match="no post 5"):  # a reference's too
-        stored.judge([reference], broken, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, types, None, None, None)
-    wide = _judged([1, 2, 3], 2, False)
-    wide.words = wide.words.astype(np.int64)  # not uint32 words: recorded as CachedPost.of records them
-    _, _, _, posts, _, _ = judge(kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2), [wide])
-    assert posts[0].words == np.array([1, 2, 3], dtype="<u4").tobytes()
+        judge(stored, [reference], broken)
+
+
+def test_a_ranker_reads_only_columns_that_hold_its_batch(kernel) -> None:  # type: ignore[no-untyped-def]
+    # the judge reads the columns as buffers: any that do not describe one
+    # batch of its size, or whose offsets point past their values, is refused
+    # before a value is read
+    one = np.zeros(1, dtype=np.int64)
+    columns = list(Sketches.of([_judged([1, 2, 3], 2, False)]).columns())
+    broken = {
+        1: np.zeros(2),  # two times
+        2: np.zeros(0, dtype=np.bool_),  # no flag
+        7: np.array([0, 99], dtype=np.int64),  # shingles past their end
+        9: np.array([5, 3], dtype=np.int64),  # words ending before they start
+        10: np.zeros(3, dtype=np.uint8),  # not whole uint32 words
+    }
+    for at, wrong in broken.items():
+        changed = [*columns[:at], wrong, *columns[at + 1 :]]
+        ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
+        with pytest.raises(ValueError):
+            ranker.judge(
+                tuple(changed), lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, False, None, None
+            )
+    ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
+    with pytest.raises(TypeError):  # an id that is not text
+        ranker.judge(
+            tuple([[7], *columns[1:]]),
+            lambda serial: None,
+            7,
+            0.0,
+            0.0,
+            0.5,
+            2,
+            _rules._KERNEL_RULES,
+            False,
+            None,
+            None,
+        )
 
 
 @settings(max_examples=100, deadline=None)
@@ -602,11 +635,9 @@ def test_a_compiled_cached_post_holds_what_the_python_one_holds(kernel) -> None:
     assert _rules.CachedPost is kernel.CachedPost
     python = _values._PyCachedPost
     fields = ("timestamp", "post_id", "words", "members", "packed")
-    for words in (np.array([7, 2**32 - 1, 0], dtype=np.uint32), np.array([7, 2**32 - 1, 0], dtype=np.int64)):
-        sketch = Sketch("p1", 12.5, np.zeros(1, dtype=np.uint64), NO_SHINGLES, words)  # type: ignore[arg-type]
-        compiled, expected = kernel.CachedPost.of(sketch), python.of(sketch)
-        assert type(compiled) is kernel.CachedPost
-        assert [getattr(compiled, name) for name in fields] == [getattr(expected, name) for name in fields]
+    words = np.array([7, 2**32 - 1, 0], dtype="<u4").tobytes()
+    compiled, expected = kernel.CachedPost(12.5, "p1", words), python(12.5, "p1", words)
+    assert [getattr(compiled, name) for name in fields] == [getattr(expected, name) for name in fields]
     given = kernel.CachedPost(1.0, "p2", b"\x01\x00\x00\x00", {3, 4})
     assert (given.members, given.packed) == ({3, 4}, None)
     given.packed, given.members = b"\x00" * 8, None  # the rules keep a post's set in it

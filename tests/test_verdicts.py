@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from streamfilter import FilterConfig, Post, StreamFilter, Verdict, VerdictKind, _verdicts
 from streamfilter._engine import REASON_REPOST_SEEN, Engine, Sketcher
 from streamfilter._prepared import PreparedBatch
-from streamfilter._values import Match
+from streamfilter._values import Match, Matches
 from streamfilter._verdicts import verdict_lines
 from streamfilter.adapters import record_adapter
 
@@ -120,7 +120,9 @@ def test_verdicts_taken_from_the_columns_are_the_rows_verdicts(path: Path) -> No
         # in this process, and as a worker sends it: the same verdicts, the same lines
         for batch in (sketcher.prepare(records), PreparedBatch.from_wire(sketcher.prepare_wire(records), records)):
             # every other sketch a duplicate; every third judged row made a repost without text
-            matches = [None if at % 2 else Match(f"earlier {at}", at / 7) for at in range(len(batch.sketches))]
+            matches = Matches.of(
+                None if at % 2 else Match(f"earlier {at}", at / 7) for at in range(len(batch.sketches))
+            )
             batch.entries.reference = [
                 (at + number) % 3 == 0 and kind is None for at, kind in enumerate(batch.entries.kinds)
             ]
@@ -161,11 +163,11 @@ def test_the_verdicts_of_a_batch_cut_in_parts_join_as_the_whole_batchs() -> None
     engine = object.__new__(Engine)  # _verdicts needs no store
     engine.adapter = sketcher.adapter
     for batch in (sketcher.prepare(records), PreparedBatch.from_wire(sketcher.prepare_wire(records), records)):
-        matches = [None if at % 2 else Match(f"earlier {at}", 0.75) for at in range(len(batch.sketches))]
+        matches = Matches.of(None if at % 2 else Match(f"earlier {at}", 0.75) for at in range(len(batch.sketches)))
         whole = engine._verdicts(batch, matches)
         parts, taken = [], 0
         for part in batch.split_after_deletes():
-            parts.append(engine._verdicts(part, matches[taken : taken + len(part.sketches)]))
+            parts.append(engine._verdicts(part, Matches.of(matches[taken : taken + len(part.sketches)])))
             taken += len(part.sketches)
         assert len(parts) == 3
         joined = _verdicts.Verdicts.joined(batch.entries, parts)

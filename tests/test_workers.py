@@ -120,8 +120,9 @@ async def test_a_worker_started_before_the_imports_is_the_one_used() -> None:
 
 
 def test_a_workers_answer_carries_its_arrays_as_bytes_beside_the_pickle() -> None:
-    # the keys, shingle and word hashes of a batch cross as out-of-band
-    # buffers: read in place, never copied into and out of the pickle
+    # every array column of a batch's sketches (times, flags, offsets, keys,
+    # shingle and word hashes) crosses as an out-of-band buffer: read in
+    # place, never copied into and out of the pickle
     sketcher = Sketcher(FilterConfig(seed=1), record_adapter("auto"))
     records = mixed_lines()
     wire = sketcher.prepare_wire(records)
@@ -131,11 +132,13 @@ def test_a_workers_answer_carries_its_arrays_as_bytes_beside_the_pickle() -> Non
     status, sent = _protocol.from_frame(body)
     assert status == "ok"
     arrays = [value for value in sent if isinstance(value, np.ndarray)]
-    assert len(arrays) == 3 and all(len(array) for array in arrays)
+    columns = sketcher.prepare(records).sketches.columns()
+    assert len(arrays) == 9 == sum(isinstance(column, np.ndarray) for column in columns)
     for array in arrays:
-        assert not array.flags.writeable and np.shares_memory(array, np.frombuffer(body, dtype=np.uint8))
+        assert len(array) and not array.flags.writeable
+        assert np.shares_memory(array, np.frombuffer(body, dtype=np.uint8))
     pickled = body[4 + 8 * len(arrays) + sum(array.nbytes for array in arrays) :]
-    for array in arrays:  # once, in the buffers, and not in the pickle after them
+    for array in arrays[-5::2]:  # the keys, shingles and words: in the buffers, and not in the pickle after them
         assert body.count(array.tobytes()) == 1 and array.tobytes() not in pickled
     there = PreparedBatch.from_wire(sent, records)
     assert entry_view(there) == entry_view(sketcher.prepare(records))
@@ -454,3 +457,41 @@ async def test_a_worker_started_mid_stream_changes_no_verdict(tmp_path: Path, mo
     monkeypatch.setattr(_pipeline, "sketch_bound", lambda *_: True)
     assert await judged(tmp_path / "grown", wait=True) == expected
     assert len(started) == 2  # the first worker, then one more mid-stream
+
+
+def test_a_replay_with_a_worker_builds_no_post_sketch_match_or_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the batch is columns from the worker's answer to the verdict lines:
+    # the command's process builds no Verdict, on a stream with duplicates,
+    # reposts and a delete notice (which cuts a batch in two), and a Post
+    # only where it sketches a batch itself (while its worker starts), once
+    # a post; and where the kernel judges, no Sketch and no Match (the
+    # Python reference judge reads one post at a time)
+    from streamfilter._compiled import compiled_kernel
+    from streamfilter._post import Post, Verdict
+    from streamfilter._values import Match, Sketch
+    from streamfilter.cli import main
+
+    built: dict[str, int] = {}
+    for kind in (Post, Verdict, Match, Sketch):
+        original = kind.__init__
+
+        def counted(self: Any, *args: Any, _name: str = kind.__name__, _init: Any = original, **kwargs: Any) -> None:
+            built[_name] = built.get(_name, 0) + 1
+            _init(self, *args, **kwargs)
+
+        monkeypatch.setattr(kind, "__init__", counted)
+    verdicts = tmp_path / "verdicts.jsonl"
+    argv = ["replay", str(FIXTURES / "campaign.jsonl"), str(FIXTURES / "bluesky_jetstream.jsonl")]
+    assert main([*argv, "--db", str(tmp_path / "index"), "--sketch-processes", "1", "--verdicts", str(verdicts),
+                 "--out", str(tmp_path / "out.jsonl"), "-q"]) == 0  # fmt: skip
+    kinds = [json.loads(line)["verdict"] for line in verdicts.read_text().splitlines()]
+    assert {"novel", "duplicate", "skipped"} <= set(kinds)
+    posts = built.pop("Post", 0)
+    assert posts <= len(kinds) - kinds.count("skipped") - kinds.count("invalid")
+    if compiled_kernel() is None:
+        assert built.pop("Sketch") and built.pop("Match")
+    assert built == {}
+    Match("p", 1.0)  # the counting itself works
+    assert built == {"Match": 1}

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from .._compiled import chosen, from_kernel
 from .._exceptions import ConfigMismatchError
 from .._rules import MAX_CANDIDATES_PER_BAND, OLDEST_PER_KEY
-from .._values import CachedPost, Judgement, Match, Sketch
+from .._values import CachedPost, Judgement, Match, Matches, Sketch, Sketches
 from ._records import decode_record
 
 __all__ = [
@@ -27,9 +27,11 @@ __all__ = [
     "IndexSettings",
     "IndexTransaction",
     "Match",
+    "Matches",
     "PostCache",
     "RetryBatch",
     "Sketch",
+    "Sketches",
     "check_fingerprint",
     "pinned_fingerprint",
     "with_seed",
@@ -101,7 +103,7 @@ class IndexTransaction(Protocol):
     def post(self, serial: int) -> CachedPost | None:
         """A stored post, or None when it is gone."""
 
-    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+    def record(self, sketches: Sketches, judgement: Judgement) -> Matches:
         """Record the judgement's novel posts (``judgement.recorded``, with
         serials from ``next_serial`` on) and its clock; returns the matches,
         which a shared index may change (a concurrent writer recorded the
@@ -150,10 +152,11 @@ class BandStore(Protocol):
         sketches: Sequence[Sketch],
         *,
         progress: Mapping[str, int | str] | None = None,
-        deliver: Callable[[list[Match | None]], None] | None = None,
-    ) -> list[Match | None]:
+        deliver: Callable[[Matches], None] | None = None,
+    ) -> Matches:
         """Judge ``sketches`` in order in one transaction, record the novel
-        ones, and commit (``_judge.TransactionalStore`` gives it to every store)."""
+        ones, and commit (``_judge.TransactionalStore`` gives it to every store).
+        The matches are a sequence of ``Match | None``, one a sketch."""
 
     def forget(self, posts: Sequence[tuple[str, int]]) -> int:
         """Forget each (post id, id key): no later post matches it. Returns

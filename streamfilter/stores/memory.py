@@ -19,8 +19,8 @@ import numpy.typing as npt
 from .. import _rules
 from .._exceptions import StoreError
 from .._judge import TransactionalStore
-from .._rules import CachedPost, Match
-from ._base import FORGOTTEN, IndexSettings, Sketch, pinned_fingerprint
+from .._rules import CachedPost
+from ._base import FORGOTTEN, IndexSettings, Matches, Sketches, pinned_fingerprint
 
 if TYPE_CHECKING:
     from .._judge import Judgement
@@ -120,7 +120,7 @@ class _Transaction:
         self.clock = store._clock
         self.next_serial = store._next_serial
         self._judgement: Judgement | None = None
-        self._sketches: Sequence[Sketch] = ()
+        self._sketches: Sketches = Sketches.empty()
         self._open = True
 
     def index_keys(self, band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -144,7 +144,7 @@ class _Transaction:
     def post(self, serial: int) -> CachedPost | None:
         return self._store._posts.get(serial)
 
-    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+    def record(self, sketches: Sketches, judgement: Judgement) -> Matches:
         self._sketches, self._judgement = sketches, judgement  # written at commit
         return judgement.matches
 
@@ -157,7 +157,7 @@ class _Transaction:
                     serial = judgement.first_serial + offset
                     # a copy, as a record read back would be: the judge's set stays its own
                     store._posts[serial] = CachedPost(post.timestamp, post.post_id, post.words)
-                    store._keys[serial] = self._sketches[index].band_keys.tolist()
+                    store._keys[serial] = self._sketches.band_keys(index).tolist()
                     for band_key in store._keys[serial]:
                         store._bands.setdefault(band_key, []).append(serial)
                 store._next_serial = judgement.first_serial + len(judgement.recorded)

@@ -19,6 +19,7 @@ import pytest
 
 from streamfilter import LMDBStore, _judge, _rules
 from streamfilter._rules import EDIT_MAX_EDITS, CachedPost
+from streamfilter._values import recorded_post
 from streamfilter.stores import BandStore, IndexSettings, Match, Sketch
 from streamfilter.stores._base import key_bytes
 from streamfilter.stores.redis._layout import Layout
@@ -100,7 +101,7 @@ def _reference_in_python(
             found = _rules.referenced(newest_first, judged.refers_to, after)
             verdicts.append(found[0] if found else None)
         else:
-            own = CachedPost.of(judged)
+            own = recorded_post(judged)
             ranked = _rules.rank_candidates(shared)[: _rules.MAX_VERIFIED]
             candidates: list[CachedPost | None] = [posts[s][0] for s in ranked]
             found = _rules.best_match(

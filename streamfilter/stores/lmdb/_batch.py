@@ -18,7 +18,8 @@ import numpy.typing as npt
 
 from ..._compiled import chosen, kernel
 from ..._rules import OLDEST_PER_KEY, CachedPost
-from .._base import IndexSettings, PostCache, Sketch, by_query_newest_first, offered
+from ..._values import BandKeys
+from .._base import IndexSettings, PostCache, by_query_newest_first, offered
 from .._records import encode_record
 from ._caches import KeyFilter, NewRun, RunCache
 from ._merging import merge_entries, mergeable, merged_inline, one_run_spans, pending_run
@@ -142,15 +143,13 @@ class Batch:
     def get_post(self, serial: int) -> bytes | memoryview | None:  # for PostCache, which decodes it at once
         return self.txn.get(_U64.pack(serial), db=self.parts.posts)
 
-    def record(
-        self, sketches: Sequence[Sketch], recorded: Sequence[int], posts: Sequence[CachedPost], first_serial: int
-    ) -> None:
+    def record(self, keys: BandKeys, posts: Sequence[CachedPost], first_serial: int) -> None:
         """Write the records of the recorded posts, in serial order at the end
-        of the table, and keep their band keys for ``compact``."""
+        of the table, and keep their band ``keys`` for ``compact``."""
         items = self._recorded_items(posts, first_serial)
         with self.txn.cursor(self.parts.posts) as cursor:
             cursor.putmulti(items, append=True)
-        self.append_run(sketches, list(recorded), first_serial)
+        self.append_run(keys, first_serial)
 
     # -- writing -------------------------------------------------------------------
 
@@ -170,13 +169,14 @@ class Batch:
 
     _recorded_items = chosen(_c_recorded_items, _py_recorded_items)
 
-    def append_run(self, sketches: Sequence[Sketch], recorded: list[int], first_serial: int) -> None:
-        """Keep the band keys of the batch's recorded posts for ``compact``, which writes them."""
-        if not recorded:
+    def append_run(self, keys: BandKeys, first_serial: int) -> None:
+        """Keep the band keys of the batch's recorded posts (end to end, and
+        how many each has) for ``compact``, which writes them."""
+        flat, counts = keys
+        if not len(counts):
             return
-        keys = [sketches[index].band_keys for index in recorded]
-        offsets = np.repeat(np.arange(len(recorded), dtype=np.uint32), [len(k) for k in keys])
-        self.pending = pending_run(short_keys(np.concatenate(keys)), offsets, first_serial)
+        offsets = np.repeat(np.arange(len(counts), dtype=np.uint32), counts)
+        self.pending = pending_run(short_keys(flat), offsets, first_serial)
 
     def purge(self, cutoff: float, limit: int) -> int:
         """Delete up to ``limit`` posts from the front while they have expired; how many were."""

@@ -12,14 +12,13 @@ than any stored post, and purging waits for the commit, so they are live.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from ..._compiled import chosen, kernel
 from ..._rules import OLDEST_PER_KEY, offered_per_key
-from ..._values import CachedPost, Judgement, Sketch
+from ..._values import BandKeys, CachedPost, Judgement, Sketches
 from ._runs import short_keys
 
 __all__ = ["HeldPosts"]
@@ -32,7 +31,7 @@ class HeldPosts:
         self.first = first
         self.limit = limit  # max_candidates_per_band
         self.clock = -math.inf  # the newest time its batches were judged at
-        self.sketches: list[Sketch] = []
+        self.keys: list[npt.NDArray[np.uint64]] = []  # each held post's band keys
         self.posts: list[CachedPost] = []
         self._by_serial: dict[int, CachedPost] = {}
         # index key -> the serial of its one held post, or a list of serials, oldest first
@@ -45,26 +44,32 @@ class HeldPosts:
     def next_serial(self) -> int:
         return self.first + len(self.posts)
 
-    def add(self, sketches: Sequence[Sketch], judgement: Judgement) -> None:
+    def add(self, sketches: Sketches, judgement: Judgement) -> None:
         """Keep a judged batch's recorded posts (serials from ``next_serial``) and its clock."""
         assert judgement.first_serial == self.next_serial
         for index, post in zip(judgement.recorded, judgement.posts, strict=True):
-            self._keep(sketches[index], post)
+            self._keep(sketches.band_keys(index), post)
         self.clock = max(self.clock, judgement.clock)
 
     def adopt(self, earlier: HeldPosts) -> None:
         """Keep the posts another transaction held (it aborted), with serials from ``next_serial``."""
-        for sketch, post in zip(earlier.sketches, earlier.posts, strict=True):
-            self._keep(sketch, post)
+        for band_keys, post in zip(earlier.keys, earlier.posts, strict=True):
+            self._keep(band_keys, post)
         self.clock = max(self.clock, earlier.clock)
 
-    def _keep(self, sketch: Sketch, post: CachedPost) -> None:
+    def band_keys(self) -> BandKeys:
+        """The held posts' band keys, end to end, and how many each has."""
+        if not self.keys:
+            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(self.keys), np.array([len(keys) for keys in self.keys], dtype=np.int64)
+
+    def _keep(self, band_keys: npt.NDArray[np.uint64], post: CachedPost) -> None:
         serial = self.next_serial
-        self.sketches.append(sketch)
+        self.keys.append(band_keys)
         self.posts.append(post)
         self._by_serial[serial] = post
         under = self._under
-        keys = set(short_keys(sketch.band_keys).tolist())
+        keys = set(short_keys(band_keys).tolist())
         shared = keys & under.keys()  # keys an earlier held post has too: few
         for key in shared:
             held = under[key]

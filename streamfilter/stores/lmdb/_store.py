@@ -43,8 +43,9 @@ import numpy.typing as npt
 from ..._clock import checked_clock
 from ..._exceptions import StoreError, StreamFilterError
 from ..._judge import TransactionalStore
-from ..._rules import CachedPost, Match
-from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, Sketch, pinned_fingerprint
+from ..._rules import CachedPost
+from ..._values import BandKeys, Matches, Sketches
+from .._base import FORGOTTEN, IndexSettings, PostCache, RetryBatch, pinned_fingerprint
 from .._records import decode_record, encode_record
 from ._batch import Batch, Hits, StoreParts
 from ._caches import KeyFilter, NewRun, RunCache
@@ -511,24 +512,25 @@ class _Transaction:
         except BaseException as exc:
             self._fail(exc)
 
-    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+    def record(self, sketches: Sketches, judgement: Judgement) -> Matches:
         held = self.held
         if held is not None:  # written at the commit
             held.add(sketches, judgement)
             self._keep_recent(judgement.first_serial, judgement.posts)
             self.clock, self.next_serial = max(self.clock, judgement.clock), held.next_serial
             return judgement.matches
-        self._write(sketches, judgement.recorded, judgement.posts, judgement.first_serial, judgement.clock)
+        keys = sketches.keys_of(judgement.recorded)
+        self._write(keys, judgement.posts, judgement.first_serial, judgement.clock)
         return judgement.matches
 
-    def _write(
-        self, sketches: Sequence[Sketch], recorded: Sequence[int], posts: Sequence[CachedPost], first: int, clock: float
-    ) -> None:
-        """Write the recorded posts (serials from ``first``) and their run, purge, and keep the clock."""
+    def _write(self, keys: BandKeys, posts: Sequence[CachedPost], first: int, clock: float) -> None:
+        """Write the recorded posts (serials from ``first``) and their run
+        (``keys``: their band keys end to end, and how many each has), purge,
+        and keep the clock."""
         store, batch, settings = self._store, self._batch, self.settings
         try:
-            batch.record(sketches, recorded, posts, first)
-            next_serial = first + len(recorded)
+            batch.record(keys, posts, first)
+            next_serial = first + len(posts)
             if settings.ttl_seconds > 0 and math.isfinite(clock):
                 self._purged = batch.purge(clock - settings.ttl_seconds, settings.purge_limit)
             batch.compact(batch.first_live_serial(next_serial))
@@ -548,7 +550,7 @@ class _Transaction:
         store, txn = self._store, self._txn
         held = self.held
         if held is not None:  # kept for the group, should the commit have to begin again (RetryBatch)
-            self._write(held.sketches, range(len(held)), held.posts, held.first, self.clock)
+            self._write(held.band_keys(), held.posts, held.first, self.clock)
         try:
             if progress:
                 stored = txn.get(_PROGRESS_KEY, db=store._meta)

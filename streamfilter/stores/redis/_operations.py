@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ..._values import Match, Sketch
+from ..._values import Matches, Sketches
 from ._layout import Layout
 
 __all__ = ["RedisOperations"]
@@ -63,4 +63,4 @@ class RedisOperations(Protocol):
 
     def _commit_progress(self, progress: Mapping[str, int | str] | None) -> None: ...
 
-    def _judge_again(self, sketches: Sequence[Sketch], depth: int) -> list[Match | None]: ...
+    def _judge_again(self, sketches: Sketches, depth: int) -> Matches: ...

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +18,8 @@ import numpy as np
 from ... import _rules
 from ..._rules import Match
 from ..._shingle import verification_set
-from .._base import Sketch, is_same_post, key_bytes
+from ..._values import Matches, Sketches
+from .._base import is_same_post, key_bytes
 from .._records import encode_record
 from ._layout import MEMBER_BYTES
 from ._scripts import script
@@ -40,14 +40,14 @@ FILING_LEASE = 600.0
 class ClusterRecording:
     """One judged batch, recorded on a Cluster (``run``)."""
 
-    def __init__(self, txn: RedisTransaction, sketches: Sequence[Sketch], judgement: Judgement) -> None:
+    def __init__(self, txn: RedisTransaction, sketches: Sketches, judgement: Judgement) -> None:
         self.txn = txn
         self.store = txn._store
         self.layout = txn.layout
         self.settings = txn.settings
         self.sketches = sketches
         self.judgement = judgement
-        self.results = list(judgement.matches)
+        self.results = Matches(list(judgement.matches.duplicate_of), list(judgement.matches.similarity))
         self.texts = [text_hash(sketch.shingles) for sketch in sketches]
         self.slices = [self.layout.slice_of(sketch.timestamp) for sketch in sketches]
         self.parts: dict[int, int] = {}  # claimed post -> the part of its slice it is recorded in
@@ -69,7 +69,7 @@ class ClusterRecording:
         # holds its text): they name a post that will not pass, so are judged again
         self.stale: list[int] = []
 
-    def run(self) -> list[Match | None]:
+    def run(self) -> Matches:
         store = self.store
         lives = self._claim()
         # Bands go in before the output is written, to keep the window in
@@ -102,7 +102,7 @@ class ClusterRecording:
                     self.results[index] = wants_drop[index][1]
         again = [index for index, target in named.items() if not there.get(target)] + self.stale
         if again and self.txn._depth < 3:
-            retried = store._judge_again([self.sketches[i] for i in again], self.txn._depth + 1)
+            retried = store._judge_again(self.sketches.take(again), self.txn._depth + 1)
             for index, result in zip(again, retried, strict=True):
                 self.results[index] = result
         elif again:

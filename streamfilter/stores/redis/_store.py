@@ -78,8 +78,8 @@ from ..._exceptions import ConfigError, StoreError
 from ..._judge import TransactionalStore, judge_batch
 from ..._redact import redact
 from ..._redis_client import import_redis, split_redis_url
-from ..._rules import Match
-from .._base import IndexSettings, Sketch, check_fingerprint, with_seed
+from ..._values import Matches, Sketches
+from .._base import IndexSettings, check_fingerprint, with_seed
 from ._layout import Layout
 from ._recording import ClusterRecording
 from ._scripts import script
@@ -310,7 +310,7 @@ class RedisStore(TransactionalStore):
         """A transaction on this store, handed what it uses of it and how a Cluster batch records."""
         return RedisTransaction(self, settings, depth, ClusterRecording)
 
-    def _judge_again(self, sketches: Sequence[Sketch], depth: int) -> list[Match | None]:
+    def _judge_again(self, sketches: Sketches, depth: int) -> Matches:
         """Judge and record ``sketches`` anew, in a transaction of their own (a Cluster's retry)."""
         settings = self._settings
         assert settings is not None

@@ -32,6 +32,7 @@ from ... import _rules
 from ..._clock import checked_clock
 from ..._exceptions import StoreError
 from ..._rules import CachedPost, Match
+from ..._values import Matches, Sketches
 from .._base import IndexSettings, RetryBatch, Sketch, by_query_newest_first, is_same_post, key_bytes, offered
 from .._records import decode_record, encode_record, id_end
 from ._layout import MEMBER_BYTES, Layout, member_order, member_orders, parse_parts, split_members
@@ -98,7 +99,7 @@ class RedisTransaction:
         store: RedisOperations,
         settings: IndexSettings,
         depth: int = 0,
-        cluster_recording: Callable[[RedisTransaction, Sequence[Sketch], Judgement], Any] | None = None,
+        cluster_recording: Callable[[RedisTransaction, Sketches, Judgement], Any] | None = None,
     ) -> None:
         self._store = store
         # how a Cluster batch records (_recording.ClusterRecording), handed in by the store
@@ -304,16 +305,16 @@ class RedisTransaction:
         return self.record_key(self._parts[serial], member), member, self._raw[serial]
 
     # -- recording ---------------------------------------------------------------
-    def record(self, sketches: Sequence[Sketch], judgement: Judgement) -> list[Match | None]:
+    def record(self, sketches: Sketches, judgement: Judgement) -> Matches:
         if not self._store.cluster:
             self._record_on_one(sketches, judgement)
             return judgement.matches
         if self._cluster_recording is None:
             raise StoreError(f"Redis at {self._store.location}: a Cluster transaction was begun without its recording")
-        matches: list[Match | None] = self._cluster_recording(self, sketches, judgement).run()
+        matches: Matches = self._cluster_recording(self, sketches, judgement).run()
         return matches
 
-    def _record_on_one(self, sketches: Sequence[Sketch], judgement: Judgement) -> None:
+    def _record_on_one(self, sketches: Sketches, judgement: Judgement) -> None:
         """Record the novel posts with ``commit.lua``, if nothing the batch read has changed."""
         store, settings, layout = self._store, self.settings, self.layout
         ttl, clock = settings.ttl_seconds, judgement.clock
