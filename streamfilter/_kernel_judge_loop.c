@@ -237,6 +237,20 @@ static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n,
     return posts;
 }
 
+/* Row i's values of a column cut by ``ends`` (``size`` values): 0 with
+ * *start and *count set, or -1 with an error set. Read again at each use,
+ * since a fetch runs Python, which could write into the caller's arrays. */
+static int span_of(const Py_buffer *ends, Py_ssize_t size, Py_ssize_t i, Py_ssize_t *start, Py_ssize_t *count) {
+    const int64_t *end = ends->buf;
+    if (end[i] < 0 || end[i] > end[i + 1] || end[i + 1] > size) {
+        PyErr_SetString(PyExc_ValueError, "a sketch's offsets lie outside its batch's values");
+        return -1;
+    }
+    *start = end[i];
+    *count = end[i + 1] - end[i];
+    return 0;
+}
+
 /* The match of sketch i, with text, among its candidates (best_match): 1
  * with *original (a new reference to the post's id), *similarity and
  * *serial set, 0 for none, or -1 with an error set. */
@@ -244,13 +258,14 @@ static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, co
                       int replays_seen, Judged *judged, const Rules *rules, double after, PyObject **original,
                       double *similarity, int64_t *serial) {
     PyObject *posts = fetched(known, ranked, n, batch, i, replays_seen);
-    if (posts == NULL)
+    Py_ssize_t word, set;
+    if (posts == NULL || span_of(&batch->word_ends, batch->words.len / 4, i, &word, &judged->count) < 0 ||
+        span_of(&batch->shingle_ends, batch->shingles.len / 8, i, &set, &judged->set_size) < 0) {
+        Py_XDECREF(posts);
         return -1;
-    const int64_t *word_ends = batch->word_ends.buf, *shingle_ends = batch->shingle_ends.buf;
-    judged->words = (const uint32_t *)batch->words.buf + word_ends[i];
-    judged->count = word_ends[i + 1] - word_ends[i];
-    judged->set = (const uint64_t *)batch->shingles.buf + shingle_ends[i];
-    judged->set_size = shingle_ends[i + 1] - shingle_ends[i];
+    }
+    judged->words = (const uint32_t *)batch->words.buf + word;
+    judged->set = (const uint64_t *)batch->shingles.buf + set;
     judged->cut_off = ((const unsigned char *)batch->cut_off.buf)[i] != 0;
     Py_ssize_t index;
     int found = sf_best_of(posts, judged, rules, after, &index, similarity) < 0 ? -1 : 0;
@@ -265,9 +280,11 @@ static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, co
 
 /* Sketch i as the post it is recorded as: a new CachedPost, or NULL with an error set. */
 static PyObject *own_post(const Columns *batch, Py_ssize_t i) {
-    const int64_t *word_ends = batch->word_ends.buf;
+    Py_ssize_t start, count;
+    if (span_of(&batch->word_ends, batch->words.len / 4, i, &start, &count) < 0)
+        return NULL;
     return sf_new_post(((const double *)batch->times.buf)[i], PyList_GET_ITEM(batch->post_ids, i),
-                       (const uint32_t *)batch->words.buf + word_ends[i], word_ends[i + 1] - word_ends[i]);
+                       (const uint32_t *)batch->words.buf + start, count);
 }
 
 /* Whether the columns are a batch of ``count`` sketches whose offsets stay
@@ -281,21 +298,15 @@ static int well_formed(const Columns *batch, Py_ssize_t count) {
         PyErr_SetString(PyExc_ValueError, "the sketches' columns are not of one batch of the Ranker's size");
         return 0;
     }
-    const Py_buffer *offsets[] = {&batch->shingle_ends, &batch->word_ends};
-    const Py_ssize_t sizes[] = {batch->shingles.len / 8, batch->words.len / 4};
-    for (int c = 0; c < 2; c++) {
-        const int64_t *end = offsets[c]->buf;
-        for (Py_ssize_t i = 0; i < count; i++)
-            if (end[0] < 0 || end[i] > end[i + 1] || end[i + 1] > sizes[c]) {
-                PyErr_SetString(PyExc_ValueError, "a sketch's offsets lie outside its batch's values");
-                return 0;
-            }
-    }
-    for (Py_ssize_t i = 0; i < count; i++)
+    for (Py_ssize_t i = 0, start, values; i < count; i++) {
+        if (span_of(&batch->shingle_ends, batch->shingles.len / 8, i, &start, &values) < 0 ||
+            span_of(&batch->word_ends, batch->words.len / 4, i, &start, &values) < 0)
+            return 0;
         if (!PyUnicode_Check(PyList_GET_ITEM(batch->post_ids, i))) {
             PyErr_SetString(PyExc_TypeError, "a sketch's post id is not a str");
             return 0;
         }
+    }
     return 1;
 }
 
@@ -403,13 +414,12 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
             goto next;
         }
         serial = known.first_serial + PyList_GET_SIZE(recorded);
-        if ((own = own_post(&batch, i)) == NULL)
+        Py_ssize_t set, set_size;
+        if ((own = own_post(&batch, i)) == NULL ||
+            span_of(&batch.shingle_ends, batch.shingles.len / 8, i, &set, &set_size) < 0)
             goto next;
-        const int64_t *shingle_ends = batch.shingle_ends.buf;
         PyObject *index = PyLong_FromSsize_t(i);
-        failed = index == NULL ||
-                 sf_keep_set(own, (const uint64_t *)batch.shingles.buf + shingle_ends[i],
-                             shingle_ends[i + 1] - shingle_ends[i]) < 0 ||
+        failed = index == NULL || sf_keep_set(own, (const uint64_t *)batch.shingles.buf + set, set_size) < 0 ||
                  sf_filed_as(self, i, serial) < 0 || PyList_Append(recorded, index) < 0 ||
                  PyList_Append(known.posts, own) < 0;
         Py_XDECREF(index);

@@ -573,6 +573,17 @@ def test_a_ranker_reads_only_columns_that_hold_its_batch(kernel) -> None:  # typ
             ranker.judge(
                 tuple(changed), lambda serial: None, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, False, None, None
             )
+    # a fetch runs Python, which could write into the arrays the judge reads:
+    # the offsets are read again after it, never trusted from before
+    sketches = Sketches.of([_judged([1, 2, 3], 2, False)])
+
+    def rewriting(serial: int) -> Any:
+        sketches.word_ends[1] = 10**6
+        return CachedPost(50.0, "stored", np.array([1, 2, 3], dtype="<u4").tobytes())
+
+    stored = kernel.Ranker(np.zeros(1, dtype=np.int64), np.array([5]), one, one, 1, 1, 4, 64, 2)
+    with pytest.raises(ValueError, match="offsets lie outside"):
+        stored.judge(sketches.columns(), rewriting, 7, 0.0, 0.0, 0.5, 2, _rules._KERNEL_RULES, False, None, None)
     ranker = kernel.Ranker(one[:0], one[:0], one, one, 1, 1, 4, 64, 2)
     with pytest.raises(TypeError):  # an id that is not text
         ranker.judge(
