@@ -5,6 +5,7 @@ them (``_kernel_verdicts.c``) against the Python loop."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def _fixture_batches(path: Path) -> list[list[tuple[int, bytes]]]:
     return [lines[start : start + 64] for start in range(0, len(lines), 64)]
 
 
-def _expected(batch: PreparedBatch, matches: list[Match | None], engine: Engine) -> list[Verdict]:
+def _expected(batch: PreparedBatch, matches: Sequence[Match | None], engine: Engine) -> list[Verdict]:
     """The verdicts, one row at a time, as the engine gave them as objects before they were columns."""
     entries = batch.entries
     out = []

@@ -10,7 +10,7 @@ every store must name the same post with the same similarity.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +176,7 @@ def test_the_compiled_judge_keeps_what_the_python_loop_keeps(tmp_path: Path, bat
     # and under which serial, which posts were recorded, as which CachedPost,
     # and the clock; the kernel's loop against judge_batch's Python loop
     stream = _stream(700, seed=200 + batch_size)
-    judged: dict[str, list[tuple[list[Any], dict[int, int], list[int], object, float, int]]] = {
+    judged: dict[str, list[tuple[Sequence[Any], dict[int, int], list[int], object, float, int]]] = {
         "compiled": [],
         "python": [],
     }

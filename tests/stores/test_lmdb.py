@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import hypothesis
@@ -332,7 +333,7 @@ def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path
     first = [sketch(f"a{i}", i, f"first batch post {i} x{i * 31} y{i * 17} about it") for i in range(10)]
     assert store.check_and_insert(first) == [None] * 10
 
-    def fail(matches: list[Match | None]) -> None:
+    def fail(matches: Sequence[Match | None]) -> None:
         raise RuntimeError("the verdicts could not be written")
 
     with pytest.raises(RuntimeError):

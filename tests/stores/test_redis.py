@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -278,7 +278,7 @@ def test_a_batch_lost_before_its_output_passes_again_on_resume(url: str) -> None
     # the worker dies after Redis recorded the batch but before its output was written
     store = opened(url)
 
-    def die(results: list) -> None:  # type: ignore[type-arg]
+    def die(results: Sequence[Any]) -> None:
         raise KeyboardInterrupt("killed before the output was written")
 
     first = [sketch("a", 1000.0, TEXT), sketch("b", 1000.5, "another text, with words of its own")]
@@ -494,7 +494,7 @@ def test_a_cluster_batch_rechecks_when_another_began_filing_after_its_read(  # t
     url = unique_prefix(redis_cluster.url)
     worker_a, worker_b = opened(url), opened(url)
     b_filed, a_done = threading.Event(), threading.Event()
-    results: dict[str, list] = {}  # type: ignore[type-arg]
+    results: dict[str, Any] = {}
     original_on_nodes = RedisStore._on_nodes
 
     def pause_b_after_filing(store, what, *args, **kwargs):  # type: ignore[no-untyped-def]
