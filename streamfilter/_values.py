@@ -22,6 +22,7 @@ from ._compiled import chosen, from_kernel
 
 __all__ = [
     "BandKeys",
+    "Rows",
     "CachedPost",
     "Judgement",
     "Match",
@@ -36,6 +37,7 @@ __all__ = [
 BandKeys = tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]
 
 _Value = TypeVar("_Value", bound=np.generic)
+_Row = TypeVar("_Row")
 
 _NO_KEYS = np.zeros(0, dtype=np.uint64)
 _NO_WORDS = np.zeros(0, dtype=np.uint32)
@@ -78,6 +80,35 @@ class Match:
     similarity: float
 
 
+class Rows(Sequence[_Row]):
+    """A sequence kept as columns, whose items are built when asked for
+    (``row``): ``Sketches``, ``Matches``, and ``_verdicts.Verdicts``."""
+
+    __slots__ = ()
+
+    def row(self, at: int) -> _Row:
+        """Item ``at`` (0 <= at < len), built from the columns."""
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, at: int) -> _Row: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[_Row]: ...
+
+    def __getitem__(self, at: int | slice) -> _Row | list[_Row]:
+        if isinstance(at, slice):
+            return [self.row(index) for index in range(*at.indices(len(self)))]
+        if at < 0:
+            at += len(self)
+        if not 0 <= at < len(self):
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self.row(at)
+
+    def __iter__(self) -> Iterator[_Row]:
+        return (self.row(at) for at in range(len(self)))
+
+
 def offsets_of(counts: Iterable[int]) -> npt.NDArray[np.int64]:
     """Offsets from counts: 0, then each row's end."""
     counted = np.fromiter(counts, dtype=np.int64)
@@ -100,7 +131,7 @@ def _picked(
 
 
 @dataclass(slots=True, eq=False)
-class Sketches(Sequence[Sketch]):
+class Sketches(Rows[Sketch]):
     """A batch's sketches as columns: a row of plain values per post, and its
     band keys, shingles and word hashes end to end, each with its offsets
     (``key_ends[i]:key_ends[i + 1]`` are post i's keys). A sketch worker sends
@@ -152,19 +183,7 @@ class Sketches(Sequence[Sketch]):
     def __len__(self) -> int:
         return len(self.post_ids)
 
-    @overload
-    def __getitem__(self, at: int) -> Sketch: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> list[Sketch]: ...
-
-    def __getitem__(self, at: int | slice) -> Sketch | list[Sketch]:
-        if isinstance(at, slice):
-            return [self[index] for index in range(*at.indices(len(self)))]
-        if at < 0:
-            at += len(self)
-        if not 0 <= at < len(self):
-            raise IndexError("no such sketch in the batch")
+    def row(self, at: int) -> Sketch:
         return Sketch(
             self.post_ids[at],
             float(self.timestamps[at]),
@@ -224,7 +243,7 @@ class Sketches(Sequence[Sketch]):
         )
 
 
-class Matches(Sequence["Match | None"]):
+class Matches(Rows["Match | None"]):
     """A batch's matches as columns, one row a sketch: the id of the post it
     duplicates (``duplicate_of``, None for a novel one) and their
     ``similarity``. ``matches[i]`` builds the ``Match`` of row i for a caller
@@ -250,15 +269,7 @@ class Matches(Sequence["Match | None"]):
     def __len__(self) -> int:
         return len(self.duplicate_of)
 
-    @overload
-    def __getitem__(self, at: int) -> Match | None: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> list[Match | None]: ...
-
-    def __getitem__(self, at: int | slice) -> Match | None | list[Match | None]:
-        if isinstance(at, slice):
-            return [self[index] for index in range(*at.indices(len(self)))]
+    def row(self, at: int) -> Match | None:
         duplicate_of = self.duplicate_of[at]
         if duplicate_of is None:
             return None
@@ -269,9 +280,6 @@ class Matches(Sequence["Match | None"]):
     def __setitem__(self, at: int, match: Match | None) -> None:
         self.duplicate_of[at] = None if match is None else match.duplicate_of
         self.similarity[at] = None if match is None else match.similarity
-
-    def __iter__(self) -> Iterator[Match | None]:
-        return (self[index] for index in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):

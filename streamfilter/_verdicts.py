@@ -10,17 +10,17 @@ built only where a caller takes one, at the API's edge (``check()``,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from typing import overload
+from collections.abc import Mapping, Sequence
 
 from ._compiled import chosen, kernel
 from ._post import Post, Verdict, VerdictKind, json_line
 from ._prepared import Entries
+from ._values import Rows
 
 __all__ = ["Verdicts", "verdict_lines"]
 
 
-class Verdicts(Sequence[Verdict]):
+class Verdicts(Rows[Verdict]):
     """One verdict a row of ``entries``: ``kinds``, and for a duplicate the
     post it copies (``duplicate_of``) and their ``similarity``; ``reasons``
     says why a row passed unjudged, or is invalid or skipped; ``record_ids``
@@ -74,19 +74,7 @@ class Verdicts(Sequence[Verdict]):
     def raws(self) -> list[object]:
         return self.entries.raws
 
-    @overload
-    def __getitem__(self, at: int) -> Verdict: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> list[Verdict]: ...
-
-    def __getitem__(self, at: int | slice) -> Verdict | list[Verdict]:
-        if isinstance(at, slice):
-            return [self[index] for index in range(*at.indices(len(self)))]
-        if at < 0:
-            at += len(self)
-        if not 0 <= at < len(self):
-            raise IndexError("verdict index out of range")
+    def row(self, at: int) -> Verdict:
         entries = self.entries
         return Verdict(
             self.kinds[at],
@@ -98,9 +86,6 @@ class Verdicts(Sequence[Verdict]):
             entries.raws[at],
             self.record_ids.get(at),
         )
-
-    def __iter__(self) -> Iterator[Verdict]:
-        return (self[at] for at in range(len(self)))
 
     def post(self, at: int) -> Post | None:
         return self.entries.post(at)
