@@ -179,6 +179,26 @@ def test_config_mismatch_names_the_settings(url: str) -> None:
     assert RedisStore(url).pinned_settings() == CONFIG.fingerprint()
 
 
+def test_an_open_that_fails_leaves_no_connection_behind(redis_server) -> None:  # type: ignore[no-untyped-def]
+    # an index pinned with other settings: open raises, and the caller, who
+    # never had an open store, has nothing to close; the server must not keep
+    # the connection the failed open made
+    import redis
+
+    url = unique_prefix(redis_server.url)
+    opened(url).close()
+    watcher = redis.Redis.from_url(redis_server.url)
+    try:
+        before = watcher.info("clients")["connected_clients"]
+        store = RedisStore(url)
+        with pytest.raises(ConfigMismatchError):
+            store.open(settings(fingerprint=dict(CONFIG.fingerprint(), shingle_size=3)))
+        assert watcher.info("clients")["connected_clients"] == before
+        assert store.pinned_settings() == CONFIG.fingerprint()  # the store is as before its open
+    finally:
+        watcher.close()
+
+
 def test_two_stores_never_both_pass_copies(url: str) -> None:
     # two workers race the same texts through one index
     texts = [distinct_text(i) for i in range(200)]

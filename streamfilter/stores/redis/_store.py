@@ -213,8 +213,16 @@ class RedisStore(TransactionalStore):
 
     def open(self, settings: IndexSettings) -> dict[str, int | str]:
         """Open the index, creating it if needed, and pin ``settings`` in it or check them against
-        what it pinned; returns the pinned fingerprint, with the index's seed."""
+        what it pinned; returns the pinned fingerprint, with the index's seed. An open that
+        fails closes its connections (as the LMDB store closes its environment)."""
         self._connect()
+        try:
+            return self._pin(settings)
+        except BaseException:
+            self.close()
+            raise
+
+    def _pin(self, settings: IndexSettings) -> dict[str, int | str]:
         requested = dict(settings.fingerprint)
         # the first worker's seed is pinned (SET NX); every other adopts it
         encoded = json.dumps(with_seed(requested), sort_keys=True).encode()
