@@ -446,14 +446,10 @@ class Engine:
     def _place_in_time(self, batch: PreparedBatch, where: Callable[[int], str]) -> None:
         """Place each post of the batch in event time (``_timeline.Timeline``)."""
         entries = batch.entries
+        # the rows to judge are the rows sketched, and the sketcher numbers them in order
         judged = [at for at, kind in enumerate(entries.kinds) if kind is None]
-        rows = [entries.sketch_index[at] for at in judged]
-        timestamps = batch.sketches.timestamps
-        in_order = rows == list(range(len(rows)))  # as the sketcher numbers them
-        times = timestamps[: len(rows)] if in_order else timestamps[rows]
-        self._timeline.place(entries, judged, times, where)
-        if not in_order:
-            timestamps[rows] = times
+        assert len(judged) == len(batch.sketches)
+        self._timeline.place(entries, judged, batch.sketches.timestamps, where)
 
     def _verdicts(self, batch: PreparedBatch, matches: Matches) -> Verdicts:
         """The batch's verdicts: its rows decided without the store as they

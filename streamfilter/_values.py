@@ -120,11 +120,14 @@ def offsets_of(counts: Iterable[int]) -> npt.NDArray[np.int64]:
 def _picked(
     ends: npt.NDArray[np.int64], values: npt.NDArray[_Value], rows: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[_Value]]:
-    """The offsets and values of ``rows`` of a column cut by ``ends``."""
+    """The offsets and values of ``rows`` of a column cut by ``ends``: a view
+    where the rows lie one after another, as a batch's recorded posts often do."""
     starts, stops = ends[:-1][rows], ends[1:][rows]
     picked = offsets_of((stops - starts).tolist())
     if not len(rows):
         return picked, values[:0]
+    if (starts[1:] == stops[:-1]).all():
+        return picked, values[starts[0] : stops[-1]]
     return picked, np.concatenate(
         [values[start:stop] for start, stop in zip(starts.tolist(), stops.tolist(), strict=True)]
     )
@@ -204,13 +207,8 @@ class Sketches(Rows[Sketch]):
 
     def keys_of(self, rows: Sequence[int]) -> BandKeys:
         """The band keys of ``rows`` end to end, and how many each has."""
-        starts, ends = self.key_ends[:-1][rows], self.key_ends[1:][rows]
-        counts = ends - starts
-        if not len(counts):
-            return _NO_KEYS, counts
-        if (counts == counts[0]).all() and (np.diff(starts) == counts[0]).all():
-            return self.keys[starts[0] : ends[-1]], counts  # consecutive rows: a view
-        return np.concatenate([self.keys[start:end] for start, end in zip(starts, ends, strict=True)]), counts
+        ends, keys = _picked(self.key_ends, self.keys, np.asarray(rows, dtype=np.int64))
+        return keys, np.diff(ends)
 
     def take(self, rows: Sequence[int]) -> Sketches:
         """These rows, in this order, as a batch of their own."""
