@@ -183,6 +183,8 @@ class Sketcher:
         post_ids: list[str] = []
         timestamps: list[float] = []
         refers_to: list[str | None] = []
+        made_up_id: list[bool] = []
+        cut_off: list[bool] = []
         for index, entry in enumerate(to_sketch):
             post = entry.post
             assert post is not None
@@ -190,11 +192,12 @@ class Sketcher:
             post_ids.append(post.id if post.id is not None else f"line:{entry.line}")
             timestamps.append(post.timestamp if post.timestamp is not None else now)
             refers_to.append(post.retweet_of if entry.reference else None)
+            made_up_id.append(post.id is None)
+            cut_off.append(entry.cut_off)
         if not to_sketch:
             return Sketches.empty()
-        made_up_id = np.fromiter((entry.post is not None and entry.post.id is None for entry in to_sketch), np.bool_)
-        cut_off = np.fromiter((entry.cut_off for entry in to_sketch), np.bool_)
-        rows = (post_ids, np.array(timestamps, dtype=np.float64), made_up_id, cut_off, refers_to)
+        flags = (np.array(made_up_id, dtype=np.bool_), np.array(cut_off, dtype=np.bool_))
+        rows = (post_ids, np.array(timestamps, dtype=np.float64), *flags, refers_to)
         if word_lists:
             # every post is filed under its words in order, and under its id,
             # for reposts that carry no text
@@ -340,25 +343,46 @@ class Engine:
         if not grouped:
             self.flush()
         self._place_in_time(batch, where or _line)
+        if grouped and batch.sketches:
+            verdicts = self._judged_in_group(batch)
+            if deliver is not None:
+                deliver(verdicts)
+        else:
+            verdicts = self._judged_in_parts(batch, progress, deliver)
+        self.stats.committed(verdicts.counts(), time.monotonic() - began)
+        return verdicts
+
+    def _judged_in_group(self, batch: PreparedBatch) -> Verdicts:
+        """The batch judged in the open group of one-record calls (``_group``),
+        a group with no delete notice: durable when the group commits."""
+        assert self._group is not None
+        sketches, noticed = batch.sketches, self._noticed
+        return self._verdicts(batch, self._group.judge(lambda txn: judge_in(txn, sketches, noticed)))
+
+    def _judged_in_parts(
+        self,
+        batch: PreparedBatch,
+        progress: Mapping[str, int | str] | None,
+        deliver: Callable[[Verdicts], None] | None,
+    ) -> Verdicts:
+        """The batch judged in a transaction of its own, cut after each delete
+        notice it holds (``split_after_deletes``), which is honoured there."""
         honour = self.config.honour_deletes
         parts = batch.split_after_deletes() if honour else [batch]
         judged: list[Verdicts] = []
         for number, part in enumerate(parts, 1):
             # the progress goes with the last part: a crash between parts replays the whole batch
-            judged.append(self._commit_part(part, progress if number == len(parts) else None, deliver, grouped))
+            judged.append(self._commit_part(part, progress if number == len(parts) else None, deliver))
             deleted = [deletes for deletes in part.entries.deletes if deletes is not None]
             if honour and deleted:
                 self._honour(deleted)
-        verdicts = Verdicts.joined(batch.entries, judged)
-        self.stats.committed(verdicts.counts(), time.monotonic() - began)
-        return verdicts
+        return Verdicts.joined(batch.entries, judged)
 
     def _commit_part(
         self,
         batch: PreparedBatch,
         progress: Mapping[str, int | str] | None,
         deliver: Callable[[Verdicts], None] | None,
-        grouped: bool,
     ) -> Verdicts:
         built: list[Verdicts] = []
 
@@ -368,10 +392,8 @@ class Engine:
                 deliver(verdicts)
             built.append(verdicts)
 
-        if grouped and self._group is not None and batch.sketches:
-            self._group.judge(lambda txn: judge_in(txn, batch.sketches, verdicts_out, self._noticed))
-        else:  # (a batch with nothing to judge and no progress touches no store)
-            run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out, judged=self._noticed)
+        # (a batch with nothing to judge and no progress touches no store)
+        run_batch(self.store, batch.sketches, progress=progress, deliver=verdicts_out, judged=self._noticed)
         return built[-1]
 
     def flush(self) -> None:

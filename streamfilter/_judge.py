@@ -257,9 +257,6 @@ def judge_batch(txn: IndexTransaction, sketches: Sketches, settings: IndexSettin
     hits = txn.members(queries)
     # after the look-up, which may be what reads the clock (one Redis reads all at once)
     judgement = Judgement(Matches(), txn.clock, first_serial=txn.next_serial)
-    limit = settings.max_candidates_per_band
-    if len(hits[0]) >= limit + OLDEST_PER_KEY:  # fewer fill no bucket
-        judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= limit + OLDEST_PER_KEY))
     _judge_candidates(txn, sketches, settings, judgement, _Lookup(hits, inverse, owner, len(queries)))
     return judgement
 
@@ -271,6 +268,7 @@ def _c_judge_candidates(
     arrays = [np.ascontiguousarray(array, dtype=np.int64) for array in (*lookup.hits, lookup.inverse, lookup.owner)]
     limit = settings.max_candidates_per_band
     ranker = kernel.Ranker(*arrays, lookup.queries, len(sketches), limit, _rules.MAX_VERIFIED, OLDEST_PER_KEY)
+    judgement.full_buckets = ranker.full_buckets()
     (
         judgement.matches.duplicate_of,
         judgement.matches.similarity,
@@ -298,8 +296,12 @@ def _py_judge_candidates(
     txn: IndexTransaction, sketches: Sketches, settings: IndexSettings, judgement: Judgement, lookup: _Lookup
 ) -> None:
     """Rank each sketch's candidates (``lookup``) and verify them in order,
-    into ``judgement``, recording the novel."""
+    into ``judgement``, recording the novel; count the keys whose buckets
+    are full (``Judgement.full_buckets``)."""
     hits, inverse, owner, queries = lookup
+    full = settings.max_candidates_per_band + OLDEST_PER_KEY  # the most members a key offers
+    if len(hits[0]) >= full:  # fewer fill no bucket
+        judgement.full_buckets = int(np.count_nonzero(np.bincount(hits[0]) >= full))
     ranking = _Ranking(
         _stored_sharers(*hits, inverse, owner, queries),
         _InBatch(inverse, owner, queries, len(sketches), hits, settings.max_candidates_per_band),
@@ -407,18 +409,14 @@ def run_batch(
     )
 
 
-def judge_in(
-    txn: IndexTransaction,
-    sketches: Sketches,
-    deliver: Callable[[Matches], None],
-    judged: Callable[[Judgement], None],
-) -> None:
-    """``run_batch``'s steps in a transaction that stays open: judge, record,
-    ``deliver``; the caller commits (``_group``, whose transactions judge one
+def judge_in(txn: IndexTransaction, sketches: Sketches, judged: Callable[[Judgement], None]) -> Matches:
+    """``run_batch``'s steps in a transaction that stays open: judge and
+    record; the caller commits (``_group``, whose transactions judge one
     batch after another)."""
     judgement = judge_batch(txn, sketches, txn.settings)
-    deliver(txn.record(sketches, judgement))
+    matches = txn.record(sketches, judgement)
     judged(judgement)
+    return matches
 
 
 class TransactionalStore:

@@ -407,7 +407,16 @@ PyObject *sf_distinct(PyObject *self, PyObject *arg) {
     return Py_BuildValue("(NN)", distinct, inverse);
 }
 
+/* How many keys offered as many members as a key offers: buckets a flood has filled (_judge._full_buckets). */
+static PyObject *ranker_full_buckets(Ranker *self, PyObject *Py_UNUSED(ignored)) {
+    Py_ssize_t full = 0;
+    for (Py_ssize_t q = 0; q < self->queries; q++)
+        full += self->hit_count[q] >= self->limit + self->oldest;
+    return PyLong_FromSsize_t(full);
+}
+
 static PyMethodDef ranker_methods[] = {
+    {"full_buckets", (PyCFunction)ranker_full_buckets, METH_NOARGS, "How many keys' buckets are full (_judge)."},
     {"candidates", (PyCFunction)ranker_candidates, METH_VARARGS, "A sketch's candidate serials in rank order, or None."},
     {"file", (PyCFunction)ranker_file, METH_VARARGS, "Record a sketch of the batch under its shared keys."},
     {"judge", (PyCFunction)sf_ranker_judge, METH_VARARGS, "Judge the whole batch, as _judge.judge_batch's loop does."},

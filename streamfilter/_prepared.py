@@ -42,6 +42,9 @@ class Entry:
 def _row_columns(entries: Sequence[Entry]) -> tuple[list[Any], ...]:
     """What ``Entries.of`` and ``Entries.wire_of`` both take of the rows:
     line numbers, kinds, reasons, sketch indexes, references, delete notices."""
+    if len(entries) == 1:  # a sync call's one record: one pass, not six
+        entry = entries[0]
+        return [entry.line], [entry.kind], [entry.reason], [entry.sketch_index], [entry.reference], [entry.deletes]
     return (
         [entry.line for entry in entries],
         [entry.kind for entry in entries],

@@ -488,6 +488,9 @@ def test_a_batch_ranks_its_candidates_as_the_python_judge_does(  # type: ignore[
     compiled = kernel.Ranker(
         *hits, inverse.astype(np.int64), owner, len(queries), len(keys), limit, verified, OLDEST_PER_KEY
     )
+    # the keys whose buckets are full (a flood's signal), as the Python judge counts them
+    full = np.count_nonzero(np.bincount(hits[0], minlength=1) >= limit + OLDEST_PER_KEY)
+    assert compiled.full_buckets() == full
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_rules, "MAX_VERIFIED", verified)
         python = _judge._Ranking(

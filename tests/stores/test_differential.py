@@ -176,7 +176,7 @@ def test_the_compiled_judge_keeps_what_the_python_loop_keeps(tmp_path: Path, bat
     # and under which serial, which posts were recorded, as which CachedPost,
     # and the clock; the kernel's loop against judge_batch's Python loop
     stream = _stream(700, seed=200 + batch_size)
-    judged: dict[str, list[tuple[Sequence[Any], dict[int, int], list[int], object, float, int]]] = {
+    judged: dict[str, list[tuple[Sequence[Any], dict[int, int], list[int], object, float, int, int]]] = {
         "compiled": [],
         "python": [],
     }
@@ -186,7 +186,15 @@ def test_the_compiled_judge_keeps_what_the_python_loop_keeps(tmp_path: Path, bat
         judgement = judge_batch(txn, sketches, rules)
         posts = [(post.timestamp, post.post_id, post.words) for post in judgement.posts]
         judged[way].append(
-            (judgement.matches, judgement.matched, judgement.recorded, posts, judgement.clock, judgement.first_serial)
+            (
+                judgement.matches,
+                judgement.matched,
+                judgement.recorded,
+                posts,
+                judgement.clock,
+                judgement.first_serial,
+                judgement.full_buckets,
+            )
         )
         return judgement
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 import numpy as np
@@ -63,6 +64,9 @@ class Batch:
         # the band keys of the posts this batch recorded, for ``compact`` to write (``_pending_run``)
         self.pending: Run | None = None
         self.written: dict[bytes, Run] = {}  # the runs this batch wrote, by db key
+        # ``members``' live planes for (``read``, first live serial): the same
+        # for every look-up of a group of one-record calls until it commits
+        self._planes: tuple[list[Run], int, list[tuple[Run, int]]] | None = None
 
     # -- reading ---------------------------------------------------------------
     def runs(self) -> list[Run]:
@@ -89,12 +93,20 @@ class Batch:
         # most keys of a novel post are in no run at all
         maybe = key_filter.might_hold(queries)  # in a small run
         masks = key_filter.run_masks.masks(queries)  # in which large runs
-        planes: list[tuple[Run, int]] = []  # each live run, and its plane's bit (0: a small run)
+        return self._searched(self._live_planes(runs, first_live), queries, maybe, masks, first_live)
+
+    def _live_planes(self, runs: list[Run], first_live: int) -> list[tuple[Run, int]]:
+        """Each live run of ``runs``, and its plane's bit (0: a small run)."""
+        if self._planes is not None and self._planes[0] is runs and self._planes[1] == first_live:
+            return self._planes[2]
+        run_masks = self.parts.key_filter.run_masks
+        planes: list[tuple[Run, int]] = []
         for run in runs:
             if run.last >= first_live and run.count:
-                bit = key_filter.run_masks.bit_of(run)
+                bit = run_masks.bit_of(run)
                 planes.append((run, 0 if bit is None else int(bit)))
-        return self._searched(planes, queries, maybe, masks, first_live)
+        self._planes = (runs, first_live, planes)
+        return planes
 
     def _c_searched(
         self,
@@ -105,10 +117,10 @@ class Batch:
         first_live: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``_py_searched``, in C (``Hits.members``), where every run's keys are stored."""
-        if not all(len(run.stored) == run.count for run, _ in planes):
+        hits = self.parts.hits
+        if not hits.searchable(planes):
             return self._py_searched(planes, queries, maybe, masks, first_live)
-        limit = self.settings.max_candidates_per_band
-        return self.parts.hits.members(planes, queries, maybe, masks, first_live, limit)
+        return hits.members(planes, queries, maybe, masks, first_live, self.settings.max_candidates_per_band)
 
     def _py_searched(
         self,
@@ -312,6 +324,23 @@ class Hits:
         # and cut to what each query offers: each a row of a (2, room) array
         self._found = np.empty((2, _FIRST_ROOM), dtype=np.int64)
         self._offered = np.empty((2, _FIRST_ROOM), dtype=np.int64)
+        # the kernel's description of the last ``planes`` searched (``Batch._live_planes``
+        # gives a group's one-record calls the same list until it commits)
+        self._described: tuple[Sequence[tuple[Run, int]], list[tuple[Any, ...]] | None] | None = None
+
+    def searchable(self, planes: Sequence[tuple[Run, int]]) -> bool:
+        """Whether every run of ``planes`` has its keys stored (a pending
+        run's are not yet): the runs ``members`` can search."""
+        return self._description(planes) is not None
+
+    def _description(self, planes: Sequence[tuple[Run, int]]) -> list[tuple[Any, ...]] | None:
+        """The kernel's description of ``planes``' runs, None unless searchable."""
+        if self._described is None or self._described[0] is not planes:
+            described = None
+            if all(len(run.stored) == run.count for run, _ in planes):
+                described = [(run.stored, *run.search_fence(), run.low, run.high, run.first, b) for run, b in planes]
+            self._described = (planes, described)
+        return self._described[1]
 
     def members(
         self,
@@ -324,7 +353,8 @@ class Hits:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """What ``run_members_in_numpy`` of each of ``searches_of``, then
         ``by_query_newest_first`` and ``offered``, give: new arrays."""
-        runs = [(run.stored, *run.search_fence(), run.low, run.high, run.first, bit) for run, bit in planes]
+        runs = self._description(planes)
+        assert runs is not None, "a run's keys are not stored: searchable() said so"
         queries = np.ascontiguousarray(queries, dtype=np.uint64)
         maybe = np.ascontiguousarray(maybe, dtype=np.int64)
         masks = None if masks is None else np.ascontiguousarray(masks, dtype=np.uint16)

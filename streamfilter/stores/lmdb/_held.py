@@ -86,7 +86,8 @@ class HeldPosts:
     def _c_with_held(
         self, queries: npt.NDArray[np.uint64], hits: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        query_of, serial_of = (np.ascontiguousarray(hit, dtype=np.int64) for hit in hits)
+        query_of = np.ascontiguousarray(hits[0], dtype=np.int64)
+        serial_of = np.ascontiguousarray(hits[1], dtype=np.int64)
         queries = np.ascontiguousarray(queries, dtype=np.uint64)
         found = kernel.with_held(queries, self._under, query_of, serial_of, self.limit, OLDEST_PER_KEY)
         if found is None:
