@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import shutil
 import tempfile
@@ -339,7 +340,7 @@ class StreamFilter:
         its own platform. One store call, which blocks: async code calls
         ``await anyio.to_thread.run_sync(sf.forget, post_id)``."""
         for post_id in post_ids:
-            if not isinstance(post_id, str | int) or isinstance(post_id, bool):
+            if not isinstance(post_id, str | numbers.Integral) or isinstance(post_id, bool):
                 raise TypeError(f"forget() takes post ids as strings (or integers), got {type(post_id).__name__}")
         return self._require_engine().forget([str(post_id) for post_id in post_ids], platform)
 

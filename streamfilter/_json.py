@@ -18,6 +18,7 @@ import orjson
 
 from ._compiled import chosen, kernel
 from ._exceptions import InvalidRecordError
+from ._wording import a_type
 
 __all__ = ["MAX_DEPTH", "depth_ok", "loads", "loads_object", "plain_object"]
 
@@ -84,7 +85,7 @@ def loads_object(text: str | bytes, where: str = "") -> dict[str, Any]:
     """``loads``, for text that must hold a JSON object."""
     value = loads(text, where)
     if not isinstance(value, dict):
-        raise InvalidRecordError(f"{where}JSON value is a {type(value).__name__}, not an object")
+        raise InvalidRecordError(f"{where}JSON value is {a_type(value)}, not an object")
     return value
 
 

@@ -27,7 +27,7 @@ class Post:
     none (the filter then gives it the newest event time of the stream's
     dated posts, or, before any, of the first dated post after it; only a
     stream with no dated post at all runs on the wall clock). ``raw`` is the record exactly
-    as it arrived (a dict, a str, or the bytes of an input line). ``author``
+    as it arrived (a dict, a str, the bytes of an input line, or a data frame's row). ``author``
     is the account that posted it, as the platform names it (a screen name,
     a handle or a DID), or None when the record does not say.
     """

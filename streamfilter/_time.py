@@ -7,40 +7,27 @@ import functools
 import math
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import numpy as np
 
 from ._compiled import chosen, kernel
 from ._exceptions import InvalidRecordError
+from ._wording import a_type, shown
 
 __all__ = ["parse_timestamp"]
 
 _EARLIEST = datetime(1990, 1, 1, tzinfo=UTC).timestamp()
 FUTURE_SLACK = 86400.0  # how far ahead of this machine's clock a post may be dated
 _HUGE = 10**20  # past this, an epoch number in any unit is centuries off
-_SHOWN_CHARS = 40
-
-
-def _shown(value: object) -> str:
-    """``value`` as a reason quotes it: a long number or string cut in the middle."""
-    text = repr(value) if not isinstance(value, int) or -_HUGE < value < _HUGE else _digits(value)
-    if len(text) <= _SHOWN_CHARS:
-        return text
-    return f"{text[:16]}…{text[-8:]} ({len(text):,} characters)"
-
-
-def _digits(number: int) -> str:
-    try:
-        return str(number)
-    except ValueError:  # more digits than Python converts
-        return f"{'-' if number < 0 else ''}(a number of over 4,300 digits)"
 
 
 def parse_timestamp(value: object, field: str = "timestamp") -> float:
     """Seconds since the epoch from epoch numbers (s, ms, µs or ns), ISO 8601,
     Twitter's ``Wed Feb 24 11:35:00 +0000 2015``, a ``datetime`` (a pandas
-    ``Timestamp`` too; a naive one is read as UTC) or a numpy ``datetime64``.
+    ``Timestamp`` too; a naive one is read as UTC), a ``date`` (its midnight,
+    UTC, as a date-only ISO string) or a numpy ``datetime64``; numpy's
+    integers and floats count as numbers.
 
     Times before 1990 or more than a day ahead of this machine's clock are
     rejected: they are broken clocks or hostile input, and a far-future time
@@ -53,11 +40,13 @@ def parse_timestamp(value: object, field: str = "timestamp") -> float:
         accepted = _ACCEPTED.get(value)
         if accepted is not None:
             return accepted
-    if isinstance(value, bool):
+    if isinstance(value, bool | np.bool_):
         raise InvalidRecordError(f"{field} is a boolean: {value!r}")
+    if isinstance(value, np.integer):  # a data frame's row holds numpy's integers
+        value = int(value)
     if isinstance(value, int):
         if not -_HUGE < value < _HUGE:  # float() of one past 1e308 overflows; past 1e20 is far off in any unit
-            raise InvalidRecordError(f"{field} {_shown(value)} is in the far {'future' if value > 0 else 'past'}")
+            raise InvalidRecordError(f"{field} {shown(value)} is in the far {'future' if value > 0 else 'past'}")
         seconds = _from_number(float(value))
     elif isinstance(value, float):
         seconds = _from_number(value)
@@ -65,14 +54,16 @@ def parse_timestamp(value: object, field: str = "timestamp") -> float:
         seconds = _from_string(value.strip(), field)
     elif isinstance(value, datetime | np.datetime64):
         seconds = _from_datetime(value, field)
+    elif isinstance(value, date):  # a day, as a date-only ISO string is: its midnight, UTC
+        seconds = datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp()
     else:
-        raise InvalidRecordError(f"{field} is a {type(value).__name__}, not a string, number or datetime")
+        raise InvalidRecordError(f"{field} is {a_type(value)}, not a string, number or datetime")
     if not math.isfinite(seconds):
-        raise InvalidRecordError(f"{field} {_shown(value)} is not a finite number")
+        raise InvalidRecordError(f"{field} {shown(value)} is not a finite number")
     if seconds < _EARLIEST:
-        raise InvalidRecordError(f"{field} {_shown(value)} is in the far past (before 1990)")
+        raise InvalidRecordError(f"{field} {shown(value)} is in the far past (before 1990)")
     if seconds > time.time() + FUTURE_SLACK:
-        raise InvalidRecordError(f"{field} {_shown(value)} is in the far future")
+        raise InvalidRecordError(f"{field} {shown(value)} is in the far future")
     if type(value) is str:
         if len(_ACCEPTED) >= _ACCEPTED_SIZE:
             _ACCEPTED.clear()
@@ -100,7 +91,7 @@ def _from_datetime(value: datetime | np.datetime64, field: str) -> float:
             value = value.replace(tzinfo=UTC)
         return value.timestamp()
     except (ValueError, OverflowError, OSError):
-        raise InvalidRecordError(f"{field} {_shown(value)} is no point in time") from None
+        raise InvalidRecordError(f"{field} {shown(value)} is no point in time") from None
 
 
 def _from_number(number: float) -> float:
@@ -142,12 +133,12 @@ def _py_from_twitter(text: str, field: str) -> float | None:
         return None
     month, day, hour, minute, second, offset, year = found.groups()
     if len(year) != 4 or len(day) > 2:
-        raise InvalidRecordError(f"{field} {_shown(text)} has no real date (a year of 4 digits, a day of 1 or 2)")
+        raise InvalidRecordError(f"{field} {shown(text)} has no real date (a year of 4 digits, a day of 1 or 2)")
     midnight = _twitter_day(year, month, day, offset)
     if midnight is None:
-        raise InvalidRecordError(f"{field} {_shown(text)} names a day that {month} {year} does not have")
+        raise InvalidRecordError(f"{field} {shown(text)} names a day that {month} {year} does not have")
     if int(hour) > 23 or int(minute) > 59 or int(second) > 59 or int(offset[1:3]) > 23 or int(offset[3:5]) > 59:
-        raise InvalidRecordError(f"{field} {_shown(text)} names a time of day that does not exist")
+        raise InvalidRecordError(f"{field} {shown(text)} names a time of day that does not exist")
     return float(midnight + int(hour) * 3600 + int(minute) * 60 + int(second))
 
 
@@ -172,7 +163,7 @@ def _from_string(text: str, field: str) -> float:
     if twitter is not None:
         return twitter
     if len(text) > 64:  # no way of writing a time is this long; float() of 4,000 digits is
-        raise InvalidRecordError(f"{field} {_shown(text)} is no timestamp (over 64 characters)")
+        raise InvalidRecordError(f"{field} {shown(text)} is no timestamp (over 64 characters)")
     try:
         return _from_number(float(text))
     except ValueError:
@@ -183,7 +174,7 @@ def _from_string(text: str, field: str) -> float:
         try:
             parsed = datetime.strptime(text, "%a %b %d %H:%M:%S %z %Y")
         except ValueError:
-            raise InvalidRecordError(f"cannot read {field} {_shown(text)} as a date and time") from None
+            raise InvalidRecordError(f"cannot read {field} {shown(text)} as a date and time") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()

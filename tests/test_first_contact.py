@@ -171,6 +171,8 @@ def test_params_names_what_it_measures_and_the_threshold_it_assumed() -> None:
         (True, "id field id is a bool (True), not a string or an integer"),
         (False, "id field id is a bool (False), not a string or an integer"),
         ("", "id field id is an empty string"),
+        (" \t", "id field id is a blank string"),
+        (1.0, "id field id is a float (1.0), not a string or an integer"),
         (1e17, "id field id is a float (1e+17), not a string or an integer"),
     ],
 )
@@ -237,6 +239,33 @@ def test_a_pandas_frame_s_rows_are_records() -> None:
     with StreamFilter() as sf:
         kinds = [v.kind.value for v in sf.check_many(frame.to_dict("records"))]
     assert kinds == ["novel", "duplicate", "novel"]
+
+
+def test_a_pandas_frame_judged_a_row_at_a_time_keeps_its_numpy_ids_and_times() -> None:
+    # apply(axis=1) and iterrows give each row as a Series, whose integer
+    # columns hold numpy's int64, not int: ids and epoch times as the frame holds them
+    pd = pytest.importorskip("pandas")
+    from streamfilter import StreamFilter
+
+    frame = pd.DataFrame(
+        {
+            "id": [1, 2, 3],
+            "text": ["win a free cruise today for two", "win a FREE cruise today for two!!", "flight delayed again"],
+            "created_at": [1714564800, 1714564805, 1714564809],
+        }
+    )
+    with StreamFilter() as sf:
+        applied = frame.apply(sf.is_novel, axis=1).tolist()
+    with StreamFilter() as sf:
+        verdicts = [sf.check(row) for _, row in frame.iterrows()]
+    assert applied == [True, False, True]
+    assert [(v.kind.value, v.post_id, v.duplicate_of) for v in verdicts] == [
+        ("novel", "1", None),
+        ("duplicate", "2", "1"),
+        ("novel", "3", None),
+    ]
+    assert [v.post.timestamp for v in verdicts if v.post is not None] == [1714564800.0, 1714564805.0, 1714564809.0]
+    assert verdicts[0].post is not None and verdicts[0].post.raw is not None and verdicts[0].post.raw["id"] == 1
 
 
 def test_a_polars_frame_s_rows_are_records() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, date, datetime
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -73,3 +74,19 @@ def test_the_kernel_reads_a_twitter_time_as_the_regex_reading_does(  # type: ign
         assert expected is None or int(year) < 1900 or not text.isascii()
     else:
         assert found == expected
+
+
+def test_numpy_numbers_and_dates_read_as_python_s_do() -> None:
+    # a data frame's rows hold numpy's integers; a date column, dates
+    assert parse_timestamp(np.int64(1714564800)) == parse_timestamp(1714564800) == 1714564800.0
+    assert parse_timestamp(np.int32(1714564800)) == 1714564800.0
+    assert parse_timestamp(np.int64(1714564800123)) == 1714564800.123  # milliseconds, as an int's are read
+    assert (
+        parse_timestamp(date(2024, 5, 1))
+        == parse_timestamp("2024-05-01")
+        == datetime(2024, 5, 1, tzinfo=UTC).timestamp()
+    )
+    with pytest.raises(InvalidRecordError, match="created_at is a boolean"):
+        parse_timestamp(np.bool_(True), "created_at")
+    with pytest.raises(InvalidRecordError, match="far future"):
+        parse_timestamp(np.uint64(2**63), "created_at")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._exceptions import ConfigError, InvalidRecordError
 from .._json import depth_ok, loads_object, plain_object
 from .._post import Post
+from .._wording import a_type, shown
 
 __all__ = [
     "CLIPPED_LINE_BYTES",
@@ -18,6 +20,7 @@ __all__ = [
     "NotAPost",
     "RecordAdapter",
     "decode_line",
+    "post_id_of",
     "text_of",
 ]
 
@@ -88,8 +91,25 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
             return line.rstrip("\r\n")
         except ValueError:  # an integer longer than Python converts
             return loads_object(stripped)  # raises, with the reason of every decode
-        raise InvalidRecordError(f"JSON value is a {type(value).__name__}, not an object")
+        raise InvalidRecordError(f"JSON value is {a_type(value)}, not an object")
     return line.rstrip("\r\n")
+
+
+def post_id_of(value: object, name: str) -> str | None:
+    """A post's id as a record gives it (``name`` says where, in a reason):
+    a string, or an integer (numpy's too, as a data frame's row holds one);
+    None where there is none. Anything else is no id: a float (1e17 and
+    100000000000000001 read as one number), a boolean, an empty or a blank
+    string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value or value.isspace():
+            raise InvalidRecordError(f"{name} is {'an empty' if not value else 'a blank'} string")
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    raise InvalidRecordError(f"{name} is {a_type(value)} ({shown(value)}), not a string or an integer")
 
 
 def text_of(value: object, field: str) -> str:
@@ -97,7 +117,7 @@ def text_of(value: object, field: str) -> str:
     if value is None:
         raise InvalidRecordError(f"no text field ({field} is missing or null)")
     if not isinstance(value, str):
-        raise InvalidRecordError(f"text field {field} is a {type(value).__name__}, not a string")
+        raise InvalidRecordError(f"text field {field} is {a_type(value)}, not a string")
     if len(value) > MAX_TEXT_CHARS:
         raise InvalidRecordError(f"text field {field} has {len(value)} characters, over {MAX_TEXT_CHARS}")
     return value
@@ -169,8 +189,15 @@ class RecordAdapter:
             posts = [record]
         elif isinstance(record, InvalidRecordError):  # what the source already found unusable
             raise record
+        elif callable(getattr(record, "keys", None)) and hasattr(record, "__getitem__"):
+            # mapping-like without being a Mapping: a data frame's row (a pandas
+            # Series, as DataFrame.apply(..., axis=1) and iterrows give it)
+            row: Any = record
+            posts = self._from_mapping({key: row[key] for key in row.keys()})
+            for post in posts:
+                object.__setattr__(post, "raw", record)
         else:
-            raise InvalidRecordError(f"record is a {type(record).__name__}; expected a dict, a line or a Post")
+            raise InvalidRecordError(f"record is {a_type(record)}; expected a dict, a line or a Post")
         return posts
 
     def readable_id(self, record: object) -> str | None:

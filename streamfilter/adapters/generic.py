@@ -9,7 +9,7 @@ from .._exceptions import ConfigError, InvalidRecordError
 from .._normalize import has_retweet_prefix
 from .._post import Post
 from .._time import parse_timestamp
-from ._base import text_of
+from ._base import post_id_of, text_of
 
 __all__ = ["GenericAdapter", "lookup"]
 
@@ -82,11 +82,11 @@ class GenericAdapter:
 
     def readable_id(self, record: Mapping[str, Any]) -> str | None:
         """The id of a record that makes no valid post, read as ``posts``
-        reads it, where it is a string or an integer and not empty."""
-        found = _first(record, self._id)
-        if isinstance(found, str | int) and not isinstance(found, bool) and found != "":
-            return str(found)
-        return None
+        reads it, where it is one (``post_id_of``)."""
+        try:
+            return post_id_of(_first(record, self._id), "id")
+        except InvalidRecordError:
+            return None
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
         found = _first(record, self._text)
@@ -101,19 +101,12 @@ class GenericAdapter:
                 f"no text field: tried {tried}, and the record has {fields}; name its text with --text-field"
             )
         text = text_of(found, self.text_field)
-        post_id = _first(record, self._id)
-        if post_id is not None and (isinstance(post_id, bool) or not isinstance(post_id, str | int)):
-            # a float is no id: 1e17 and 100000000000000001 read as one number
-            raise InvalidRecordError(
-                f"id field {self.id_field} is a {type(post_id).__name__} ({post_id!r}), not a string or an integer"
-            )
-        if post_id == "":
-            raise InvalidRecordError(f"id field {self.id_field} is an empty string")
+        post_id = post_id_of(_first(record, self._id), f"id field {self.id_field}")
         time_value = _first(record, self._time)
         timestamp = None if time_value is None else parse_timestamp(time_value, self.time_field)
         return [
             Post(
-                None if post_id is None else str(post_id),
+                post_id,
                 text,
                 timestamp,
                 None,

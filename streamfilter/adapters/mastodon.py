@@ -22,7 +22,7 @@ from .._exceptions import InvalidRecordError
 from .._json import loads
 from .._post import Post
 from .._time import parse_timestamp
-from ._base import NotAPost, text_of
+from ._base import NotAPost, post_id_of, text_of
 
 __all__ = ["MastodonAdapter", "html_to_text"]
 
@@ -163,8 +163,7 @@ def html_to_text(html: str) -> str:
 
 
 def _status_id(status: Mapping[str, Any]) -> str | None:
-    value = status.get("id")
-    return None if value is None else str(value)
+    return post_id_of(status.get("id"), "id")
 
 
 # The streaming API's events (docs.joinmastodon.org/methods/streaming): statuses come as ``update``.

@@ -24,18 +24,16 @@ from .._exceptions import InvalidRecordError
 from .._normalize import has_retweet_prefix
 from .._post import Post
 from .._time import parse_timestamp
-from ._base import NotAPost, text_of
+from .._wording import a_type
+from ._base import NotAPost, post_id_of, text_of
 
 __all__ = ["TwitterV1Adapter", "TwitterV2Adapter"]
 
 
 def _id_of(status: Mapping[str, Any]) -> str | None:
-    value = status.get("id_str", status.get("id"))
-    if value is None:
-        return None
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise InvalidRecordError(f"id is a {type(value).__name__}, not a string or number")
-    return str(value)
+    if "id_str" in status:
+        return post_id_of(status["id_str"], "id_str")
+    return post_id_of(status.get("id"), "id")
 
 
 def _time_of(status: Mapping[str, Any]) -> float | None:
@@ -161,7 +159,7 @@ class TwitterV2Adapter:
                 raise InvalidRecordError("response page has no tweets in data")
             return [self._post(tweet, included, users, record) for tweet in data if isinstance(tweet, Mapping)]
         if not isinstance(data, Mapping):
-            raise InvalidRecordError(f"data is a {type(data).__name__}, not a tweet object")
+            raise InvalidRecordError(f"data is {a_type(data)}, not a tweet object")
         return [self._post(data, included, users, record)]
 
     def _post(
