@@ -56,6 +56,10 @@ REASON_REPOST_SEEN = "repost of a post already seen"
 # of its first CUT_OFF_MIN_WORDS and CUT_OFF_EXACT_BELOW words, where a copy
 # cut short by "…" finds it.
 TEXT_KEY_FIRSTS = (0, CUT_OFF_MIN_WORDS, CUT_OFF_EXACT_BELOW)
+# How many texts' words a sketcher keeps (``Sketcher.words``): repeats of a
+# text come close together in a stream, and 1,024 catch as many as 4,096.
+RECENT_TEXTS = 1024
+_RECENT_TEXT_CHARS = 2000  # a post's text is shorter: 280 characters on X, 500 on Mastodon
 
 
 class Sketcher:
@@ -71,12 +75,32 @@ class Sketcher:
             raise ConfigError("a Sketcher needs the seed of its index: FilterConfig(seed=...), or the Engine's")
         assert config.bands is not None and config.rows is not None
         self._sketcher = BatchSketcher(config.num_perm, config.seed, config.shingle_size, config.bands, config.rows)
+        # the words of the texts seen last, oldest first (``words``)
+        self._recent_words: dict[str, tuple[str, ...]] = {}
 
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> tuple[list[str], bool]:
         """The words a post is shingled from (see the module docstring for the
         empty rule), and whether its text was cut off by "…" (never for the
-        exact-text fallback)."""
+        exact-text fallback).
+
+        The words of the last ``RECENT_TEXTS`` texts (of a post's length) are
+        kept: the retweets of one status carry its text, and a storm of them,
+        or of a copied text, repeats it thousands of times, each normalised
+        once while recent."""
+        known = self._recent_words.get(text)
+        if known is None:
+            words, cut_off = self._words_of(text)
+            if len(text) > _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
+                return words, cut_off
+            if len(self._recent_words) >= RECENT_TEXTS:
+                del self._recent_words[next(iter(self._recent_words))]
+            # kept as strings alone ("1" first for a cut), which the collector does not track
+            known = self._recent_words[text] = ("1" if cut_off else "", *words)
+        return list(known[1:]), bool(known[0])
+
+    @staticmethod
+    def _words_of(text: str) -> tuple[list[str], bool]:
         words, cut_off = words_and_cut(text)
         if words:
             return words, cut_off

@@ -290,3 +290,35 @@ def test_a_copy_cut_short_at_a_platform_s_limit_finds_its_original_by_its_start(
     assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "orig", 1.0)
     assert (short.kind.value, short.duplicate_of) == ("duplicate", "orig")
     assert other.kind.value == "novel"
+
+
+def test_a_storm_of_one_text_is_normalised_once_and_a_flood_of_long_ones_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from streamfilter import _engine
+    from streamfilter._normalize import words_and_cut
+
+    normalised: list[str] = []
+
+    def counting(text: str) -> tuple[list[str], bool]:
+        normalised.append(text)
+        return words_and_cut(text)
+
+    monkeypatch.setattr(_engine, "words_and_cut", counting)
+    sketcher = Sketcher(FilterConfig(seed=SEED), record_adapter("auto"))
+    storm = "RT this giveaway ends tonight, follow and retweet to win a new phone"
+    retweets = [(n, {"id": str(n), "text": storm}) for n in range(500)]
+    batch = sketcher.prepare(retweets)
+    assert normalised == [storm] and len(batch.sketches) == 500
+    words, ends = batch.sketches.words, batch.sketches.word_ends
+    assert len(words[ends[0] : ends[1]]) == 13 and words[ends[0] : ends[1]].tolist() == words[ends[499] :].tolist()
+
+    # texts past a post's length, as a flood of them, are normalised each time and not kept
+    long_texts = [(n, {"id": f"long{n}", "text": f"word{n} " * 600}) for n in range(3)]
+    sketcher.prepare(long_texts + long_texts)
+    assert len(normalised) == 1 + 6
+    assert all(len(text) <= 2000 for text in sketcher._recent_words)
+
+    # and the words kept are at most the last RECENT_TEXTS texts'
+    sketcher.prepare([(n, {"id": f"t{n}", "text": f"text number {n}"}) for n in range(_engine.RECENT_TEXTS + 10)])
+    assert len(sketcher._recent_words) == _engine.RECENT_TEXTS
