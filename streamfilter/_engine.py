@@ -18,6 +18,7 @@ import logging
 import math
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,7 +77,7 @@ class Sketcher:
         assert config.bands is not None and config.rows is not None
         self._sketcher = BatchSketcher(config.num_perm, config.seed, config.shingle_size, config.bands, config.rows)
         # the words of the texts seen last, oldest first (``words``)
-        self._recent_words: dict[str, tuple[str, ...]] = {}
+        self._recent_words: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
     # -- sketching -------------------------------------------------------------
     def words(self, text: str) -> tuple[list[str], bool]:
@@ -94,7 +95,8 @@ class Sketcher:
             if len(text) > _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
                 return words, cut_off
             if len(self._recent_words) >= RECENT_TEXTS:
-                del self._recent_words[next(iter(self._recent_words))]
+                # the oldest, in one step: threads calling check() sketch at once
+                self._recent_words.popitem(last=False)
             # kept as strings alone ("1" first for a cut), which the collector does not track
             known = self._recent_words[text] = ("1" if cut_off else "", *words)
         return list(known[1:]), bool(known[0])
