@@ -37,7 +37,8 @@ static int put(Buffer *buffer, const char *text, Py_ssize_t size) {
 #define PUT_LITERAL(buffer, text) put((buffer), (text), (Py_ssize_t)sizeof(text) - 1)
 
 /* ``text`` (a str) as json.encoder.encode_basestring writes it: quoted, with
- * '"', '\\' and the control characters escaped, the rest as it is. UTF-8 of
+ * '"', '\\' and the control characters escaped, and NEL, U+2028 and U+2029
+ * too (_post._json_string), the rest as it is. UTF-8 of
  * a non-ASCII character holds no byte below 0x80, so escaping bytes escapes
  * characters. 1 when the text has a lone surrogate (no UTF-8 for it: the
  * caller takes the Python path), 0, or -1 with an error set. */
@@ -61,6 +62,15 @@ static int put_json_string(Buffer *buffer, PyObject *text) {
     *out++ = '"';
     for (Py_ssize_t i = 0; i < size; i++) {
         unsigned char c = (unsigned char)utf8[i];
+        /* NEL (C2 85), U+2028 and U+2029 (E2 80 A8/A9): line breaks to many readers, escaped as _post._json_string */
+        if ((c == 0xC2 && i + 1 < size && (unsigned char)utf8[i + 1] == 0x85) ||
+            (c == 0xE2 && i + 2 < size && (unsigned char)utf8[i + 1] == 0x80 &&
+             ((unsigned char)utf8[i + 2] == 0xA8 || (unsigned char)utf8[i + 2] == 0xA9))) {
+            memcpy(out, c == 0xC2 ? "\\u0085" : utf8[i + 2] == (char)0xA8 ? "\\u2028" : "\\u2029", 6);
+            out += 6;
+            i += c == 0xC2 ? 1 : 2;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\') {
             *out++ = (char)c;
             continue;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from json.encoder import encode_basestring as _json_string
+from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = [
@@ -166,8 +166,21 @@ class Verdict:
         }
 
     def json_line(self) -> str:
-        """``json.dumps(self.to_json(), ensure_ascii=False)``, written directly."""
+        """``json.dumps(self.to_json(), ensure_ascii=False)``, written directly,
+        with the line breaks besides "\\n" escaped (NEL, U+2028, U+2029)."""
         return json_line(self.post_id, self.kind, self.duplicate_of, self.similarity, self.reason, self.line)
+
+
+# The characters besides "\n" that str.splitlines, editors and log viewers
+# break a line at, and that JSON may leave raw inside a string.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _json_string(text: str) -> str:
+    """``text`` as ``json.dumps(ensure_ascii=False)`` writes it, but with NEL,
+    U+2028 and U+2029 escaped too: a verdict line stays one line wherever it is read."""
+    quoted: str = encode_basestring(text)
+    return quoted if text.isascii() else quoted.translate(_LINE_BREAKS)
 
 
 def json_line(

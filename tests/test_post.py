@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from streamfilter import Post, Verdict, VerdictKind
 
-ids = st.none() | st.text() | st.sampled_from(['100"2', "a\\b", "\u2028", "\x00", "id\n", "ñ😀"])
+ids = st.none() | st.text() | st.sampled_from(['100"2', "a\\b", "\u2028", "\x85", "\x00", "id\n", "ñ😀"])
 verdicts = st.builds(
     Verdict,
     kind=st.sampled_from(list(VerdictKind)),
@@ -27,8 +27,9 @@ verdicts = st.builds(
 @given(verdicts)
 def test_json_line_is_the_json_of_to_json(verdict: Verdict) -> None:
     line = verdict.json_line()
-    assert "\n" not in line
-    assert line == json.dumps(verdict.to_json(), ensure_ascii=False)
+    assert len(line.splitlines()) == 1  # one line to every reader: NEL, U+2028 and U+2029 escaped too
+    written = json.dumps(verdict.to_json(), ensure_ascii=False)
+    assert line == written.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     assert json.loads(line) == verdict.to_json()
 
 

@@ -41,6 +41,8 @@ def _columns(batch: list[Verdict]) -> tuple[list[object], ...]:
 @example([Verdict(VerdictKind.INVALID, 3, Post("\ud800", "x"), reason="lone \udc00")])
 @example([Verdict(VerdictKind.DUPLICATE, 9, Post(None, "x"), duplicate_of='\x00\x1f"\\\u2028', similarity=0.123456)])
 @example([Verdict(VerdictKind.DUPLICATE, 1, None, duplicate_of="a", similarity=1.0)])
+# the line breaks escaped (NEL, U+2029, U+2028), and their neighbours in UTF-8 not (©, ‰, €, U+2027)
+@example([Verdict(VerdictKind.INVALID, 4, Post("0\x85", "x"), reason="\u2029\u00a9\u2030\u20ac\u2027\u2028")])
 def test_the_kernels_lines_are_the_json_lines(kernel, batch: list[Verdict]) -> None:  # type: ignore[no-untyped-def]
     compiled = kernel.verdict_lines(*_columns(batch))
     python = "".join([verdict.json_line() + "\n" for verdict in batch])
