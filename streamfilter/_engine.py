@@ -90,16 +90,16 @@ class Sketcher:
         or of a copied text, repeats it thousands of times, each normalised
         once while recent."""
         known = self._recent_words.get(text)
-        if known is None:
-            words, cut_off = self._words_of(text)
-            if len(text) > _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
-                return words, cut_off
+        if known is not None:
+            return list(known[1:]), bool(known[0])
+        words, cut_off = self._words_of(text)
+        if len(text) <= _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
             if len(self._recent_words) >= RECENT_TEXTS:
                 # the oldest, in one step: threads calling check() sketch at once
                 self._recent_words.popitem(last=False)
             # kept as strings alone ("1" first for a cut), which the collector does not track
-            known = self._recent_words[text] = ("1" if cut_off else "", *words)
-        return list(known[1:]), bool(known[0])
+            self._recent_words[text] = ("1" if cut_off else "", *words)
+        return words, cut_off
 
     @staticmethod
     def _words_of(text: str) -> tuple[list[str], bool]:
