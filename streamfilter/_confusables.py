@@ -48,7 +48,7 @@ from importlib import resources
 
 import regex
 
-__all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes", "spell_spoofs"]
+__all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes", "spell_spoofs", "spoof_spelling"]
 
 CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
 
@@ -70,6 +70,26 @@ def displayed(text: str) -> str:
     if _RLO not in text and _LRO not in text:
         return text
     return str(_OVERRIDE_SPAN.sub(_as_displayed, text))
+
+
+def spoof_spelling(text: str) -> str | None:
+    """All that the spelling of ``text``'s ASCII words can change in how
+    ``spell_spoofs(displayed(text))`` reads it: "" with no look-alike (it
+    is ``text``); with some, "C" or "c", whether most of its words begin
+    with a capital (which picks a spoof's spelling); None under a bidi
+    override, whose span is read backwards."""
+    if _RLO in text or _LRO in text:
+        return None
+    if _lookalikes().isdisjoint(text):
+        return ""
+    return "C" if _mostly_capitalised(text) else "c"
+
+
+def _mostly_capitalised(text: str) -> bool:
+    """A post whose words mostly begin with a capital was written in capitals
+    or title case: its small look-alikes are mostly capitals a case change made small."""
+    words = _LETTER_RUN.findall(text)
+    return sum(word[:1].isupper() for word in words) * 2 >= len(words)
 
 
 def _as_displayed(span: regex.Match[str]) -> str:
@@ -213,11 +233,7 @@ def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
         ):
             return word
         if not tables:
-            # a post whose words mostly begin with a capital was written in capitals or
-            # title case: its small look-alikes are mostly capitals a case change made small
-            words = _LETTER_RUN.findall(text)
-            capitalised = sum(word[:1].isupper() for word in words) * 2 >= len(words)
-            tables.append(_by_capital_look() if capitalised else _by_look())
+            tables.append(_by_capital_look() if _mostly_capitalised(text) else _by_look())
         return word.translate(tables[0])
 
     return str(_LETTER_RUN.sub(spelled, text))

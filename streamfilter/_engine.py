@@ -31,7 +31,7 @@ from ._exceptions import ConfigError, InvalidRecordError, StreamFilterError
 from ._group import GroupCommit
 from ._judge import Judgement, judge_in, run_batch
 from ._lsh import PLATFORMS, id_keys, scoped_id, text_keys
-from ._normalize import normalize_fallback, words_and_cut
+from ._normalize import normalize_fallback, same_words_key, words_and_cut
 from ._post import RetweetPolicy, VerdictKind
 from ._prepared import NO_SHINGLES, NO_WORDS, Entries, Entry, PreparedBatch
 from ._rules import CUT_OFF_EXACT_BELOW, CUT_OFF_MIN_WORDS
@@ -88,26 +88,30 @@ class Sketcher:
         The words of the last ``RECENT_TEXTS`` texts (of a post's length) are
         kept: the retweets of one status carry its text, and a storm of them,
         or of a copied text, repeats it thousands of times, each normalised
-        once while recent."""
-        known = self._recent_words.get(text)
+        once while recent. A campaign's copies that differ in their mentions
+        and t.co links alone share one key (``same_words_key``)."""
+        key = same_words_key(text)
+        known = self._recent_words.get(key)
         if known is not None:
             return list(known[1:]), bool(known[0])
-        words, cut_off = self._words_of(text)
-        if len(text) <= _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
+        words, cut_off = words_and_cut(text)
+        if not words:  # the fallback is the text's own: kept under the text alone
+            words, cut_off = self._fallback(text), False
+            if key != text:
+                return words, cut_off
+        if len(key) <= _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
             if len(self._recent_words) >= RECENT_TEXTS:
                 # the oldest, in one step: threads calling check() sketch at once
                 self._recent_words.popitem(last=False)
             # kept as strings alone ("1" first for a cut), which the collector does not track
-            self._recent_words[text] = ("1" if cut_off else "", *words)
+            self._recent_words[key] = ("1" if cut_off else "", *words)
         return words, cut_off
 
     @staticmethod
-    def _words_of(text: str) -> tuple[list[str], bool]:
-        words, cut_off = words_and_cut(text)
-        if words:
-            return words, cut_off
+    def _fallback(text: str) -> list[str]:
+        """The exact-text word of a text ``normalize`` leaves nothing of, if any."""
         fallback = normalize_fallback(text)
-        return ([_EXACT_TEXT_MARK + fallback] if fallback else []), False
+        return [_EXACT_TEXT_MARK + fallback] if fallback else []
 
     def rekey(self, word_seqs: Sequence[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint64]:
         """The keys stored posts' texts filed them under (their band keys and

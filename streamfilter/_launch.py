@@ -25,6 +25,7 @@ from ._early import catch_early_sigterm
 from ._protocol import (
     default_sketch_processes,
     pace_collector_for_batches,
+    single_threaded_blas,
     small_input,
     spawn_worker,
 )
@@ -48,6 +49,7 @@ def run() -> None:
     """The ``streamfilter`` command: ``cli.main`` in a process of its own."""
     if sys.argv[1:2] and sys.argv[1] in _STREAM_COMMANDS:
         catch_early_sigterm()  # a stream command stops at its first batch (_early)
+    single_threaded_blas(os.environ)  # before numpy is imported, here and in the worker
     prestarted = _prestart_worker(sys.argv[1:])
     from . import _workers
     from .cli import main

@@ -63,7 +63,7 @@ from collections.abc import Callable
 import regex
 
 from ._compiled import chosen, from_kernel, kernel
-from ._confusables import displayed, fold_lookalikes, spell_spoofs
+from ._confusables import displayed, fold_lookalikes, spell_spoofs, spoof_spelling
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -74,6 +74,7 @@ __all__ = [
     "normalize",
     "normalize_fallback",
     "normalize_words",
+    "same_words_key",
     "words_and_cut",
 ]
 
@@ -515,6 +516,33 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
     if _ASCII_LETTER.search(kept) is not None:  # only a word with an ASCII letter may be folded
         words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
     return _tokens(words)
+
+
+# A whole mention or t.co link, with white space (or a mention's colon) on both sides.
+_ADDRESS = re.compile(r"(?<!\S)(?:@[A-Za-z0-9_]{1,15}(?=[\s:]|$)|https?://t\.co/[A-Za-z0-9]+(?!\S))")
+
+
+def _address_spelled_alike(found: re.Match[str]) -> str:
+    return "@_" if found.group().startswith("@") else "https://t.co/_"
+
+
+def same_words_key(text: str) -> str:
+    """A key that ``text`` shares only with texts whose ``words_and_cut`` is
+    provably its own: ``text`` with each whole mention and t.co link spelled
+    alike, where nothing but their being there changes the words (a
+    campaign's copies differ in just those); otherwise ``text`` itself.
+
+    Where the length or letters of an address could matter, a text is its
+    own key: with a ``…`` (a cut is looked for in the last 64 characters),
+    an ``&`` (an entity can make one) or a bidi override. With look-alikes,
+    whether most words are capitalised is part of the key (``spoof_spelling``)."""
+    if "@" not in text and "t.co/" not in text or "…" in text or "&" in text:
+        return text
+    spelling = "" if text.isascii() else spoof_spelling(text)
+    if spelling is None:
+        return text
+    # a suffix only on a text with look-alikes, which no key without one has
+    return _ADDRESS.sub(_address_spelled_alike, text) + spelling
 
 
 def normalize_fallback(text: str) -> str:

@@ -15,13 +15,14 @@ import stat
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._compiled import PURE_VARIABLE, kernel_mode
 
 __all__ = [
+    "BLAS_THREADS_VARIABLE",
     "FRAME_BYTES",
     "FRAME_HEADER",
     "SMALL_INPUT_BYTES",
@@ -30,12 +31,14 @@ __all__ = [
     "from_frame",
     "most_sketch_processes",
     "pace_collector_for_batches",
+    "single_threaded_blas",
     "small_input",
     "spawn_worker",
     "worker_environment",
 ]
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 # A worker's pipes (or socket) hold a whole batch's frame, a few hundred kB,
 # so each side writes it in one go (Linux's default pipe-max-size).
 FRAME_BYTES = 1 << 20
@@ -113,10 +116,21 @@ def most_sketch_processes() -> int:
     return max(default_sketch_processes(), 2 if _cores() >= 2 else 0)
 
 
+def single_threaded_blas(environment: MutableMapping[str, str]) -> None:
+    """Ask numpy's OpenBLAS for one thread, unless the user chose a number.
+
+    At import, OpenBLAS starts a thread per core that spins for a while: CPU
+    taken from the replay's own processes on a small machine, for nothing,
+    since streamfilter never calls BLAS. Only for processes streamfilter owns
+    (the CLI's, a worker's), and before numpy is imported there."""
+    environment.setdefault(BLAS_THREADS_VARIABLE, "1")
+
+
 def worker_environment() -> dict[str, str]:
     """The environment of a worker process: this one's, with this very
     package first on the path, wherever it was imported from."""
     environment = dict(os.environ)
+    single_threaded_blas(environment)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, environment.get("PYTHONPATH")]))
     if kernel_mode() == "pure":  # the worker runs what this process runs (and says nothing more of it)
         environment[PURE_VARIABLE] = "1"

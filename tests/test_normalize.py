@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 import regex
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from streamfilter import _normalize, normalize
@@ -235,3 +235,55 @@ def test_spoofs_are_spelled_as_the_whole_text_patterns_spell_them(text: str) -> 
     from streamfilter._confusables import spell_spoofs
 
     assert spell_spoofs(text) == _spelled_by_whole_patterns(text)
+
+
+# A campaign's copies: one text, its mentions and t.co links spelled anew. The
+# pieces around them are those where an address's length or letters could
+# count: a cut ("…" looks back 64 characters), entities, retweet prefixes,
+# "via", colons, look-alikes (their spelling counts capitalised words), bidi
+# overrides, scripts without spaces, emoji.
+_PIECES = [
+    " ", "  ", "\n", "\u3000", ":", "RT ", "via ", "Via ", "@", "#", "…", "&amp;", "&hellip;", "\u202e",
+    "\u202c", "hello", "World", "a", "I", "b c d", "日本語", "ภาษาไทย", "العربية", "Неllо", "οk", "1", ".",
+    "/", "https://", "👍", "x@y", "é",
+]  # fmt: skip
+_HANDLE = st.text(alphabet="abcXYZ019_", min_size=1, max_size=16).map(lambda name: "@" + name)
+_LINK = st.text(alphabet="aZ09", min_size=1, max_size=12).map(lambda code: "https://t.co/" + code)
+_SLOT = object()
+
+
+_LONG_LINKS = [("https://t.co/AAAAAAAAAAAA", "https://t.co/A")] * 14
+_CASED_HANDLES = [("@abc", "@ABC"), ("@def", "@DEF")] * 7
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(st.one_of(st.sampled_from(_PIECES), st.just(_SLOT)), max_size=14),
+    st.lists(st.tuples(st.one_of(_HANDLE, _LINK), st.one_of(_HANDLE, _LINK)), min_size=14, max_size=14),
+)
+# a cut is looked for in the last 64 characters, whose start the links' length moves
+@example(["hello word…", " ", _SLOT, " ", _SLOT, " ", _SLOT, " ", _SLOT], _LONG_LINKS)
+# most words capitalised or not picks how a look-alike is spelled ("ƽ" as s or 5)
+@example(["xƽx", " ", _SLOT, " ", _SLOT], _CASED_HANDLES)
+def test_texts_that_share_a_words_key_have_the_same_words(template: list[Any], addresses: list[Any]) -> None:
+    # The sketcher normalises a text once per key (Sketcher.words): a key two
+    # texts share must never hide a difference in their words.
+    slots = iter(addresses)
+    filled = [piece if piece is not _SLOT else next(slots) for piece in template]
+    first = "".join(piece if isinstance(piece, str) else piece[0] for piece in filled)
+    second = "".join(piece if isinstance(piece, str) else piece[1] for piece in filled)
+    assume(_normalize.same_words_key(first) == _normalize.same_words_key(second))
+    assert _normalize.words_and_cut(first) == _normalize.words_and_cut(second)
+
+
+def test_a_campaigns_copies_share_a_words_key_and_other_texts_do_not() -> None:
+    key = _normalize.same_words_key
+    copy = "@alice Win a trip to Tokyo! https://t.co/AbC123xyz0 #sweeps"
+    assert key(copy) == key("@bob_77 Win a trip to Tokyo! https://t.co/Zz9 #sweeps")
+    assert key("RT @alice: 東京旅行が当たる https://t.co/a1") == key("RT @b: 東京旅行が当たる https://t.co/b2")
+    assert key(copy) != key("@alice Win a trip to Paris! https://t.co/AbC123xyz0 #sweeps")
+    # where an address's spelling could count, a text is its own key
+    for text in ("@alice Win a trip to Tok… https://t.co/a1", "@alice Win &amp; go", "@alice \u202eolleh\u202c"):
+        assert key(text) == text
+    # a spoof is spelled by whether most words are capitalised: so is the key
+    assert key("@alice @bob xƽx") == key("@carol @dave xƽx") != key("@Alice @Bob xƽx")

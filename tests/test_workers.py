@@ -276,6 +276,23 @@ def test_a_worker_imports_nothing_of_the_parents_side() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_the_command_and_its_workers_ask_openblas_for_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenBLAS starts a spinning thread per core at numpy's import, CPU the
+    # replay's processes need; the user's own choice stands.
+    monkeypatch.delenv(_protocol.BLAS_THREADS_VARIABLE, raising=False)
+    assert _protocol.worker_environment()[_protocol.BLAS_THREADS_VARIABLE] == "1"
+    monkeypatch.setenv(_protocol.BLAS_THREADS_VARIABLE, "3")
+    assert _protocol.worker_environment()[_protocol.BLAS_THREADS_VARIABLE] == "3"
+    check = (
+        "import atexit, os, sys; os.environ.pop('OPENBLAS_NUM_THREADS', None); "
+        "sys.argv = ['streamfilter', '--version']; from streamfilter import _launch; "
+        "atexit.register(lambda: print('blas', os.environ.get('OPENBLAS_NUM_THREADS'))); _launch.run()"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "blas 1"
+
+
 def test_the_commands_own_process_does_not_load_the_emoji_data() -> None:
     # Its imports are on the critical path of every command: the emoji data
     # (30-40 ms with the table) is loaded when a post first needs it.
