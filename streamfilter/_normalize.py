@@ -519,11 +519,9 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
 
 
 # A whole mention or t.co link, with white space (or a mention's colon) on both sides.
-_ADDRESS = re.compile(r"(?<!\S)(?:@[A-Za-z0-9_]{1,15}(?=[\s:]|$)|https?://t\.co/[A-Za-z0-9]+(?!\S))")
-
-
-def _address_spelled_alike(found: re.Match[str]) -> str:
-    return "@_" if found.group().startswith("@") else "https://t.co/_"
+# (The literal first, then what is behind it: a search skips to each "@" or "h".)
+_WHOLE_MENTION = re.compile(r"@(?<!\S@)[A-Za-z0-9_]{1,15}(?=[\s:]|$)")
+_WHOLE_TCO_LINK = re.compile(r"h(?<!\Sh)ttps?://t\.co/[A-Za-z0-9]+(?!\S)")
 
 
 def same_words_key(text: str) -> str:
@@ -536,13 +534,15 @@ def same_words_key(text: str) -> str:
     own key: with a ``…`` (a cut is looked for in the last 64 characters),
     an ``&`` (an entity can make one) or a bidi override. With look-alikes,
     whether most words are capitalised is part of the key (``spoof_spelling``)."""
-    if "@" not in text and "t.co/" not in text or "…" in text or "&" in text:
+    mentions, links = "@" in text, "t.co/" in text
+    if not (mentions or links) or "…" in text or "&" in text:
         return text
     spelling = "" if text.isascii() else spoof_spelling(text)
     if spelling is None:
         return text
+    key = _WHOLE_MENTION.sub("@_", text) if mentions else text
     # a suffix only on a text with look-alikes, which no key without one has
-    return _ADDRESS.sub(_address_spelled_alike, text) + spelling
+    return (_WHOLE_TCO_LINK.sub("https://t.co/_", key) if links else key) + spelling
 
 
 def normalize_fallback(text: str) -> str:
