@@ -90,7 +90,7 @@ class Sketcher:
         or of a copied text, repeats it thousands of times, each normalised
         once while recent. A campaign's copies that differ in their mentions
         and t.co links alone share one key (``same_words_key``)."""
-        key = same_words_key(text)
+        key = same_words_key(text) if len(text) <= _RECENT_TEXT_CHARS else text  # else never kept
         known = self._recent_words.get(key)
         if known is not None:
             return list(known[1:]), bool(known[0])
