@@ -88,7 +88,7 @@ def spoof_spelling(text: str) -> str | None:
 def _mostly_capitalised(text: str) -> bool:
     """A post whose words mostly begin with a capital was written in capitals
     or title case: its small look-alikes are mostly capitals a case change made small."""
-    words = _LETTER_RUN.findall(text)
+    words: list[str] = _LETTER_RUN.findall(text)
     return sum(word[:1].isupper() for word in words) * 2 >= len(words)
 
 
