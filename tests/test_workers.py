@@ -264,6 +264,13 @@ def in_process_verdicts(stream: Path, tmp_path: Path) -> list[dict[str, object]]
     return verdict_lines(verdicts)
 
 
+def printed_by_python(code: str) -> list[str]:
+    """The lines a new Python process running ``code`` prints; it must succeed."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
 def test_a_worker_imports_nothing_of_the_parents_side() -> None:
     # It starts beside the command's own imports: what it loads delays its first answer.
     check = (
@@ -271,9 +278,7 @@ def test_a_worker_imports_nothing_of_the_parents_side() -> None:
         "print(sorted(m for m in ('anyio', 'asyncio', 'lmdb', 'streamfilter.stores.lmdb', "
         "'streamfilter.stores.redis', 'streamfilter._workers') if m in sys.modules))"
     )
-    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert printed_by_python(check) == ["[]"]
 
 
 def test_the_command_and_its_workers_ask_openblas_for_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,18 +293,14 @@ def test_the_command_and_its_workers_ask_openblas_for_one_thread(monkeypatch: py
         "sys.argv = ['streamfilter', '--version']; from streamfilter import _launch; "
         "atexit.register(lambda: print('blas', os.environ.get('OPENBLAS_NUM_THREADS'))); _launch.run()"
     )
-    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "blas 1"
+    assert printed_by_python(check)[-1] == "blas 1"
 
 
 def test_the_commands_own_process_does_not_load_the_emoji_data() -> None:
     # Its imports are on the critical path of every command: the emoji data
     # (30-40 ms with the table) is loaded when a post first needs it.
     check = "import sys; from streamfilter import cli, _workers; print('emoji' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "False"
+    assert printed_by_python(check) == ["False"]
 
 
 def test_a_worker_imports_this_package_not_a_folder_named_like_it(tmp_path: Path) -> None:
