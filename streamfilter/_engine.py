@@ -90,7 +90,8 @@ class Sketcher:
         or of a copied text, repeats it thousands of times, each normalised
         once while recent. A campaign's copies that differ in their mentions
         and t.co links alone share one key (``same_words_key``)."""
-        key = same_words_key(text) if len(text) <= _RECENT_TEXT_CHARS else text  # else never kept
+        kept = len(text) <= _RECENT_TEXT_CHARS  # a flood of long texts would hold megabytes each
+        key = same_words_key(text) if kept else text
         known = self._recent_words.get(key)
         if known is not None:
             return list(known[1:]), bool(known[0])
@@ -99,7 +100,7 @@ class Sketcher:
             words, cut_off = self._fallback(text), False
             if key != text:
                 return words, cut_off
-        if len(key) <= _RECENT_TEXT_CHARS:  # a flood of long texts would hold megabytes each
+        if kept:
             if len(self._recent_words) >= RECENT_TEXTS:
                 # the oldest, in one step: threads calling check() sketch at once
                 self._recent_words.popitem(last=False)

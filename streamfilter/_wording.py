@@ -4,7 +4,6 @@ from __future__ import annotations
 
 __all__ = ["a_type", "counted", "shown"]
 
-_HUGE = 10**20
 _SHOWN_CHARS = 40
 
 
@@ -21,7 +20,7 @@ def a_type(value: object) -> str:
 
 def shown(value: object) -> str:
     """``value`` as a reason quotes it: a long number or string cut in the middle."""
-    text = repr(value) if not isinstance(value, int) or -_HUGE < value < _HUGE else _digits(value)
+    text = _digits(value) if isinstance(value, int) else repr(value)
     if len(text) <= _SHOWN_CHARS:
         return text
     return f"{text[:16]}…{text[-8:]} ({len(text):,} characters)"
@@ -29,6 +28,6 @@ def shown(value: object) -> str:
 
 def _digits(number: int) -> str:
     try:
-        return str(number)
+        return repr(number)
     except ValueError:  # more digits than Python converts
         return f"{'-' if number < 0 else ''}(a number of over 4,300 digits)"
