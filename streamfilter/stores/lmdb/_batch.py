@@ -93,6 +93,8 @@ class Batch:
         # most keys of a novel post are in no run at all
         maybe = key_filter.might_hold(queries)  # in a small run
         masks = key_filter.run_masks.masks(queries)  # in which large runs
+        if len(maybe) == 0 and (masks is None or not masks.any()):  # no run is searched for any
+            return (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         return self._searched(self._live_planes(runs, first_live), queries, maybe, masks, first_live)
 
     def _live_planes(self, runs: list[Run], first_live: int) -> list[tuple[Run, int]]:
@@ -364,7 +366,8 @@ class Hits:
                 runs, queries, maybe, masks, first_live, limit, OLDEST_PER_KEY, *found, *offered
             )  # fmt: skip
             if kept >= 0:
-                return offered[0, :kept].copy(), offered[1, :kept].copy()
+                query_of, serial_of = offered[:, :kept].copy()
+                return query_of, serial_of
             # out of room: every run again, into twice as much
             self._found = np.empty((2, 2 * found.shape[1]), dtype=np.int64)
             self._offered = np.empty((2, 2 * found.shape[1]), dtype=np.int64)

@@ -164,7 +164,7 @@ class RunMasks:
 
     def _reset(self, bits: int) -> None:
         self._table = np.zeros(1 << bits if bits else 0, dtype=np.uint16)
-        self._shift = np.uint64(KEY_BITS - bits)
+        self._shift = np.array(KEY_BITS - bits, dtype=np.uint64)  # 0-d: as _runs.short_keys's
         self._plane_of: dict[tuple[int, int, int], int] = {}
         self._stale = 0  # planes that hold keys of runs gone
 

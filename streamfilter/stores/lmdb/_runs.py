@@ -227,7 +227,8 @@ def short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return band_keys >> _SHORT_SHIFT
 
 
-_SHORT_SHIFT = np.uint64(64 - KEY_BITS)
+# a 0-d array, not a numpy scalar: numpy shifts by one in about a third of the time
+_SHORT_SHIFT = np.array(64 - KEY_BITS, dtype=np.uint64)
 
 
 def decode_run(db_key: bytes | memoryview, value: bytes | memoryview | None, *, owned: bool = False) -> Run:
