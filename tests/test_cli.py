@@ -144,12 +144,16 @@ def test_an_invalid_verdict_names_the_records_id_where_it_can_be_read(tmp_path: 
         '{"id": "", "text": "a post whose id is empty"}\n'
         "{not json at all\n"
     )
+    with stream.open("ab") as raw:  # refused for its bytes: its id is read all the same
+        raw.write(b'{"id_str": "u8", "text": "not UTF-8: \xff\xfe"}\n{"id": "n0", "text": "a null: \x00"}\n')
     verdicts = tmp_path / "v.jsonl"
     assert replay(str(stream), "--verdicts", str(verdicts), "--out", os.devnull).returncode == 0
     lines = [json.loads(line) for line in verdicts.read_text().splitlines()]
     assert [(line["id"], line["verdict"]) for line in lines] == [
-        ("d1", "invalid"), ("v2", "invalid"), ("line:3", "invalid"), ("line:4", "invalid"), ("line:5", "invalid")
+        ("d1", "invalid"), ("v2", "invalid"), ("line:3", "invalid"), ("line:4", "invalid"), ("line:5", "invalid"),
+        ("u8", "invalid"), ("n0", "invalid"),
     ]  # fmt: skip
+    assert [line["reason"] for line in lines[5:]] == ["invalid UTF-8 at byte 37", "line contains a null byte"]
     with StreamFilter() as sf:  # the library's verdict says the same
         verdict = sf.check({"id": "g9", "text": None})
         assert (verdict.kind.value, verdict.post_id, verdict.record_id) == ("invalid", "g9", "g9")

@@ -95,6 +95,21 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
     return line.rstrip("\r\n")
 
 
+def _leniently_decoded(line: bytes | str) -> dict[str, Any] | str:
+    """``decode_line``, where a line refused for its characters alone
+    (invalid UTF-8, a null byte) is read again with each bad byte and null
+    as U+FFFD: for the id of its invalid verdict, never for a post."""
+    try:
+        return decode_line(line)
+    except InvalidRecordError:
+        if len(line) > MAX_LINE_BYTES:
+            raise
+        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+        if "\ufffd" not in text and "\x00" not in text:  # refused for what it says: read no further
+            raise
+        return decode_line(text.replace("\x00", "\ufffd"))
+
+
 def post_id_of(value: object, name: str) -> str | None:
     """A post's id as a record gives it (``name`` says where, in a reason):
     a string, or an integer (numpy's too, as a data frame's row holds one);
@@ -206,7 +221,7 @@ class RecordAdapter:
         empty, under the generic id field (``id_field`` or its usual names)
         or a Twitter v2 page's ``data``; None for any other record."""
         try:
-            decoded = decode_line(record) if isinstance(record, bytes | str) else record
+            decoded = _leniently_decoded(record) if isinstance(record, bytes | str) else record
         except (InvalidRecordError, RecursionError, ValueError):
             return None
         if not isinstance(decoded, Mapping):
