@@ -80,7 +80,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 8
+NORMALIZER_VERSION = 9  # 9: digits read as letters inside a word (leetspeak)
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -302,6 +302,30 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+# Leetspeak: digits written for the letters they look like, inside a word
+# ("t0day", "n3w", "ju5t", "w1n"). A run of 1s reads as l's ("he11o"), a 1
+# alone as i; 2, 6, 8 and 9 stand for no one letter and stay.
+# Whether a text may hold such a word: a digit after a letter, or before one,
+# where an apostrophe between goes before the text is split ("50's" is "50s").
+# It starts at a digit, so most of a text is passed over at one test a character.
+_LETTER_BESIDE_DIGIT = re.compile(r"[0-9](?:(?<=[A-Za-z'`][0-9])|['`]*[A-Za-z])")
+_LEET = str.maketrans("013457", "oieast")
+_ONES = re.compile("11+")
+
+
+def _read_leet(words: list[str]) -> list[str]:
+    """``words`` with each ASCII word of letters and digits that mixes the
+    two spelled with letters for its digits (see ``_LEET``); a word of
+    digits alone is a number, and stays."""
+    read = words
+    for index, word in enumerate(words):
+        if word.isascii() and word.isalnum() and not word.isdigit() and not word.isalpha():
+            if read is words:
+                read = list(words)
+            read[index] = _ONES.sub(lambda ones: "l" * len(ones.group()), word).translate(_LEET)
+    return read
+
+
 def _spelled_out(words: list[str]) -> bool:
     """Whether three one-character words follow each other (a plain loop:
     a regular expression over the text cost as much as the rest of normalising)."""
@@ -494,6 +518,8 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         words.pop()
     if _spelled_out(words):
         words = _join_spelled_out(words)
+    if _LETTER_BESIDE_DIGIT.search(text) is not None:
+        words = _read_leet(words)
     return words, cut
 
 
@@ -515,7 +541,10 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
         words = _join_spelled_out(words)
     if _ASCII_LETTER.search(kept) is not None:  # only a word with an ASCII letter may be folded
         words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
-    return _tokens(words)
+    if _LETTER_BESIDE_DIGIT.search(kept) is None:
+        return _tokens(words)
+    # once the unspaced runs are cut out: "kbs1에" holds the word "kbs1 에" does
+    return _read_leet(_tokens(words))
 
 
 # A whole mention or t.co link, with white space (or a mention's colon) on both sides.

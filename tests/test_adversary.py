@@ -265,6 +265,21 @@ def test_text_in_its_own_script_keeps_its_words_in_both_cases(text: str) -> None
     assert not normalize(text).isascii()  # not spelled out in Latin as a spoof would be
 
 
+def test_a_campaign_written_in_leetspeak_is_a_duplicate_of_its_text() -> None:
+    # digits for the letters they look like: 0 for o (which UTS #39 lists), 1, 3, 4, 5, 7
+    plain = "Win a brand new phone today! Just follow our account and retweet this post to enter the giveaway"
+    copies = [
+        plain.replace("o", "0"),
+        plain.replace("e", "3").replace("a", "4"),
+        plain.replace("i", "1").replace("s", "5").replace("t", "7"),
+    ]
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": plain}).is_novel
+        for at, copy in enumerate(copies):
+            verdict = sf.check({"id": f"leet{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
+
+
 def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:
     sentence = "καλή {} σε όλους"
     assert normalize(sentence.format("ημερα")) != normalize(sentence.format("νμερα"))

@@ -187,10 +187,30 @@ def test_is_cut_off(text: str, cut: bool) -> None:
         ("\U0001d41a\U0001d41e\U0001d428 tests", "aeo tests"),  # mathematical letters
         ("\u202ewon enohpi eerf a niw", "win a free iphone now"),  # written backwards under an RLO
         ("win a \u202eeerf\u202c iphone now", "win a free iphone now"),  # an RLO span, ended by PDF
+        # digits written for letters inside a word; a run of 1s is l's, a 1 alone an i
+        ("T0day 0NLY: w1n a fr33 1ph0ne, ju5t f0ll0w", "today only win a free iphone just follow"),
+        ("he11o fo11owers, 7h4nk y0u", "hello followers thank you"),
+        ("今日だけ w1n фото", "今日だけ win фото"),  # among Japanese and Russian words
     ],
 )
 def test_copies_a_reader_cannot_tell_apart_read_as_the_original(spoof: str, original: str) -> None:
     assert normalize(spoof) == normalize(original)
+
+
+def test_numbers_keep_their_digits_and_a_word_reads_alike_beside_unspaced_script() -> None:
+    assert normalize("flight 1234 at 10 am, gate 5") == "flight 1234 at 10 am gate 5"
+    assert normalize("0 of 1 won, 50's song") == "0 of 1 won sos song"  # "50's" is a word that mixes them
+    # an ASCII word is read once it is cut out of a run of Korean, with or without the space
+    assert normalize("하필이면 KBS1에 결방") == normalize("하필이면 KBS1 에 결방")
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("aZ09'` _-.\u3042\u0e01")))
+def test_a_text_the_leet_check_passes_over_holds_no_word_to_read(text: str) -> None:
+    # the check only spares the reading where the reading would change nothing
+    if _normalize._LETTER_BESIDE_DIGIT.search(text) is None:
+        words = _normalize.words_and_cut(text)[0]
+        assert _normalize._read_leet(words) == words
 
 
 @pytest.mark.parametrize(
