@@ -80,7 +80,8 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-NORMALIZER_VERSION = 9  # 9: digits read as letters inside a word (leetspeak)
+# 9: digits read as letters inside a word (leetspeak); a word spelled out ends at a wider gap
+NORMALIZER_VERSION = 9
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -326,6 +327,16 @@ def _read_leet(words: list[str]) -> list[str]:
     return read
 
 
+# A run of three or more letters, one space apart, with white space or the
+# text's ends around it: a word spelled out, which ends where a wider gap
+# begins. (``_join_spelled_out`` joins the runs whose gaps are all alike.)
+_SPACED_LETTERS = regex.compile(r"(?<!\S)[^\W\d_](?: [^\W\d_]){2,}(?!\S)")
+
+
+def _closed_up(run: regex.Match[str]) -> str:
+    return str(run.group()).replace(" ", "")
+
+
 def _spelled_out(words: list[str]) -> bool:
     """Whether three one-character words follow each other (a plain loop:
     a regular expression over the text cost as much as the rest of normalising)."""
@@ -489,6 +500,8 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
     if not text.isascii():
         # a span under a bidi override as a reader sees it; a spoof spelled by its letters' looks
         text = spell_spoofs(displayed(text))
+    if "  " in text:  # letters spaced out, words set apart by wider gaps: "F R E E  M O N E Y"
+        text = _SPACED_LETTERS.sub(_closed_up, text)  # gaps as written, before anything is taken out
     truncated = is_cut_off(text)
     cut = truncated or ends_in_a_cut(text)
     if "&" in text:

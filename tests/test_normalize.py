@@ -197,6 +197,17 @@ def test_copies_a_reader_cannot_tell_apart_read_as_the_original(spoof: str, orig
     assert normalize(spoof) == normalize(original)
 
 
+def test_a_text_spelled_out_letter_by_letter_keeps_its_words_where_wider_gaps_part_them() -> None:
+    plain = "win a brand new phone today"
+    assert normalize("   ".join(" ".join(word) for word in plain.split())) == plain
+    assert normalize("F R E E  M O N E Y for you") == "free money for you"
+    # with every gap alike, a run is one word, as before
+    assert normalize("get f r e e stuff") == "get free stuff"
+    # a gap made by what normalising takes out (tatweel, emoji) is no wider gap
+    assert normalize("ا ل س خ ر ي ـ ـ ـ ه") == normalize("السخريه")
+    assert normalize("f 🔥 r 🔥 e 🔥 e") == "free"
+
+
 def test_numbers_keep_their_digits_and_a_word_reads_alike_beside_unspaced_script() -> None:
     assert normalize("flight 1234 at 10 am, gate 5") == "flight 1234 at 10 am gate 5"
     assert normalize("0 of 1 won, 50's song") == "0 of 1 won sos song"  # "50's" is a word that mixes them
