@@ -587,3 +587,19 @@ def test_members_exports_every_post_of_every_campaign_with_its_text(tmp_path: Pa
     assert rows[1]["text"] == text + " now" and rows[1]["account"] == "acct1"
     planted = rows[-1]  # a formula in a cell is written after a quote
     assert planted["account"] == "'=cmd" and planted["text"].startswith("'=HYPERLINK")
+
+
+@pytest.mark.parametrize(
+    ("text", "flags"),
+    [
+        ("Win a free cruise this weekend", []),
+        ("W1n a fr33 cruise this w33kend", ["digits for letters"]),
+        ("W I N a free cruise", ["letters spaced out"]),
+        ("Win а free cruise\u200b", ["homoglyphs", "zero-width characters"]),  # a Cyrillic а
+        ("Flight UA1234 on the 3rd, mp3 and covid19 news", []),  # numbers are not tricks
+    ],
+)
+def test_a_variant_is_flagged_for_each_trick_in_it(text: str, flags: list[str]) -> None:
+    from streamfilter.report._tricks import tricks
+
+    assert tricks(text) == flags

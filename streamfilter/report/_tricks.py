@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+import re
+
 from .._confusables import ascii_lookalikes
 
 __all__ = ["tricks"]
 
 _ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u180e")
 _LOOKALIKES = frozenset(ascii_lookalikes())
+# a digit the normaliser reads as a letter, between two letters of a word ("t0day", "fo11ow"),
+# not a number at a word's end or start ("mp3", "3rd", "covid19")
+_DIGITS_FOR_LETTERS = re.compile(r"[A-Za-z][013457]+[A-Za-z]")
+# four or more letters one space apart: a word spelled out ("F R E E")
+_SPACED_OUT = re.compile(r"(?<!\S)[^\W\d_](?: [^\W\d_]){3,}(?!\S)")
 
 
 def tricks(text: str) -> list[str]:
     """The evasion tricks in a text: letters that look like Latin ones, zero-width
-    characters, full-width forms."""
-    if text.isascii():
-        return []
+    characters, full-width forms, digits for letters, letters spaced out."""
     found = []
-    # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
-    latin = sum(char.isascii() and char.isalpha() for char in text)
-    lookalike = sum(ord(char) in _LOOKALIKES for char in text)
-    others = sum(char.isalpha() and not char.isascii() for char in text) - lookalike
-    if lookalike and latin > others:
-        found.append("homoglyphs")
-    if any(char in _ZERO_WIDTH for char in text):
-        found.append("zero-width characters")
-    if any("\uff01" <= char <= "\uff5e" or char == "\u3000" for char in text):
-        found.append("full-width forms")
+    if not text.isascii():
+        # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
+        latin = sum(char.isascii() and char.isalpha() for char in text)
+        lookalike = sum(ord(char) in _LOOKALIKES for char in text)
+        others = sum(char.isalpha() and not char.isascii() for char in text) - lookalike
+        if lookalike and latin > others:
+            found.append("homoglyphs")
+        if any(char in _ZERO_WIDTH for char in text):
+            found.append("zero-width characters")
+        if any("\uff01" <= char <= "\uff5e" or char == "\u3000" for char in text):
+            found.append("full-width forms")
+    if _DIGITS_FOR_LETTERS.search(text):
+        found.append("digits for letters")
+    if _SPACED_OUT.search(text):
+        found.append("letters spaced out")
     return found

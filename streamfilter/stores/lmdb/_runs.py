@@ -227,7 +227,7 @@ def short_keys(band_keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return band_keys >> _SHORT_SHIFT
 
 
-# a 0-d array, not a numpy scalar: numpy shifts by one in about a third of the time
+# a 0-d array, not a numpy scalar, which sends numpy down a slower path
 _SHORT_SHIFT = np.array(64 - KEY_BITS, dtype=np.uint64)
 
 
