@@ -552,12 +552,14 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
         words.pop()
     if _spelled_out(words):
         words = _join_spelled_out(words)
-    if _ASCII_LETTER.search(kept) is not None:  # only a word with an ASCII letter may be folded
-        words = fold_lookalikes(words)  # after the join: a word spelled out is one word to fold
-    if _LETTER_BESIDE_DIGIT.search(kept) is None:
+    if _ASCII_LETTER.search(kept) is None:  # only a word with an ASCII letter is folded or read as leetspeak
         return _tokens(words)
-    # once the unspaced runs are cut out: "kbs1에" holds the word "kbs1 에" does
-    return _read_leet(_tokens(words))
+    tokens = _tokens(fold_lookalikes(words))  # after the join: a word spelled out is one word to fold
+    # Leetspeak is read last: folding can make a word ASCII ("0æa" is "0aea"),
+    # and a word cut out of an unspaced run ("kbs1에") is the word "kbs1 에" holds.
+    if _LETTER_BESIDE_DIGIT.search(" ".join(tokens)) is None:
+        return tokens
+    return _read_leet(tokens)
 
 
 # A whole mention or t.co link, with white space (or a mention's colon) on both sides.
