@@ -33,6 +33,12 @@ like no Latin letter, and keeps its words.
 To take a newer Unicode release, replace ``data/confusables.txt`` with the
 file of that release and bump ``NORMALIZER_VERSION``.
 
+Leetspeak. Digits written for the letters they look like, inside a word
+(``t0day``, ``n3w``, ``ju5t``, ``w1n``), are read as those letters
+(``read_leet``), in a word of ASCII letters and digits that mixes the two:
+a word of digits alone is a number. A run of 1s reads as l's (``he11o``), a
+1 alone as i; 2, 6, 8 and 9 stand for no one letter and stay.
+
 Bidi overrides. U+202E RIGHT-TO-LEFT OVERRIDE shows the characters after it,
 up to U+202C POP DIRECTIONAL FORMATTING or the end of the line, in reverse: a
 copy written backwards after it reads as the original. Such a span is judged
@@ -43,12 +49,21 @@ right-to-left text.
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from importlib import resources
 
 import regex
 
-__all__ = ["CONFUSABLES_VERSION", "displayed", "fold_lookalikes", "spell_spoofs", "spoof_spelling"]
+__all__ = [
+    "CONFUSABLES_VERSION",
+    "displayed",
+    "fold_lookalikes",
+    "may_hold_leet",
+    "read_leet",
+    "spell_spoofs",
+    "spoof_spelling",
+]
 
 CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
 
@@ -254,3 +269,24 @@ def fold_lookalikes(words: list[str]) -> list[str]:
         if folded.isascii():
             words[index] = folded
     return words
+
+
+# Whether a text may hold a word to read as leetspeak: a digit after a letter,
+# or before one, where an apostrophe between goes before the text is split
+# ("50's" is "50s"). It starts at a digit, so most of a text is passed over at
+# one test a character.
+may_hold_leet = re.compile(r"[0-9](?:(?<=[A-Za-z'`][0-9])|['`]*[A-Za-z])").search
+_LEET = str.maketrans("013457", "oieast")
+_ONES = re.compile("11+")
+
+
+def read_leet(words: list[str]) -> list[str]:
+    """``words`` with each ASCII word of letters and digits that mixes the
+    two spelled with letters for its digits (see the module docstring)."""
+    read = words
+    for index, word in enumerate(words):
+        if word.isascii() and word.isalnum() and not word.isdigit() and not word.isalpha():
+            if read is words:
+                read = list(words)
+            read[index] = _ONES.sub(lambda ones: "l" * len(ones.group()), word).translate(_LEET)
+    return read

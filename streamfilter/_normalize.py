@@ -63,7 +63,7 @@ from collections.abc import Callable
 import regex
 
 from ._compiled import chosen, from_kernel, kernel
-from ._confusables import displayed, fold_lookalikes, spell_spoofs, spoof_spelling
+from ._confusables import displayed, fold_lookalikes, may_hold_leet, read_leet, spell_spoofs, spoof_spelling
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -303,30 +303,6 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-# Leetspeak: digits written for the letters they look like, inside a word
-# ("t0day", "n3w", "ju5t", "w1n"). A run of 1s reads as l's ("he11o"), a 1
-# alone as i; 2, 6, 8 and 9 stand for no one letter and stay.
-# Whether a text may hold such a word: a digit after a letter, or before one,
-# where an apostrophe between goes before the text is split ("50's" is "50s").
-# It starts at a digit, so most of a text is passed over at one test a character.
-_LETTER_BESIDE_DIGIT = re.compile(r"[0-9](?:(?<=[A-Za-z'`][0-9])|['`]*[A-Za-z])")
-_LEET = str.maketrans("013457", "oieast")
-_ONES = re.compile("11+")
-
-
-def _read_leet(words: list[str]) -> list[str]:
-    """``words`` with each ASCII word of letters and digits that mixes the
-    two spelled with letters for its digits (see ``_LEET``); a word of
-    digits alone is a number, and stays."""
-    read = words
-    for index, word in enumerate(words):
-        if word.isascii() and word.isalnum() and not word.isdigit() and not word.isalpha():
-            if read is words:
-                read = list(words)
-            read[index] = _ONES.sub(lambda ones: "l" * len(ones.group()), word).translate(_LEET)
-    return read
-
-
 # A run of three or more letters, one space apart, with white space or the
 # text's ends around it: a word spelled out, which ends where a wider gap
 # begins. (``_join_spelled_out`` joins the runs whose gaps are all alike.)
@@ -531,8 +507,8 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         words.pop()
     if _spelled_out(words):
         words = _join_spelled_out(words)
-    if _LETTER_BESIDE_DIGIT.search(text) is not None:
-        words = _read_leet(words)
+    if may_hold_leet(text) is not None:
+        words = read_leet(words)
     return words, cut
 
 
@@ -557,9 +533,9 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
     tokens = _tokens(fold_lookalikes(words))  # after the join: a word spelled out is one word to fold
     # Leetspeak is read last: folding can make a word ASCII ("0æa" is "0aea"),
     # and a word cut out of an unspaced run ("kbs1에") is the word "kbs1 에" holds.
-    if _LETTER_BESIDE_DIGIT.search(" ".join(tokens)) is None:
+    if may_hold_leet(" ".join(tokens)) is None:
         return tokens
-    return _read_leet(tokens)
+    return read_leet(tokens)
 
 
 # A whole mention or t.co link, with white space (or a mention's colon) on both sides.
