@@ -9,8 +9,11 @@ reader cannot tell from it: letters swapped for look-alikes from Armenian,
 Latin extensions, Cyrillic extensions, Cherokee or mathematical letters,
 small Greek letters, the Cherokee small letters, Greek, Cyrillic or Cherokee
 capitals in a text written in capitals,
-digits of other scripts standing in for "o", or the text written backwards
-after a right-to-left override (it displays as the original). The stream goes
+digits of other scripts standing in for "o", the text written backwards
+after a right-to-left override (it displays as the original), ASCII digits
+for the letters they look like (leetspeak: "t0day", "w1n"), or every word
+spelled out letter by letter, the words three spaces apart. Mentions and
+links are left as they were, as a campaign keeps its links working. The stream goes
 through ``streamfilter replay``; a copy flagged duplicate is a hit, and any
 other post flagged is a false positive. Prints recall per kind of spoof, the
 share of copies that normalise to the very text of their original (a copy
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
@@ -68,9 +72,24 @@ EVERY_LETTER = {"greek_small", "cherokee_small", *CAPITALS}
 SWAPS["cherokee_small"] = {latin.lower(): cherokee.lower() for latin, cherokee in CAPITALS["cherokee_capitals"].items()}
 
 
+# leetspeak: the digits read as these letters, swapped into a share of the letters they stand for
+LEET = {"o": "0", "i": "1", "e": "3", "a": "4", "s": "5", "t": "7"}
+
+
+def _words_alone(text: str, change: Callable[[str], str]) -> str:
+    """``text`` with ``change`` made to each word that is not a mention or a link."""
+    return " ".join(word if word.startswith(("@", "http")) else change(word) for word in text.split(" "))
+
+
 def spoof(text: str, kind: str, rng: random.Random) -> str:
-    if kind == "rtl_override":
-        return "\u202e" + text[::-1]
+    if kind == "rtl_override":  # a line break ends an override's span: each line is written backwards
+        return "\n".join("\u202e" + line[::-1] for line in text.split("\n"))
+    if kind == "leetspeak":
+        return _words_alone(
+            text, lambda word: "".join(LEET[c] if c in LEET and rng.random() < 0.6 else c for c in word)
+        )
+    if kind == "spaced_out":
+        return "   ".join(word if word.startswith(("@", "http")) else " ".join(word) for word in text.split(" "))
     if kind in CAPITALS:
         swaps, text = CAPITALS[kind], text.upper()
     else:
@@ -84,7 +103,7 @@ def main() -> int:
     with DATA.open(encoding="utf-8") as handle:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = texts[:4000]
-    kinds = [*SWAPS, *CAPITALS, "rtl_override"]
+    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "spaced_out"]
     records, labels = [], {}
     for n, text in enumerate(texts):
         records.append({"id": f"o{n}", "text": text})

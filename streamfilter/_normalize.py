@@ -303,10 +303,12 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-# A run of three or more letters, one space apart, with white space or the
-# text's ends around it: a word spelled out, which ends where a wider gap
-# begins. (``_join_spelled_out`` joins the runs whose gaps are all alike.)
-_SPACED_LETTERS = regex.compile(r"(?<!\S)[^\W\d_](?: [^\W\d_]){2,}(?!\S)")
+# A run of three or more characters, one space apart, with white space or the
+# text's ends around it: a word spelled out, its digits and punctuation too
+# ("y o u ' v e", "7 5 7"), which ends where a wider gap begins; and two
+# characters one space apart between wider gaps ("t o", "m y").
+# (``_join_spelled_out`` joins the runs of letters whose gaps are all alike.)
+_SPACED_LETTERS = regex.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)|(?<=^|\s\s)\S \S(?=\s\s|$)")
 
 
 def _closed_up(run: regex.Match[str]) -> str:

@@ -203,6 +203,8 @@ def test_a_text_spelled_out_letter_by_letter_keeps_its_words_where_wider_gaps_pa
     plain = "win a brand new phone today"
     assert normalize("   ".join(" ".join(word) for word in plain.split())) == plain
     assert normalize("F R E E  M O N E Y for you") == "free money for you"
+    # two-letter words, and a word's apostrophe and digits, spaced out as well
+    assert normalize("y o u ' v e   g o t   t o   s e e   g a t e   7 3") == "youve got to see gate 73"
     # with every gap alike, a run is one word, as before
     assert normalize("get f r e e stuff") == "get free stuff"
     # a gap made by what normalising takes out (tatweel, emoji) is no wider gap
