@@ -308,7 +308,7 @@ def _fold(text: str) -> str:
 # ("y o u ' v e", "7 5 7"), which ends where a wider gap begins; and two
 # characters one space apart between wider gaps ("t o", "m y").
 # (``_join_spelled_out`` joins the runs of letters whose gaps are all alike.)
-_SPACED_LETTERS = regex.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)|(?<=^|\s\s)\S \S(?=\s\s|$)")
+_SPELLED_OUT_RUN = regex.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)|(?<=^|\s\s)\S \S(?=\s\s|$)")
 
 
 def _closed_up(run: regex.Match[str]) -> str:
@@ -479,7 +479,7 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
         # a span under a bidi override as a reader sees it; a spoof spelled by its letters' looks
         text = spell_spoofs(displayed(text))
     if "  " in text:  # letters spaced out, words set apart by wider gaps: "F R E E  M O N E Y"
-        text = _SPACED_LETTERS.sub(_closed_up, text)  # gaps as written, before anything is taken out
+        text = _SPELLED_OUT_RUN.sub(_closed_up, text)  # gaps as written, before anything is taken out
     truncated = is_cut_off(text)
     cut = truncated or ends_in_a_cut(text)
     if "&" in text:
