@@ -11,8 +11,10 @@ small Greek letters, the Cherokee small letters, Greek, Cyrillic or Cherokee
 capitals in a text written in capitals,
 digits of other scripts standing in for "o", the text written backwards
 after a right-to-left override (it displays as the original), ASCII digits
-for the letters they look like (leetspeak: "t0day", "w1n"), or every word
-spelled out letter by letter, the words three spaces apart. Mentions and
+for the letters they look like (leetspeak: "t0day", "w1n"), every word
+spelled out letter by letter, the words three spaces apart, or every letter
+as a regional indicator, each set apart by a zero-width space (shown as
+boxed capitals, where two side by side could make a flag). Mentions and
 links are left as they were, as a campaign keeps its links working. The stream goes
 through ``streamfilter replay``; a copy flagged duplicate is a hit, and any
 other post flagged is a false positive. Prints recall per kind of spoof, the
@@ -81,6 +83,13 @@ def _words_alone(text: str, change: Callable[[str], str]) -> str:
     return " ".join(word if word.startswith(("@", "http")) else change(word) for word in text.split(" "))
 
 
+def _flag_letter(char: str) -> str:
+    """An ASCII letter as its regional indicator and a zero-width space; anything else as it is."""
+    if char.isascii() and char.isalpha():
+        return chr(0x1F1E6 + ord(char.lower()) - ord("a")) + "\u200b"
+    return char
+
+
 def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "rtl_override":  # a line break ends an override's span: each line is written backwards
         return "\n".join("\u202e" + line[::-1] for line in text.split("\n"))
@@ -90,6 +99,8 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
         )
     if kind == "spaced_out":
         return "   ".join(word if word.startswith(("@", "http")) else " ".join(word) for word in text.split(" "))
+    if kind == "flag_letters":
+        return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind in CAPITALS:
         swaps, text = CAPITALS[kind], text.upper()
     else:
@@ -103,7 +114,7 @@ def main() -> int:
     with DATA.open(encoding="utf-8") as handle:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = texts[:4000]
-    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "spaced_out"]
+    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "spaced_out", "flag_letters"]
     records, labels = [], {}
     for n, text in enumerate(texts):
         records.append({"id": f"o{n}", "text": text})

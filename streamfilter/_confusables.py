@@ -44,6 +44,12 @@ up to U+202C POP DIRECTIONAL FORMATTING or the end of the line, in reverse: a
 copy written backwards after it reads as the original. Such a span is judged
 as displayed, reversed. U+202D LEFT-TO-RIGHT OVERRIDE does the same to
 right-to-left text.
+
+Regional indicators. ``🇦`` to ``🇿`` are shown in pairs: a pair that names
+a region is its flag (``🇫🇷``), and any other one is shown as boxed capital
+letters, as is one left alone (``🇼 🇮 🇳``, or apart by zero-width
+characters). Those read as the letters they show (``read_indicators``);
+flags stay emoji.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ __all__ = [
     "displayed",
     "fold_lookalikes",
     "may_hold_leet",
+    "read_indicators",
     "read_leet",
     "spell_spoofs",
     "spoof_spelling",
@@ -290,3 +297,33 @@ def read_leet(words: list[str]) -> list[str]:
                 read = list(words)
             read[index] = _ONES.sub(lambda ones: "l" * len(ones.group()), word).translate(_LEET)
     return read
+
+
+# Regional indicators, paired from the left as a reader's screen pairs them.
+_INDICATORS = re.compile("[\U0001f1e6-\U0001f1ff]{1,2}")
+_FIRST_INDICATOR = 0x1F1E6
+
+
+def read_indicators(text: str) -> str:
+    """``text`` with each regional indicator that is shown as a boxed letter
+    read as that capital; a pair that is a flag stays (see the module docstring)."""
+    if _INDICATORS.search(text) is None:
+        return text
+    return _INDICATORS.sub(_read_indicator_pair, text)
+
+
+def _read_indicator_pair(pair: re.Match[str]) -> str:
+    shown = pair.group()
+    if shown in _flags():
+        return shown
+    return "".join(chr(ord(indicator) - _FIRST_INDICATOR + ord("A")) for indicator in shown)
+
+
+@functools.cache
+def _flags() -> frozenset[str]:
+    """The pairs of regional indicators that are flags, as the emoji data lists them."""
+    import emoji  # its data is slow to load: only once a text holds a regional indicator
+
+    return frozenset(
+        sequence for sequence in emoji.EMOJI_DATA if len(sequence) == 2 and _INDICATORS.fullmatch(sequence)
+    )

@@ -63,7 +63,15 @@ from collections.abc import Callable
 import regex
 
 from ._compiled import chosen, from_kernel, kernel
-from ._confusables import displayed, fold_lookalikes, may_hold_leet, read_leet, spell_spoofs, spoof_spelling
+from ._confusables import (
+    displayed,
+    fold_lookalikes,
+    may_hold_leet,
+    read_indicators,
+    read_leet,
+    spell_spoofs,
+    spoof_spelling,
+)
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -80,8 +88,8 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-# 9: digits read as letters inside a word (leetspeak); a word spelled out ends at a wider gap
-NORMALIZER_VERSION = 9
+# 10: regional indicators shown as letters read as letters; small capital F
+NORMALIZER_VERSION = 10
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -201,6 +209,7 @@ _LOOKALIKES = str.maketrans(
         "ᴘ": "p",
         "ʀ": "r",
         "ꜱ": "s",
+        "ꜰ": "f",
         "ᴛ": "t",
         "ᴜ": "u",
         "ᴠ": "v",
@@ -476,8 +485,9 @@ def words_and_cut(text: str) -> tuple[list[str], bool]:
     (``ends_in_a_cut``; the word a cut went through, ``is_cut_off``, is
     dropped), found in one pass."""
     if not text.isascii():
-        # a span under a bidi override as a reader sees it; a spoof spelled by its letters' looks
-        text = spell_spoofs(displayed(text))
+        # a span under a bidi override as a reader sees it, boxed letters as
+        # letters; a spoof spelled by its letters' looks
+        text = spell_spoofs(read_indicators(displayed(text)))
     if "  " in text:  # letters spaced out, words set apart by wider gaps: "F R E E  M O N E Y"
         text = _SPELLED_OUT_RUN.sub(_closed_up, text)  # gaps as written, before anything is taken out
     truncated = is_cut_off(text)

@@ -280,6 +280,21 @@ def test_a_campaign_written_in_leetspeak_is_a_duplicate_of_its_text() -> None:
             assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
 
 
+def test_a_campaign_spelled_in_regional_indicators_is_a_duplicate_of_its_text() -> None:
+    # 🇦 to 🇿 set apart show as boxed capitals (a pair that names a region would show as its flag)
+    plain = "Win a brand new phone today, just follow our account and retweet this post"
+
+    def boxed(text: str, between: str) -> str:
+        return "".join(chr(0x1F1E6 + ord(char) - ord("a")) + between if char.isalpha() else char for char in text)
+
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": plain}).is_novel
+        for at, between in enumerate(["\u200b", " ", "\u2060"]):
+            copy = boxed(plain.lower(), between)
+            verdict = sf.check({"id": f"boxed{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
+
+
 def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:
     sentence = "καλή {} σε όλους"
     assert normalize(sentence.format("ημερα")) != normalize(sentence.format("νμερα"))

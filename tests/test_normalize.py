@@ -121,6 +121,15 @@ def test_normalize_is_idempotent(text: str) -> None:
     assert normalize(once) == once
 
 
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("aZ1 \u200b\u00e9\u0430\U0001f1e6\U0001f1eb\U0001f1f7\U0001f1fa\U0001f1f8")))
+def test_regional_indicators_normalise_once_for_all(text: str) -> None:
+    # letters read from boxed capitals are read again as the same letters, and flags stay gone
+    once = normalize(text)
+    assert normalize(once) == once
+    assert not any("\U0001f1e6" <= char <= "\U0001f1ff" for char in once)
+
+
 @pytest.mark.parametrize("text", ["Ӟ", "ё", "ӞӞ hello", "ё hello", "Ӟдравствуйте"])
 def test_a_letter_that_folds_into_a_look_alike_normalises_as_its_normal_form_does(text: str) -> None:
     # Ӟ folds to з, which looks like 3; ё to е, which looks like e: a text
@@ -193,6 +202,11 @@ def test_is_cut_off(text: str, cut: bool) -> None:
         ("T0day 0NLY: w1n a fr33 1ph0ne, ju5t f0ll0w", "today only win a free iphone just follow"),
         ("he11o fo11owers, 7h4nk y0u", "hello followers thank you"),
         ("今日だけ w1n фото", "今日だけ win фото"),  # among Japanese and Russian words
+        # regional indicators shown as boxed capitals, set apart or in pairs that are no flag
+        ("\U0001f1eb \U0001f1f7 \U0001f1ea \U0001f1ea money", "free money"),
+        ("\U0001f1fc\u200b\U0001f1ee\u200b\U0001f1f3 a prize", "win a prize"),
+        ("\U0001f1fc\U0001f1ee\U0001f1f3 a prize", "win a prize"),  # WI is no region: W I, then N
+        ("\ua730ree \ua731tu\ua730\ua730", "free stuff"),  # small capitals F and S
     ],
 )
 def test_copies_a_reader_cannot_tell_apart_read_as_the_original(spoof: str, original: str) -> None:
@@ -210,6 +224,14 @@ def test_a_text_spelled_out_letter_by_letter_keeps_its_words_where_wider_gaps_pa
     # a gap made by what normalising takes out (tatweel, emoji) is no wider gap
     assert normalize("ا ل س خ ر ي ـ ـ ـ ه") == normalize("السخريه")
     assert normalize("f 🔥 r 🔥 e 🔥 e") == "free"
+
+
+def test_flags_stay_emoji_where_their_letters_would_make_a_word() -> None:
+    # FR and EE are flags, shown as flags: no letters a reader sees
+    assert normalize("\U0001f1eb\U0001f1f7\U0001f1ea\U0001f1ea money") == "money"
+    assert normalize("I love \U0001f1fa\U0001f1f8 and \U0001f1eb\U0001f1f7") == "i love and"
+    # an odd one out after a flag is shown as its letter
+    assert normalize("\U0001f1fa\U0001f1f8\U0001f1f8 team") == "s team"
 
 
 def test_numbers_keep_their_digits_and_a_word_reads_alike_beside_unspaced_script() -> None:

@@ -597,6 +597,8 @@ def test_members_exports_every_post_of_every_campaign_with_its_text(tmp_path: Pa
         ("W I N a free cruise", ["letters spaced out"]),
         ("Win а free cruise\u200b", ["homoglyphs", "zero-width characters"]),  # a Cyrillic а
         ("Flight UA1234 on the 3rd, mp3 and covid19 news", []),  # numbers are not tricks
+        ("\U0001f1fc\u200b\U0001f1ee\u200b\U0001f1f3 a free cruise", ["zero-width characters", "flag letters"]),
+        ("Cruise fans \U0001f1fa\U0001f1f8 \U0001f1eb\U0001f1f7 welcome", []),  # flags are no trick
     ],
 )
 def test_a_variant_is_flagged_for_each_trick_in_it(text: str, flags: list[str]) -> None:

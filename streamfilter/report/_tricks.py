@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .._confusables import ascii_lookalikes
+from .._confusables import ascii_lookalikes, read_indicators
 
 __all__ = ["tricks"]
 
@@ -19,7 +19,8 @@ _SPACED_OUT = re.compile(r"(?<!\S)[^\W\d_](?: [^\W\d_]){3,}(?!\S)")
 
 def tricks(text: str) -> list[str]:
     """The evasion tricks in a text: letters that look like Latin ones, zero-width
-    characters, full-width forms, digits for letters, letters spaced out."""
+    characters, full-width forms, regional indicators for letters, digits for
+    letters, letters spaced out."""
     found = []
     if not text.isascii():
         # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
@@ -32,6 +33,8 @@ def tricks(text: str) -> list[str]:
             found.append("zero-width characters")
         if any("\uff01" <= char <= "\uff5e" or char == "\u3000" for char in text):
             found.append("full-width forms")
+        if read_indicators(text) != text:  # 🇼 🇮 🇳: boxed capitals, not flags
+            found.append("flag letters")
     if _DIGITS_FOR_LETTERS.search(text):
         found.append("digits for letters")
     if _SPACED_OUT.search(text):
