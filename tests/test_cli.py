@@ -72,6 +72,23 @@ def test_out_passes_novel_lines_byte_for_byte(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == expected
 
 
+def test_a_plain_text_file_is_judged_line_by_line_quoted_texts_included(tmp_path: Path) -> None:
+    # a text in quotes is a whole JSON string: the text it holds, a copy of the line before
+    source = tmp_path / "posts.txt"
+    source.write_text(
+        "ถ้าฉันเป็นแม่คุณแล้วรู้ว่าประหยัดผ้าอนามัยเก้าเดือน คงเลือกจ่ายต่อไป\n"
+        '"ถ้าฉันเป็นแม่คุณแล้วรู้ว่าประหยัดผ้าอนามัยเก้าเดือน คงเลือกจ่ายต่อไป"\n'
+        "2019\n",
+        encoding="utf-8",
+    )
+    result = replay(str(source), "--verdicts", "-", "--out", os.devnull)
+    verdicts = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [verdict["verdict"] for verdict in verdicts] == ["novel", "duplicate", "invalid"]
+    assert verdicts[1]["duplicate_of"] == "line:1"
+    assert "--format text" in verdicts[2]["reason"]
+    assert b"posts.txt:3: invalid: JSON value is an int" in result.stderr
+
+
 def test_lines_across_read_blocks_are_judged_whole_and_in_order(tmp_path: Path) -> None:
     # 3 MB of lines of uneven length: the CLI reads its input in blocks of
     # 1 MB, so lines are cut at block ends and put back together.

@@ -67,9 +67,11 @@ class GenericReader(Adapter, Protocol):
 def decode_line(line: bytes | str) -> dict[str, Any] | str:
     """One input line as a JSON object, or as plain text when it is not JSON.
 
-    A line that starts with ``{`` must be a valid JSON object. A line that
-    starts with ``[`` is a JSON value if it parses (and then rejected, since
-    it is not an object), and plain text otherwise.
+    A line that starts with ``{`` must be a valid JSON object. A line that is
+    a whole JSON string is the text it holds: a file of texts written as JSON
+    strings, or a plain text line in quotes, read alike. A line that is a
+    whole JSON array, number or literal is rejected, since it is not an
+    object; a line that starts with ``[`` and does not parse is plain text.
     """
     if type(line) is bytes and line[:1] == b"{" and len(line) <= MAX_LINE_BYTES:
         record = plain_object(line)  # most lines: read from their bytes as they are
@@ -80,8 +82,8 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
     first = stripped[0]
     if first == "{":
         return loads_object(stripped)
-    # A line that is a whole JSON array, string, number or literal is JSON
-    # that is not an object; anything else is plain text ("[BREAKING] ...").
+    # A line that is a whole JSON array, number or literal is JSON that is
+    # not an object; anything else is plain text ("[BREAKING] ...").
     if first in '["-0123456789' or stripped in ("true", "false", "null"):
         if first == "[" and not depth_ok(stripped):
             return loads_object(stripped)  # raises: nested too deep
@@ -91,7 +93,9 @@ def decode_line(line: bytes | str) -> dict[str, Any] | str:
             return line.rstrip("\r\n")
         except ValueError:  # an integer longer than Python converts
             return loads_object(stripped)  # raises, with the reason of every decode
-        raise InvalidRecordError(f"JSON value is {a_type(value)}, not an object")
+        if isinstance(value, str):
+            return value
+        raise InvalidRecordError(f"JSON value is {a_type(value)}, not an object (plain text lines: --format text)")
     return line.rstrip("\r\n")
 
 

@@ -30,12 +30,21 @@ def test_plain_text_lines() -> None:
     assert post.text == '{"text": "json-looking text"}'
 
 
+def test_a_line_that_is_a_json_string_is_the_text_it_holds() -> None:
+    # a file of texts written as JSON strings, or a text line in quotes
+    (post,) = record_adapter().adapt(b'"caf\\u00e9 \\"quoted\\" text"')
+    assert post.text == 'caf\u00e9 "quoted" text'
+    assert post.raw == b'"caf\\u00e9 \\"quoted\\" text"'
+    with pytest.raises(InvalidRecordError, match="not a JSON object"):
+        record_adapter("twitter").adapt(b'"a text, not a status"')
+
+
 @pytest.mark.parametrize(
     ("line", "reason"),
     [
         (b"{not json", "broken JSON"),
         (b"[1, 2]", "not an object"),
-        (b'"just a string"', "not an object"),
+        (b"2019", "not an object .plain text lines: --format text."),
         (b'{"id": 1}', "no text field"),
         (b'{"id": 1, "text": null}', "no text: text is null or not text"),  # not "the record has id, text"
         (b'{"text": ["a"]}', "not a string"),
