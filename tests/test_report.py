@@ -314,6 +314,7 @@ def test_the_coordination_graph_ranks_planted_groups_first(tmp_path: Path) -> No
 
 _HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 _FORMULA = "=cmd|' /C calc'!A2"  # what a spreadsheet would run, were the CSV's cell bare
+_WIDE_FORMULA = "\u3000\uff1dcmd|' /C calc'!A3"  # the same, full width after an ideographic space
 
 
 def _drilldown_stream(tmp_path: Path) -> Path:
@@ -330,7 +331,7 @@ def _drilldown_stream(tmp_path: Path) -> Path:
         lines.append(
             json.dumps(
                 {
-                    "id_str": {9: '9"><b>00009', 12: _FORMULA}.get(n, f"9{n:05d}"),
+                    "id_str": {9: '9"><b>00009', 12: _FORMULA, 13: _WIDE_FORMULA}.get(n, f"9{n:05d}"),
                     "text": text.replace("a free", "\u0430 free") if n % 4 == 1 else text,
                     "created_at": datetime.fromtimestamp(moment, UTC).strftime("%a %b %d %H:%M:%S +0000 %Y"),
                     "user": {"screen_name": f"cruiser{n % 60}" if n != 11 else _HOSTILE},
@@ -413,6 +414,7 @@ def test_the_page_searches_opens_a_campaign_and_exports_it_in_a_browser(tmp_path
             assert any(_HOSTILE.replace('"', '""') in line for line in csv)
             cells = [cell for line in csv[1:] for cell in line.split(",")]
             assert "'" + _FORMULA in cells and not any(cell[:1] in ("=", "+", "-", "@") for cell in cells)
+            assert "'" + _WIDE_FORMULA in cells
             page.fill("#search", "prize")
             assert _HOSTILE in page.locator("tr.campaign:visible").first.inner_text()  # the text
             assert _HOSTILE.replace("/", "") in page.inner_text("h1")  # the file name
@@ -587,6 +589,28 @@ def test_members_exports_every_post_of_every_campaign_with_its_text(tmp_path: Pa
     assert rows[1]["text"] == text + " now" and rows[1]["account"] == "acct1"
     planted = rows[-1]  # a formula in a cell is written after a quote
     assert planted["account"] == "'=cmd" and planted["text"].startswith("'=HYPERLINK")
+
+
+@pytest.mark.parametrize(
+    ("cell", "written"),
+    [
+        ("=1+1", "'=1+1"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("\x00=1", "'\x00=1"),
+        ("  =1+1", "'  =1+1"),  # spaces first
+        ("\uff1d1+1", "'\uff1d1+1"),  # full width
+        ("\u00a0\uff0b1", "'\u00a0\uff0b1"),
+        ("a = b", "a = b"),
+        ("cruise fans", "cruise fans"),
+        ("", ""),
+    ],
+)
+def test_a_members_cell_that_may_run_as_a_formula_is_written_after_a_quote(cell: str, written: str) -> None:
+    from streamfilter.report._members import _neutral
+
+    assert _neutral(cell) == written
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ the end: memory stays as it was, whatever the campaigns' size.
 from __future__ import annotations
 
 import csv
+import re
 import tempfile
 from collections.abc import Collection
 from datetime import UTC, datetime
@@ -18,8 +19,10 @@ __all__ = ["MemberSpool"]
 
 HEADER = ("campaign", "time", "platform", "account", "post", "text")
 
-# A cell a spreadsheet would read as a formula (OWASP's list): written after a quote.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A cell a spreadsheet may read as a formula, written after a quote: one that
+# starts with a tab, a CR (OWASP's list) or a null (ASVS 1.2.10), or with =, +,
+# - or @, in ASCII or full width, spaces before them or not.
+_FORMULA = re.compile(r"[\t\r\x00]|\s*[=+\-@\uff1d\uff0b\uff0d\uff20]")
 
 
 class MemberSpool:
@@ -63,4 +66,4 @@ class MemberSpool:
 
 def _neutral(cell: str) -> str:
     """A cell as written: one that starts like a formula gets a leading quote."""
-    return "'" + cell if cell.startswith(_FORMULA_STARTS) else cell
+    return "'" + cell if _FORMULA.match(cell) else cell

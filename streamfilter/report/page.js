@@ -30,8 +30,9 @@
   search.addEventListener("input", apply);
   sort.addEventListener("change", apply);
   function cell(value) {
-    // a cell a spreadsheet would run as a formula (=, +, -, @, tab, CR first) is text: a quote first
-    if (/^[=+\-@\t\r]/.test(value)) value = "'" + value;
+    // a cell a spreadsheet may run as a formula is text, a quote first: one that starts with a
+    // tab, CR or null, or with =, +, - or @ (ASCII or full width), spaces before them or not
+    if (/^(?:[\t\r\0]|\s*[=+\-@\uff1d\uff0b\uff0d\uff20])/.test(value)) value = "'" + value;
     return /[",\n\r]/.test(value) ? '"' + value.replace(/"/g, '""') + '"' : value;
   }
   document.getElementById("export").addEventListener("click", function () {
