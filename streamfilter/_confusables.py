@@ -63,6 +63,7 @@ import regex
 
 __all__ = [
     "CONFUSABLES_VERSION",
+    "LETTER_LOOKALIKES",
     "displayed",
     "fold_lookalikes",
     "may_hold_leet",
@@ -73,6 +74,85 @@ __all__ = [
 ]
 
 CONFUSABLES_VERSION = "13.0.0"  # the release of data/confusables.txt
+
+# The fold of every text after case folding (``_normalize``): Cyrillic and
+# Greek letters that render like Latin ones, and Latin small capitals and other
+# letters NFKC leaves alone, as the Latin letter.
+LETTER_LOOKALIKES = str.maketrans(
+    {
+        # Cyrillic (lowercase after casefold) that renders like Latin
+        "а": "a",
+        "в": "b",
+        "е": "e",
+        "ё": "e",
+        "і": "i",
+        "ї": "i",
+        "ј": "j",
+        "к": "k",
+        "м": "m",
+        "н": "h",
+        "о": "o",
+        "р": "p",
+        "с": "c",
+        "т": "t",
+        "у": "y",
+        "х": "x",
+        "ѕ": "s",
+        "һ": "h",
+        "ԁ": "d",
+        "ԛ": "q",
+        "ԝ": "w",
+        "ӏ": "l",
+        # Greek. Both cases map alike (casefold comes first), so where the
+        # capital and the small letter look like different Latin letters (Η/η,
+        # Μ/μ, Ν/ν, Υ/υ), the capital's look wins: spoofs are mostly capitals.
+        "α": "a",
+        "β": "b",
+        "ε": "e",
+        "η": "h",
+        "ι": "i",
+        "κ": "k",
+        "μ": "m",
+        "ν": "n",
+        "ο": "o",
+        "ρ": "p",
+        "τ": "t",
+        "υ": "y",
+        "χ": "x",
+        "ζ": "z",
+        "γ": "y",
+        "ω": "w",
+        # Latin small capitals and other letters that NFKC leaves alone
+        "ᴀ": "a",
+        "ʙ": "b",
+        "ᴄ": "c",
+        "ᴅ": "d",
+        "ᴇ": "e",
+        "ғ": "f",
+        "ɢ": "g",
+        "ʜ": "h",
+        "ɪ": "i",
+        "ᴊ": "j",
+        "ᴋ": "k",
+        "ʟ": "l",
+        "ᴍ": "m",
+        "ɴ": "n",
+        "ᴏ": "o",
+        "ᴘ": "p",
+        "ʀ": "r",
+        "ꜱ": "s",
+        "ꜰ": "f",
+        "ᴛ": "t",
+        "ᴜ": "u",
+        "ᴠ": "v",
+        "ᴡ": "w",
+        "ʏ": "y",
+        "ᴢ": "z",
+        "ı": "i",
+        "ſ": "s",
+        "ɡ": "g",
+    }
+)
 
 _RLO, _LRO = "\u202e", "\u202d"  # the overrides; U+202C (PDF) ends their span
 _OVERRIDE_SPAN = regex.compile("([\u202e\u202d])([^\u202c\n]*)\u202c?")

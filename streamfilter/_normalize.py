@@ -64,6 +64,7 @@ import regex
 
 from ._compiled import chosen, from_kernel, kernel
 from ._confusables import (
+    LETTER_LOOKALIKES,
     displayed,
     fold_lookalikes,
     may_hold_leet,
@@ -145,82 +146,6 @@ def load_tables() -> None:
     emoji data), where that time would be idle anyway."""
     _run_table()
 
-
-_LOOKALIKES = str.maketrans(
-    {
-        # Cyrillic (lowercase after casefold) that renders like Latin
-        "а": "a",
-        "в": "b",
-        "е": "e",
-        "ё": "e",
-        "і": "i",
-        "ї": "i",
-        "ј": "j",
-        "к": "k",
-        "м": "m",
-        "н": "h",
-        "о": "o",
-        "р": "p",
-        "с": "c",
-        "т": "t",
-        "у": "y",
-        "х": "x",
-        "ѕ": "s",
-        "һ": "h",
-        "ԁ": "d",
-        "ԛ": "q",
-        "ԝ": "w",
-        "ӏ": "l",
-        # Greek. Both cases map alike (casefold comes first), so where the
-        # capital and the small letter look like different Latin letters (Η/η,
-        # Μ/μ, Ν/ν, Υ/υ), the capital's look wins: spoofs are mostly capitals.
-        "α": "a",
-        "β": "b",
-        "ε": "e",
-        "η": "h",
-        "ι": "i",
-        "κ": "k",
-        "μ": "m",
-        "ν": "n",
-        "ο": "o",
-        "ρ": "p",
-        "τ": "t",
-        "υ": "y",
-        "χ": "x",
-        "ζ": "z",
-        "γ": "y",
-        "ω": "w",
-        # Latin small capitals and other letters that NFKC leaves alone
-        "ᴀ": "a",
-        "ʙ": "b",
-        "ᴄ": "c",
-        "ᴅ": "d",
-        "ᴇ": "e",
-        "ғ": "f",
-        "ɢ": "g",
-        "ʜ": "h",
-        "ɪ": "i",
-        "ᴊ": "j",
-        "ᴋ": "k",
-        "ʟ": "l",
-        "ᴍ": "m",
-        "ɴ": "n",
-        "ᴏ": "o",
-        "ᴘ": "p",
-        "ʀ": "r",
-        "ꜱ": "s",
-        "ꜰ": "f",
-        "ᴛ": "t",
-        "ᴜ": "u",
-        "ᴠ": "v",
-        "ᴡ": "w",
-        "ʏ": "y",
-        "ᴢ": "z",
-        "ı": "i",
-        "ſ": "s",
-        "ɡ": "g",
-    }
-)
 
 # ASCII fast path, one bytes.translate: letters and digits lowercased, the
 # rest a space, and apostrophes deleted.
@@ -308,7 +233,7 @@ def _fold(text: str) -> str:
         text = _MARK_FLOOD.sub(r"\1", text)
     text = unicodedata.normalize("NFKD", text)
     text = _ACCENTS.sub("", _FORMAT.sub("", text))
-    text = text.casefold().translate(_LOOKALIKES).translate(_ARABIC_LETTERS)
+    text = text.casefold().translate(LETTER_LOOKALIKES).translate(_ARABIC_LETTERS)
     return unicodedata.normalize("NFKC", text)
 
 
