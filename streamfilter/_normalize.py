@@ -17,7 +17,9 @@ What is removed, and why:
   the Devanagari nukta), so ``h̶e̶l̶l̶o̶`` reads as ``hello``. Marks that make
   another letter elsewhere stay: Japanese voiced marks (``が`` is not ``か``),
   Devanagari vowel signs.
-- Punctuation; hashtags keep their word (``#KYDerby`` reads as ``kyderby``).
+- Punctuation; hashtags keep their word (``#KYDerby`` reads as ``kyderby``),
+  but a trailing run of many, which each copy of a campaign may draw anew,
+  is left out after a text long enough to judge alone (``_hashtags``).
 
 What is folded: HTML entities (``&amp;``), Unicode compatibility forms (NFKC:
 fullwidth and halfwidth forms, mathematical bold/italic/script letters, circled
@@ -73,6 +75,7 @@ from ._confusables import (
     spell_spoofs,
     spoof_spelling,
 )
+from ._hashtags import before_trailing_tags
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -89,8 +92,9 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-# 10: regional indicators shown as letters read as letters; small capital F
-NORMALIZER_VERSION = 10
+# 11: a trailing run of hashtags left out after six words or more; regional
+# indicators shown as letters read as letters; small capital F
+NORMALIZER_VERSION = 11
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -408,7 +412,54 @@ def normalize_words(text: str) -> list[str]:
 def words_and_cut(text: str) -> tuple[list[str], bool]:
     """The words of ``normalize(text)``, and whether the text was cut off
     (``ends_in_a_cut``; the word a cut went through, ``is_cut_off``, is
-    dropped), found in one pass."""
+    dropped). A trailing run of hashtags is left out where it is half as
+    many words as those before it or more, and they are enough to judge the
+    text by (``_hashtags``)."""
+    words, cut = _words_and_cut(text)
+    if len(words) >= _WORDS_BEFORE_TAGS + _TAGS_LEFT_OUT and ("#" in text or "＃" in text):
+        parts = before_trailing_tags(text, _says_something)
+        if parts is not None:
+            return _without_tags(words, cut, *parts)
+    return words, cut
+
+
+# Enough words to judge a text by, without the hashtags after them (as many as
+# the rules ask of two posts a word edit apart, _rules.EDIT_MIN_WORDS), and the
+# fewest words of tags that are left out: fewer cannot hide a copy of six words.
+_WORDS_BEFORE_TAGS = 6
+_TAGS_LEFT_OUT = 4
+
+
+def _without_tags(words: list[str], cut: bool, body: str, tags: str) -> tuple[list[str], bool]:
+    """``words_and_cut`` of a text that is ``body`` and then a trailing run of
+    ``tags``, from its ``words`` and ``cut`` as a whole."""
+    if tags.isascii() and 3 * len(_ascii_words(tags)) < max(len(words), 3 * _TAGS_LEFT_OUT):
+        return words, cut  # too few words among the tags, their addresses counted too
+    tag_words = _words_and_cut(tags)[0]
+    count = len(tag_words)
+    if count < _TAGS_LEFT_OUT or len(words) - count < _WORDS_BEFORE_TAGS or 2 * count < len(words) - count:
+        return words, cut
+    if words[-count:] == tag_words:  # the tags' words end the text's: the rest are the body's
+        return words[:-count], False  # a cut among the tags left the body whole
+    # an unspaced script runs on across the space before a tag (its bigrams)
+    return _words_and_cut(body)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _has_words(text: str) -> bool:
+    return bool(_words_and_cut(text)[0])
+
+
+def _says_something(text: str) -> bool:
+    """Whether ``text`` (a word of a post, its hashtags, mentions and links
+    taken out) has a word of its own, as the normaliser reads it."""
+    if text.isascii():
+        return any(map(str.isalnum, text))
+    return _has_words(text)  # a word of emoji alone after the tags, mostly: these recur
+
+
+def _words_and_cut(text: str) -> tuple[list[str], bool]:
+    """``words_and_cut`` of a text as a whole, in one pass."""
     if not text.isascii():
         # a span under a bidi override as a reader sees it, boxed letters as
         # letters; a spoof spelled by its letters' looks

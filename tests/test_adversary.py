@@ -295,6 +295,19 @@ def test_a_campaign_spelled_in_regional_indicators_is_a_duplicate_of_its_text() 
             assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
 
 
+def test_a_campaign_whose_copies_carry_tags_of_their_own_is_a_duplicate_of_its_first() -> None:
+    # eight hashtags drawn for each post outnumber a short text's words and pairs
+    text = "Join our giveaway today and win a new phone"
+    trending = [f"#{tag}" for tag in "win giveaway iphone free contest follow gift prize deal sale".split()]
+    trending += [f"#{tag}" for tag in "promo viral love music news sports travel food art tech".split()]
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "first", "text": f"{text} {' '.join(trending[:8])}"}).is_novel
+        for at in range(1, 7):
+            tags = " ".join(trending[at * 2 + 6 : at * 2 + 14] if at < 4 else trending[at - 4 :: 3][:8])
+            verdict = sf.check({"id": f"tagged{at}", "text": f"@fan{at} {text} {tags} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "first"), tags
+
+
 def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:
     sentence = "καλή {} σε όλους"
     assert normalize(sentence.format("ημερα")) != normalize(sentence.format("νμερα"))

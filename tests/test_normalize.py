@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from streamfilter import _normalize, normalize
 from streamfilter._compiled import compiled_kernel
 from streamfilter._confusables import may_hold_leet, read_leet
-from streamfilter._normalize import _MENTION, _UNSPACED_CHAR, has_retweet_prefix, is_cut_off, normalize_fallback
+from streamfilter._normalize import (
+    _MENTION,
+    _UNSPACED_CHAR,
+    has_retweet_prefix,
+    is_cut_off,
+    normalize_fallback,
+    words_and_cut,
+)
 
 KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit TwinSpires!"
 
@@ -234,6 +241,36 @@ def test_flags_stay_emoji_where_their_letters_would_make_a_word() -> None:
     assert normalize("\U0001f1fa\U0001f1f8\U0001f1f8 team") == "s team"
 
 
+def test_a_trailing_run_of_many_hashtags_is_left_out_after_enough_words() -> None:
+    text = "Join our giveaway today and win a new phone"
+    body = "join our giveaway today and win a new phone"
+    assert normalize(f"{text} #win #giveaway #iphone #free #contest") == body
+    # glued tags, emoji, a mention and a link among and after them; tags in dressed letters
+    assert normalize(f"{text} #win#giveaway 🔥 #iphone #free #deal @fan1 https://t.co/x") == body
+    assert normalize(f"{text} #\u24e6\u24d8\u24dd #free #deal #iphone #sale") == body
+    # a "…" among the tags cut them, not the text: its last word stays, and it is not cut off
+    assert words_and_cut(f"{text} #win #giveaway #iphone #free #deal #fre\u2026")[0] == body.split()
+    assert words_and_cut(f"{text} #win #giveaway #iphone #free #deal #fre\u2026")[1] is False
+    # in a script written without spaces, the tags' bigrams are left out too
+    thai = (
+        "\u0e23\u0e48\u0e27\u0e21\u0e2a\u0e19\u0e38\u0e01\u0e01\u0e31\u0e1a\u0e01\u0e34\u0e08\u0e01\u0e23\u0e23\u0e21"
+    )
+    assert normalize(f"{thai} #win #giveaway #iphone #free #deal #sale #promo") == normalize(thai)
+
+
+@pytest.mark.parametrize(
+    ("text", "tag"),
+    [
+        ("Great game tonight #Lakers #NBA #win #ball", "nba"),  # a short text: its tags are most of what it says
+        ("Join our giveaway today and win a new phone #free #deal", "deal"),  # two tags are words of the text
+        ("Join our giveaway today and win a new phone #free #deal #iphone #sale", "deal"),  # four, after nine words
+        ("Join our giveaway today and win a new phone #free #deal #iphone #sale #hot now", "deal"),  # not last
+    ],
+)
+def test_hashtags_stay_words_of_the_text_where_they_are_no_trailing_run_of_many(text: str, tag: str) -> None:
+    assert tag in normalize(text).split()
+
+
 def test_numbers_keep_their_digits_and_a_word_reads_alike_beside_unspaced_script() -> None:
     assert normalize("flight 1234 at 10 am, gate 5") == "flight 1234 at 10 am gate 5"
     assert normalize("0 of 1 won, 50's song") == "0 of 1 won sos song"  # "50's" is a word that mixes them
@@ -302,7 +339,7 @@ def test_spoofs_are_spelled_as_the_whole_text_patterns_spell_them(text: str) -> 
 _PIECES = [
     " ", "  ", "\n", "\u3000", ":", "RT ", "via ", "Via ", "@", "#", "…", "&amp;", "&hellip;", "\u202e",
     "\u202c", "hello", "World", "a", "I", "b c d", "日本語", "ภาษาไทย", "العربية", "Неllо", "οk", "1", ".",
-    "/", "https://", "👍", "x@y", "é",
+    "/", "https://", "👍", "x@y", "é", "win a new phone by joining our giveaway", " #win #deal", " #free #sale",
 ]  # fmt: skip
 _HANDLE = st.text(alphabet="abcXYZ019_", min_size=1, max_size=16).map(lambda name: "@" + name)
 _LINK = st.text(alphabet="aZ09", min_size=1, max_size=12).map(lambda code: "https://t.co/" + code)
@@ -322,6 +359,8 @@ _CASED_HANDLES = [("@abc", "@ABC"), ("@def", "@DEF")] * 7
 @example(["hello word…", " ", _SLOT, " ", _SLOT, " ", _SLOT, " ", _SLOT], _LONG_LINKS)
 # most words capitalised or not picks how a look-alike is spelled ("ƽ" as s or 5)
 @example(["xƽx", " ", _SLOT, " ", _SLOT], _CASED_HANDLES)
+# the words among trailing hashtags decide whether they are left out; an address is none
+@example(["win a new phone by joining our giveaway", " #win #deal", " ", _SLOT, " #free #sale"], _LONG_LINKS)
 def test_texts_that_share_a_words_key_have_the_same_words(template: list[Any], addresses: list[Any]) -> None:
     # The sketcher normalises a text once per key (Sketcher.words): a key two
     # texts share must never hide a difference in their words.
