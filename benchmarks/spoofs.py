@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
@@ -109,6 +109,30 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
     return "".join(swaps[c] if c in swaps and rng.random() < share else c for c in text)
 
 
+def replayed(records: list[dict[str, str]]) -> dict[str, bool]:
+    """Whether ``streamfilter replay`` flags each record duplicate, by id."""
+    with tempfile.TemporaryDirectory() as work:
+        stream, verdicts = Path(work) / "stream.jsonl", Path(work) / "verdicts.jsonl"
+        stream.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--verdicts", str(verdicts)]
+        subprocess.run([*command, "--out", "/dev/null"], check=True, stderr=subprocess.DEVNULL)
+        return {v["id"]: v["verdict"] == "duplicate" for v in map(json.loads, verdicts.read_text().splitlines())}
+
+
+def tallied(labels: dict[str, Hashable], flagged: dict[str, bool]) -> tuple[Counter[Hashable], Counter[Hashable], int]:
+    """(copies flagged, copies, originals flagged), the copies by label; an original's label is None."""
+    hits: Counter[Hashable] = Counter()
+    totals: Counter[Hashable] = Counter()
+    false_positives = 0
+    for post_id, label in labels.items():
+        if label is None:
+            false_positives += flagged[post_id]
+        else:
+            totals[label] += 1
+            hits[label] += flagged[post_id]
+    return hits, totals, false_positives
+
+
 def main() -> int:
     rng = random.Random(39)
     with DATA.open(encoding="utf-8") as handle:
@@ -123,12 +147,7 @@ def main() -> int:
             kind = kinds[(n // 2) % len(kinds)]
             records.append({"id": f"s{n}", "text": spoof(text, kind, rng)})
             labels[f"s{n}"] = kind
-    with tempfile.TemporaryDirectory() as work:
-        stream, verdicts = Path(work) / "stream.jsonl", Path(work) / "verdicts.jsonl"
-        stream.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--verdicts", str(verdicts)]
-        subprocess.run([*command, "--out", "/dev/null"], check=True, stderr=subprocess.DEVNULL)
-        flagged = {v["id"]: v["verdict"] == "duplicate" for v in map(json.loads, verdicts.read_text().splitlines())}
+    flagged = replayed(records)
     from streamfilter import normalize
 
     originals = {record["id"][1:]: record["text"] for record in records if record["id"].startswith("o")}
@@ -137,14 +156,7 @@ def main() -> int:
         for record in records
         if record["id"].startswith("s") and normalize(record["text"]) == normalize(originals[record["id"][1:]])
     )
-    hits, totals = Counter(), Counter()
-    false_positives = 0
-    for post_id, kind in labels.items():
-        if kind is None:
-            false_positives += flagged[post_id]
-        else:
-            totals[kind] += 1
-            hits[kind] += flagged[post_id]
+    hits, totals, false_positives = tallied(labels, flagged)
     true_positives = sum(hits.values())
     precision = true_positives / max(true_positives + false_positives, 1)
     recall = true_positives / sum(totals.values())

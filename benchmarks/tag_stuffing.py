@@ -18,13 +18,12 @@ airline counted), and precision over all.
 from __future__ import annotations
 
 import csv
-import json
 import random
-import subprocess
 import sys
-import tempfile
-from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spoofs import replayed, tallied  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
 TRENDING = [
@@ -53,20 +52,7 @@ def main() -> int:
             copy = f"@fan{n} {text} {tags} https://t.co/{rng.getrandbits(40):x}"
             records.append({"id": f"c{n}", "text": copy})
             labels[f"c{n}"] = (count, min(len(text.split()) // 10 * 10, 20))  # 0 stands for 6 to 9
-    with tempfile.TemporaryDirectory() as work:
-        stream, verdicts = Path(work) / "stream.jsonl", Path(work) / "verdicts.jsonl"
-        stream.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--verdicts", str(verdicts)]
-        subprocess.run([*command, "--out", "/dev/null"], check=True, stderr=subprocess.DEVNULL)
-        flagged = {v["id"]: v["verdict"] == "duplicate" for v in map(json.loads, verdicts.read_text().splitlines())}
-    hits, totals = Counter(), Counter()
-    false_positives = 0
-    for post_id, label in labels.items():
-        if label is None:
-            false_positives += flagged[post_id]
-        else:
-            totals[label] += 1
-            hits[label] += flagged[post_id]
+    hits, totals, false_positives = tallied(labels, replayed(records))
     true_positives = sum(hits.values())
     precision = true_positives / max(true_positives + false_positives, 1)
     print(f"{len(records):,} posts, {sum(totals.values()):,} copies with tags of their own")
