@@ -433,16 +433,24 @@ _TAGS_LEFT_OUT = 4
 def _without_tags(words: list[str], cut: bool, body: str, tags: str) -> tuple[list[str], bool]:
     """``words_and_cut`` of a text that is ``body`` and then a trailing run of
     ``tags``, from its ``words`` and ``cut`` as a whole."""
-    if tags.isascii() and 3 * len(_ascii_words(tags)) < max(len(words), 3 * _TAGS_LEFT_OUT):
-        return words, cut  # too few words among the tags, their addresses counted too
+    if tags.isascii() and not _enough_tags(len(_ascii_words(tags)), len(words)):
+        return words, cut  # too few even with the words of the tags' addresses counted
     tag_words = _words_and_cut(tags)[0]
     count = len(tag_words)
-    if count < _TAGS_LEFT_OUT or len(words) - count < _WORDS_BEFORE_TAGS or 2 * count < len(words) - count:
+    if not _enough_tags(count, len(words)) or len(words) - count < _WORDS_BEFORE_TAGS:
         return words, cut
     if words[-count:] == tag_words:  # the tags' words end the text's: the rest are the body's
         return words[:-count], False  # a cut among the tags left the body whole
     # an unspaced script runs on across the space before a tag (its bigrams)
     return _words_and_cut(body)
+
+
+def _enough_tags(tags: int, words: int) -> bool:
+    """Whether ``tags`` words of trailing tags, of a text's ``words`` in
+    all, are enough to leave out: ``_TAGS_LEFT_OUT`` or more, and half the
+    words before them or more. True of a number, true of any larger one: a
+    count that may overstate the tags' words can rule them out, not in."""
+    return tags >= _TAGS_LEFT_OUT and 3 * tags >= words
 
 
 @functools.lru_cache(maxsize=1 << 12)
