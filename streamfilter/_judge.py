@@ -210,9 +210,7 @@ class _Ranking:
 
 
 def _c_distinct(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-    """``_py_distinct``, with the few keys of a post or two sorted and searched in C."""
-    if len(keys) > _FEW_KEYS:
-        return np.unique(keys, return_inverse=True)
+    """``_py_distinct``, in C: the keys told apart by hashing, and the distinct ones sorted."""
     distinct, inverse = kernel.distinct(np.ascontiguousarray(keys, dtype=np.uint64))
     return np.frombuffer(distinct, dtype=np.uint64), np.frombuffer(inverse, dtype=np.int64)
 

@@ -356,53 +356,111 @@ static PyObject *ranker_file(Ranker *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Where key goes in ordered[0..size): the first place whose value is not less. */
-static Py_ssize_t lower_bound_u64(const uint64_t *ordered, Py_ssize_t size, uint64_t key) {
-    Py_ssize_t low = 0, high = size;
-    while (low < high) {
-        Py_ssize_t middle = (low + high) / 2;
-        if (ordered[middle] < key)
-            low = middle + 1;
-        else
-            high = middle;
+/* Each key's slot among the distinct keys, in the order first seen, into
+ * ``slot``; the distinct keys into ``seen``; returns how many, or -1 when out
+ * of memory. Open addressing in a table at most half full. */
+static Py_ssize_t slots_by_hash(const uint64_t *keys, Py_ssize_t count, uint64_t *seen, int64_t *slot) {
+    int bits = 4;
+    while (((Py_ssize_t)1 << bits) < 2 * count)
+        bits++;
+    size_t mask = ((size_t)1 << bits) - 1;
+    int32_t *table = malloc((mask + 1) * sizeof(int32_t));
+    if (table == NULL)
+        return -1;
+    memset(table, 0xff, (mask + 1) * sizeof(int32_t)); /* -1: empty */
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t key = keys[i];
+        size_t at = (size_t)((key * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
+        while (table[at] >= 0 && seen[table[at]] != key)
+            at = (at + 1) & mask;
+        if (table[at] < 0) {
+            table[at] = (int32_t)kept;
+            seen[kept++] = key;
+        }
+        slot[i] = table[at];
     }
-    return low;
+    free(table);
+    return kept;
+}
+
+/* Sort ``keys`` with their ``slots`` by key, least significant byte first,
+ * skipping the bytes where no two keys differ (a store's keys keep 40 bits);
+ * ``spare``/``spare_slots``: room for as many. The sorted pair is left where
+ * ``keys`` and ``slots`` point. */
+static void radix_sort(uint64_t **keys, int32_t **slots, uint64_t **spare, int32_t **spare_slots, Py_ssize_t count) {
+    uint64_t differ = 0;
+    for (Py_ssize_t i = 1; i < count; i++)
+        differ |= (*keys)[i] ^ (*keys)[0];
+    for (int shift = 0; shift < 64; shift += 8) {
+        if (((differ >> shift) & 0xff) == 0)
+            continue;
+        Py_ssize_t start[256] = {0};
+        for (Py_ssize_t i = 0; i < count; i++)
+            start[((*keys)[i] >> shift) & 0xff]++;
+        for (Py_ssize_t digit = 0, total = 0; digit < 256; digit++) {
+            Py_ssize_t here = start[digit];
+            start[digit] = total;
+            total += here;
+        }
+        for (Py_ssize_t i = 0; i < count; i++) {
+            Py_ssize_t to = start[((*keys)[i] >> shift) & 0xff]++;
+            (*spare)[to] = (*keys)[i];
+            (*spare_slots)[to] = (*slots)[i];
+        }
+        uint64_t *k = *keys;
+        int32_t *s = *slots;
+        *keys = *spare, *slots = *spare_slots, *spare = k, *spare_slots = s;
+    }
 }
 
 /* distinct(keys) -> (distinct keys: bytearray of uint64, sorted; inverse:
  * bytearray of int64, each key's index among them): np.unique(keys,
- * return_inverse=True) for the few keys of a post or two (_judge._distinct). */
+ * return_inverse=True) (_judge._distinct). A batch's keys are told apart by
+ * hashing and only the distinct ones are sorted, so a campaign's thousands of
+ * shared keys cost a look-up each. */
 PyObject *sf_distinct(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint64_t *keys = (const uint64_t *)view.buf;
     Py_ssize_t count = view.len / 8, kept = 0;
+    if (count > INT32_MAX) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_OverflowError, "distinct: more than 2**31 - 1 keys");
+        return NULL;
+    }
     PyObject *distinct = PyByteArray_FromStringAndSize(NULL, count * 8);
     PyObject *inverse = PyByteArray_FromStringAndSize(NULL, count * 8);
-    if (distinct == NULL || inverse == NULL) {
+    uint64_t *sorted = PyMem_RawMalloc((count + 1) * 8), *spare = PyMem_RawMalloc((count + 1) * 8);
+    int32_t *slots = PyMem_RawMalloc((count + 1) * 4), *spare_slots = PyMem_RawMalloc((count + 1) * 4);
+    int64_t *rank = PyMem_RawMalloc((count + 1) * 8);
+    int failed = distinct == NULL || inverse == NULL || !sorted || !spare || !slots || !spare_slots || !rank;
+    if (!failed) {
+        uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(distinct);
+        int64_t *index = (int64_t *)PyByteArray_AS_STRING(inverse);
+        Py_BEGIN_ALLOW_THREADS kept = slots_by_hash(keys, count, sorted, index);
+        if (kept >= 0) {
+            for (Py_ssize_t d = 0; d < kept; d++)
+                slots[d] = (int32_t)d;
+            uint64_t *k = sorted, *s = spare;
+            int32_t *sl = slots, *ss = spare_slots;
+            radix_sort(&k, &sl, &s, &ss, kept);
+            for (Py_ssize_t r = 0; r < kept; r++) {
+                out[r] = k[r];
+                rank[sl[r]] = r;
+            }
+            for (Py_ssize_t i = 0; i < count; i++)
+                index[i] = rank[index[i]];
+        }
+        Py_END_ALLOW_THREADS failed = kept < 0;
+    }
+    PyBuffer_Release(&view);
+    PyMem_RawFree(sorted), PyMem_RawFree(spare), PyMem_RawFree(slots), PyMem_RawFree(spare_slots), PyMem_RawFree(rank);
+    if (failed || PyByteArray_Resize(distinct, kept * 8) < 0) {
         Py_XDECREF(distinct);
         Py_XDECREF(inverse);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(distinct);
-    int64_t *index = (int64_t *)PyByteArray_AS_STRING(inverse);
-    for (Py_ssize_t i = 0; i < count; i++) { /* insertion, without repeats: a few dozen keys */
-        Py_ssize_t at = lower_bound_u64(out, kept, keys[i]);
-        if (at < kept && out[at] == keys[i])
-            continue;
-        memmove(out + at + 1, out + at, (kept - at) * 8);
-        out[at] = keys[i];
-        kept++;
-    }
-    for (Py_ssize_t i = 0; i < count; i++)
-        index[i] = lower_bound_u64(out, kept, keys[i]);
-    PyBuffer_Release(&view);
-    if (PyByteArray_Resize(distinct, kept * 8) < 0) {
-        Py_DECREF(distinct);
-        Py_DECREF(inverse);
-        return NULL;
+        return failed && !PyErr_Occurred() ? PyErr_NoMemory() : NULL;
     }
     return Py_BuildValue("(NN)", distinct, inverse);
 }

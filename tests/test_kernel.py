@@ -144,6 +144,19 @@ def test_distinct_keys_equal_numpys(keys: list[int]) -> None:
         assert found.tolist() == expected.tolist() and inverse.tolist() == expected_inverse.tolist()
 
 
+@pytest.mark.parametrize("bits", [64, 40, 9])
+def test_a_batchs_many_keys_are_told_apart_as_numpy_tells_them(bits: int) -> None:
+    # a campaign's batch: tens of thousands of keys, most of them shared; a
+    # store's keys keep 40 bits, and keys that differ in one byte only
+    rng = np.random.default_rng(bits)
+    shared = rng.integers(0, 2**63, 3000, dtype=np.uint64) >> np.uint64(64 - bits)
+    keys = np.concatenate([shared[rng.integers(0, len(shared), 60000)], shared[:1] ^ np.uint64(1 << (bits - 1))])
+    expected, expected_inverse = np.unique(keys, return_inverse=True)
+    for distinct in (_judge._distinct, _judge._py_distinct):
+        found, inverse = distinct(keys)
+        assert np.array_equal(found, expected) and np.array_equal(inverse, expected_inverse)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     counts=st.lists(st.integers(0, 40), max_size=30),
