@@ -115,7 +115,8 @@ def replayed(records: list[dict[str, str]]) -> dict[str, bool]:
         stream, verdicts = Path(work) / "stream.jsonl", Path(work) / "verdicts.jsonl"
         stream.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
         command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--verdicts", str(verdicts)]
-        subprocess.run([*command, "--out", "/dev/null"], check=True, stderr=subprocess.DEVNULL)
+        # run from the work directory: from this checkout's, ``-m`` would import it ahead of PYTHONPATH
+        subprocess.run([*command, "--out", "/dev/null"], check=True, stderr=subprocess.DEVNULL, cwd=work)
         return {v["id"]: v["verdict"] == "duplicate" for v in map(json.loads, verdicts.read_text().splitlines())}
 
 
