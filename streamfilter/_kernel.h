@@ -47,6 +47,8 @@ typedef struct {
     Py_ssize_t edit_min_words;
     long edit_max_edits;
     double edit_min_jaccard;
+    Py_ssize_t embed_min_words;
+    double embed_min_share;
 } Rules;
 
 /* The post being judged. */

@@ -4,7 +4,7 @@
  *
  * Each function computes exactly what its Python reference in _rules.py
  * does, value for value: verification_set (sorted), jaccard, word_edits,
- * and best_match's Python loop (with under_threshold and edit_similarity).
+ * and best_match's Python loop (with under_threshold, edit_similarity and embedded).
  * tests/test_kernel.py holds each to it on generated posts and candidates.
  * Verification sets cross as bytes of sorted native uint64 values without
  * repeats; word hashes as bytes of native uint32 values, in order.
@@ -164,6 +164,24 @@ PyObject *sf_word_edits(PyObject *self, PyObject *args) {
 }
 
 
+/* _rules.may_embed */
+static int may_embed(Py_ssize_t length, Py_ssize_t other_length, const Rules *rules) {
+    Py_ssize_t shorter = length < other_length ? length : other_length;
+    Py_ssize_t longer = length < other_length ? other_length : length;
+    return shorter >= rules->embed_min_words && (double)shorter >= rules->embed_min_share * (double)longer;
+}
+
+/* _rules.embedded: whether the shorter of x and y (at least embed_min_words,
+ * which the caller has checked) stands unbroken and in order in the longer. */
+static int embedded(const uint32_t *x, Py_ssize_t n, const uint32_t *y, Py_ssize_t m) {
+    const uint32_t *shorter = n <= m ? x : y, *longer = n <= m ? y : x;
+    Py_ssize_t size = n <= m ? n : m, span = n <= m ? m : n;
+    for (Py_ssize_t at = 0; at + size <= span; at++)
+        if (longer[at] == shorter[0] && memcmp(longer + at, shorter, size * 4) == 0)
+            return 1;
+    return 0;
+}
+
 /* _rules.under_threshold: ``whole``, the Jaccard of the judged post and a
  * candidate (its words), or what the cut-off or the edit rule raises it to.
  * scratch has room for (judged->count + 1) * k values. -1 with an error set. */
@@ -200,6 +218,9 @@ static double raised(double whole, const Judged *judged, const uint32_t *other, 
         if (edit > best)
             best = edit;
     }
+    if (best < judged->threshold && may_embed(length, other_count, rules) &&
+        embedded(judged->words, length, other, other_count))
+        best = 1.0; /* the Jaccard of the shorter and the words of the longer that hold it */
     return best;
 }
 
@@ -288,7 +309,8 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
             failed = 1;
             goto next;
         }
-        if (found < judged->threshold && (found >= rules->edit_min_jaccard || judged->cut_off)) { /* the rare cases */
+        if (found < judged->threshold && (found >= rules->edit_min_jaccard || judged->cut_off ||
+                                          may_embed(judged->count, other_count, rules))) { /* the rarer cases */
             if (scratch == NULL &&
                 (scratch = PyMem_Malloc((judged->count + 1) * judged->shingle_size * sizeof(uint64_t))) == NULL) {
                 PyErr_NoMemory();
@@ -321,8 +343,7 @@ int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double
  *   -> (index, similarity) or None
  * posts: the candidates in rank order, a list of CachedPost or None; words:
  * the judged post's word hashes (bytes of uint32); set: its verification
- * set (a buffer of sorted uint64); rules: (CUT_OFF_MIN_WORDS,
- * CUT_OFF_MIN_SIMILARITY, EDIT_MIN_WORDS, EDIT_MAX_EDITS, EDIT_MIN_JACCARD).
+ * set (a buffer of sorted uint64); rules: _rules._KERNEL_RULES.
  * _rules.best_match's Python loop, exactly; a candidate's verification set is
  * kept in its ``packed`` for its next comparison. */
 PyObject *sf_best_match(PyObject *self, PyObject *args) {
@@ -332,13 +353,13 @@ PyObject *sf_best_match(PyObject *self, PyObject *args) {
     Py_ssize_t best_index;
     Judged judged;
     Rules rules;
-    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnnld)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
+    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnnldnd)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
                           &judged.shingle_size, &judged.cut_off, &rules.cut_off_min_words,
                           &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
-                          &rules.edit_min_jaccard))
+                          &rules.edit_min_jaccard, &rules.embed_min_words, &rules.embed_min_share))
         return NULL;
     if (words.len % 4 || set.len % 8 || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||
-        rules.edit_max_edits < 0) {
+        rules.edit_max_edits < 0 || rules.embed_min_words < 1) {
         PyErr_SetString(PyExc_ValueError, "bad best_match arguments");
         goto done;
     }

@@ -14,9 +14,10 @@ only keep the index.
 2. **Liveness.** A candidate counts while its event time is newer than the
    clock (the highest event time seen) minus the TTL (``horizon``).
 3. **Similarity.** The exact Jaccard of the two posts' verification sets
-   (their runs of 1 to k words), raised under the threshold by two rules
+   (their runs of 1 to k words), raised under the threshold by three rules
    (``under_threshold``): a post cut off by "…" compared with the start of
-   the earlier post, and two posts a word edit or two apart.
+   the earlier post, two posts a word edit or two apart, and a post whose
+   words stand whole in the other's (``embedded``).
 4. **Choice.** The first candidate with the very same words wins at once;
    otherwise the most similar candidate at or above the threshold, the first
    in rank order among equals (``best_match``).
@@ -43,12 +44,16 @@ __all__ = [
     "EDIT_MAX_EDITS",
     "EDIT_MIN_JACCARD",
     "EDIT_MIN_WORDS",
+    "EMBED_MIN_SHARE",
+    "EMBED_MIN_WORDS",
     "MAX_CANDIDATES_PER_BAND",
     "MAX_VERIFIED",
     "CachedPost",
     "Match",
     "best_match",
     "edit_similarity",
+    "embedded",
+    "may_embed",
     "horizon",
     "jaccard",
     "judged_similarity",
@@ -85,6 +90,13 @@ CUT_OFF_EXACT_BELOW = 6
 EDIT_MIN_WORDS = 6
 EDIT_MAX_EDITS = 2
 EDIT_MIN_JACCARD = 0.4
+# A post whose words, at least EMBED_MIN_WORDS and at least EMBED_MIN_SHARE of
+# the other's, stand unbroken and in order in an earlier post, or that holds an
+# earlier post's words so, copies it, whatever else it adds or leaves out: a
+# text padded with words drawn anew for each copy, or cut short without a "…"
+# (docs/design/rules.md, "Embedded copies").
+EMBED_MIN_WORDS = 8
+EMBED_MIN_SHARE = 1 / 3
 
 
 def horizon(clock: float, ttl_seconds: float) -> float:
@@ -167,6 +179,17 @@ def edit_similarity(
     return 1 - edits / max(len(first), len(second)) if edits <= EDIT_MAX_EDITS else 0.0
 
 
+def embedded(first: Sequence[int], second: Sequence[int]) -> bool:
+    """Whether the shorter of two posts' words (word hashes, in order) stand
+    unbroken and in order in the longer; for posts that ``may_embed``."""
+    shorter, longer = (first, second) if len(first) <= len(second) else (second, first)
+    size = len(shorter)
+    if size == 0:
+        return False
+    head = shorter[0]
+    return any(longer[at] == head and longer[at : at + size] == shorter for at in range(len(longer) - size + 1))
+
+
 def _uint32(words: Sequence[int] | npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
     return np.ascontiguousarray(words, dtype=np.uint32)
 
@@ -217,7 +240,7 @@ def under_threshold(
     threshold: float,
 ) -> float:
     """``whole``, the Jaccard of a post and an earlier one, or, when it is
-    under the threshold, what one of two more comparisons raises it to:
+    under the threshold, what one of three more comparisons raises it to:
 
     - a post cut off by "…" (``sketch.cut_off``) of at least
       ``CUT_OFF_MIN_WORDS`` words: the Jaccard with the earlier post's first
@@ -226,7 +249,10 @@ def under_threshold(
       than ``CUT_OFF_EXACT_BELOW``): a cut copy keeps the start of a post,
       and the rest is missing, not different;
     - posts with a Jaccard of at least ``EDIT_MIN_JACCARD``:
-      ``edit_similarity`` of their words.
+      ``edit_similarity`` of their words;
+    - posts that ``may_embed``, of which one holds the other's words
+      unbroken and in order (``embedded``): 1.0, the Jaccard of the shorter
+      and the words of the longer that hold it.
     """
     if whole >= threshold:
         return whole
@@ -240,7 +266,18 @@ def under_threshold(
             best = max(best, start)
     if whole >= EDIT_MIN_JACCARD:
         best = max(best, edit_similarity(sketch.words, other_words))
+    if best < threshold and may_embed(length, len(other_words)) and embedded(_ints(sketch.words), _ints(other_words)):
+        best = 1.0  # the Jaccard of the shorter and the words of the longer that hold it
     return best
+
+
+def may_embed(length: int, other_length: int) -> bool:
+    """Whether posts of ``length`` and ``other_length`` words are long
+    enough, and near enough in length, for the one to copy the other
+    embedded (``embedded``): the shorter has ``EMBED_MIN_WORDS`` words or
+    more, and ``EMBED_MIN_SHARE`` of the longer's or more."""
+    shorter = min(length, other_length)
+    return shorter >= EMBED_MIN_WORDS and shorter >= EMBED_MIN_SHARE * max(length, other_length)
 
 
 # The rules' constants in the order the compiled best_match takes them.
@@ -251,6 +288,8 @@ _KERNEL_RULES = (
     EDIT_MIN_WORDS,
     EDIT_MAX_EDITS,
     EDIT_MIN_JACCARD,
+    EMBED_MIN_WORDS,
+    EMBED_MIN_SHARE,
 )
 
 
@@ -301,7 +340,9 @@ def _py_best_match(
         if post.words == own.words:  # the same words in the same order: the same set
             return Match(post.post_id, 1.0), serial
         found = _similarity(own, sketch, post, shingle_size)
-        if found < threshold and (found >= EDIT_MIN_JACCARD or sketch.cut_off):  # the rare cases
+        if found < threshold and (
+            found >= EDIT_MIN_JACCARD or sketch.cut_off or may_embed(len(sketch.words), len(post.words) // 4)
+        ):  # the rarer cases
             assert own.members is not None  # _similarity built it
             found = under_threshold(found, sketch, own.members, _word_list(post), shingle_size, threshold)
         if found >= threshold and (best is None or found > best[0].similarity):

@@ -1,6 +1,7 @@
 """Inputs crafted against the filter by the people it exists to catch.
 
-Chaff that shares every band key with an original, floods of low-entropy
+Chaff that shares every band key with an original, chaff words around a
+copy, floods of low-entropy
 posts, deletes that name another platform's post, look-alike letters
 (the event clock's own tests are in tests/test_clock.py and tests/test_cli.py).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -306,6 +308,40 @@ def test_a_campaign_whose_copies_carry_tags_of_their_own_is_a_duplicate_of_its_f
             tags = " ".join(trending[at * 2 + 6 : at * 2 + 14] if at < 4 else trending[at - 4 :: 3][:8])
             verdict = sf.check({"id": f"tagged{at}", "text": f"@fan{at} {text} {tags} https://t.co/x{at}"})
             assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "first"), tags
+
+
+def test_a_campaign_hidden_among_chaff_words_is_a_duplicate_of_its_text() -> None:
+    # words drawn anew for each copy, up to twice the text's own: too many for
+    # the Jaccard (0.34 and under), not for the text standing whole among them
+    rng = random.Random(62)
+    vocabulary = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6)) for _ in range(500)]
+    words = ORIGINAL.split()
+    copies: dict[str, Callable[[list[str]], list[str]]] = {
+        "after": lambda chaff: [*words, *chaff],
+        "before": lambda chaff: [*chaff, *words],
+        "around": lambda chaff: [*chaff[:10], *words, *chaff[10:]],
+    }
+    with StreamFilter(FilterConfig(seed=SEED)) as sf:
+        assert sf.check(_record("orig", ORIGINAL, 0)).is_novel
+        for at, (where, made) in enumerate(copies.items(), 1):
+            for amount in (len(words), 2 * len(words)):
+                text = " ".join(made(rng.sample(vocabulary, amount)))
+                verdict = sf.check(_record(f"{where}{amount}", f"@fan{at} {text} https://t.co/x{at}", at))
+                assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "orig"), (where, amount)
+        cut = sf.check(_record("cut", " ".join(words[:8]), 10))  # 8 of its 20 words, and no "…"
+    assert (cut.kind.value, cut.duplicate_of, cut.similarity) == ("duplicate", "orig", 1.0)
+
+
+def test_a_short_phrase_inside_a_longer_post_does_not_make_it_a_copy() -> None:
+    # 7 words inside 18 are too few to call the longer post a copy; 8 inside 20 are not
+    with StreamFilter(FilterConfig(seed=SEED)) as sf:
+        sf.check(_record("phrase", "we waited four hours at the gate", 0))
+        longer = "we waited four hours at the gate and then the crew finally told us the flight was cancelled"
+        assert sf.check(_record("longer", longer, 1)).is_novel
+        sf.check(_record("eight", "our bags were left behind in denver again today", 2))
+        eight = "our bags were left behind in denver again today so we bought new clothes at the airport shop"
+        verdict = sf.check(_record("holds eight", eight, 3))
+    assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "eight")
 
 
 def test_greek_words_that_differ_by_eta_and_nu_stay_apart() -> None:

@@ -381,7 +381,9 @@ _CANDIDATE = st.one_of(
     st.none(),
     st.tuples(
         st.lists(st.integers(0, 19), min_size=1, max_size=24),  # its own words
-        st.integers(0, 3),  # how it is made: its own words, or the judged post's with edits, or longer
+        # how it is made: its own words, or the judged post's with edits, or longer, or the same words,
+        # or a run of the judged post's words, or the judged post's between words of its own
+        st.integers(0, 5),
         st.lists(  # word edits: a word put in, taken out or changed, where and which
             st.tuples(st.sampled_from(["in", "out", "change"]), st.integers(0, 23), st.integers(0, 19)), max_size=3
         ),
@@ -397,6 +399,13 @@ _CANDIDATE = st.one_of(
     shingle_size=2,
     cut_off=True,
     threshold=0.7,
+)
+@example(  # a post of 9 words padded with 12 of another's, and cut to 8 of its words
+    words=list(range(1, 10)),
+    candidates=[(list(range(10, 22)), 5, [], 51.0), ([0], 4, [("in", 1, 0)], 51.0)],
+    shingle_size=2,
+    cut_off=False,
+    threshold=0.5,
 )
 @example(  # two posts a word apart, of 10 and 11 words: 1 - 1/11
     words=list(range(1, 11)),
@@ -441,6 +450,12 @@ def test_best_match_names_what_the_python_rules_name(  # type: ignore[no-untyped
             own_words = edited if made == 1 else edited + own_words
         elif made == 3:  # the very same words
             own_words = list(words)
+        elif made == 4:  # a run of the judged post's words (edits give where it starts and ends)
+            start, end = sorted(at % (len(words) + 1) for _, at, _ in [*edits, ("", 0, 0), ("", len(words), 0)][:2])
+            own_words = words[start:end] or own_words
+        elif made == 5:  # the judged post's words, with its own before and after them
+            half = len(own_words) // 2
+            own_words = own_words[:half] + words + own_words[half:]
         posts.append(CachedPost(timestamp, f"p{len(posts)}", np.array(own_words, dtype="<u4").tobytes()))
     serials = list(range(100, 100 + len(posts)))
     judged = _judged(words, shingle_size, cut_off)

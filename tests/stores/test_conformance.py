@@ -187,17 +187,39 @@ def test_a_cut_off_post_is_novel_when_its_start_differs_or_it_is_short(
     make_store: Callable[..., BandStore],
 ) -> None:
     original = sketch("a", 1, LONG)
-    # the original's middle words, not its start
-    middle = _collides_with(sketch("b", 2, "and nobody from the crew told us why the fl…"), original)
+    # the original's middle words, not its start (and fewer than an embedded copy needs)
+    middle = _collides_with(sketch("b", 2, "and nobody from the crew told us…"), original)
     # the original's start, but only 3 words: too short to tell a copy from a common opening
     short = _collides_with(sketch("c", 3, "We waited four ho…"), original)
     # 5 words, one of them not the original's: a start this short must be its very words
     nearly = _collides_with(sketch("e", 3, "We waited five hours at th…"), original)
-    # the same start without the "…": a post of its own, compared whole
-    uncut = _collides_with(sketch("d", 4, "We waited four hours at the gate in denver and"), original)
+    # the same start without the "…": a post of its own, compared whole (7 words: not embedded either)
+    uncut = _collides_with(sketch("d", 4, "We waited four hours at the gate"), original)
     assert middle.cut_off and short.cut_off and nearly.cut_off and not uncut.cut_off
     assert (len(short.words), len(nearly.words)) == (3, 5)
     assert make_store().check_and_insert([original, middle, short, nearly, uncut]) == [None] * 5
+
+
+def test_a_post_standing_whole_in_another_is_its_copy_either_way_round(
+    make_store: Callable[..., BandStore],
+) -> None:
+    original = sketch("a", 1, LONG)  # 21 words
+    # 9 of its middle words, cut; 10 of its first, not cut: each a copy of 8 words or more
+    middle = _collides_with(sketch("b", 2, "and nobody from the crew told us why the fl…"), original)
+    start = _collides_with(sketch("c", 3, "We waited four hours at the gate in denver and"), original)
+    # the original whole after 42 words of chaff (twice its own), and 7 of its words alone
+    chaff = " ".join(f"chaff{n}" for n in range(42))
+    padded = sketch("d", 4, f"{chaff} {LONG}")
+    few = _collides_with(sketch("e", 5, "nobody from the crew told us why"), padded)
+    padded = _collides_with(padded, original)
+    matches = make_store().check_and_insert([original, middle, start, padded, few])
+    assert [(m.duplicate_of, m.similarity) if m else None for m in matches] == [
+        None,
+        ("a", 1.0),
+        ("a", 1.0),
+        ("a", 1.0),
+        None,
+    ]
 
 
 def test_a_short_cut_copy_matches_only_the_very_start_of_its_original(
