@@ -11,7 +11,8 @@ small Greek letters, the Cherokee small letters, Greek, Cyrillic or Cherokee
 capitals in a text written in capitals,
 digits of other scripts standing in for "o", the text written backwards
 after a right-to-left override (it displays as the original), ASCII digits
-for the letters they look like (leetspeak: "t0day", "w1n"), every word
+for the letters they look like (leetspeak: "t0day", "w1n"), symbols for the
+letters they stand for ("w!n", "fr€€", "ca$h", "cl@im", "l|nk"), every word
 spelled out letter by letter, the words three spaces apart, or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
 boxed capitals, where two side by side could make a flag). Mentions and
@@ -76,6 +77,8 @@ SWAPS["cherokee_small"] = {latin.lower(): cherokee.lower() for latin, cherokee i
 
 # leetspeak: the digits read as these letters, swapped into a share of the letters they stand for
 LEET = {"o": "0", "i": "1", "e": "3", "a": "4", "s": "5", "t": "7"}
+# and the symbols
+SYMBOLS = {"i": "!", "e": "€", "s": "$", "a": "@", "l": "|"}
 
 
 def _words_alone(text: str, change: Callable[[str], str]) -> str:
@@ -93,9 +96,10 @@ def _flag_letter(char: str) -> str:
 def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "rtl_override":  # a line break ends an override's span: each line is written backwards
         return "\n".join("\u202e" + line[::-1] for line in text.split("\n"))
-    if kind == "leetspeak":
+    if kind in ("leetspeak", "symbols"):
+        swap = LEET if kind == "leetspeak" else SYMBOLS
         return _words_alone(
-            text, lambda word: "".join(LEET[c] if c in LEET and rng.random() < 0.6 else c for c in word)
+            text, lambda word: "".join(swap[c] if c in swap and rng.random() < 0.6 else c for c in word)
         )
     if kind == "spaced_out":
         return "   ".join(word if word.startswith(("@", "http")) else " ".join(word) for word in text.split(" "))
@@ -139,7 +143,7 @@ def main() -> int:
     with DATA.open(encoding="utf-8") as handle:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = texts[:4000]
-    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "spaced_out", "flag_letters"]
+    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "symbols", "spaced_out", "flag_letters"]
     records, labels = [], {}
     for n, text in enumerate(texts):
         records.append({"id": f"o{n}", "text": text})

@@ -39,6 +39,17 @@ Leetspeak. Digits written for the letters they look like, inside a word
 a word of digits alone is a number. A run of 1s reads as l's (``he11o``), a
 1 alone as i; 2, 6, 8 and 9 stand for no one letter and stay.
 
+Symbols for letters. In a word of ASCII letters, digits and apostrophes,
+``!`` and ``¡`` are read as i, ``|`` as l, ``$`` as s, ``€`` as e and ``@``
+as a (``W!n``, ``fr€€``, ``ca$h``, ``cl@im``, ``b|@st``, ``!t'$``;
+``read_symbols``), after the quotes, brackets and marks around the word are
+set aside (``tr!p!`` is ``trip!``). A word keeps its symbols where they are
+what they are: a sentence run on into the next (``great!Thanks``), a run
+of ``!`` (``so!!!good``), an amount (``$30``, ``US$``, ``R$``), a cashtag
+(``$AAPL``), a mention, glued to the word before it or not (an ``@``
+before a capital or four letters or more: ``thanks@united``), an email
+address or a link (a ``.``, a ``/``), and a word with no letter.
+
 Bidi overrides. U+202E RIGHT-TO-LEFT OVERRIDE shows the characters after it,
 up to U+202C POP DIRECTIONAL FORMATTING or the end of the line, in reverse: a
 copy written backwards after it reads as the original. Such a span is judged
@@ -69,6 +80,7 @@ __all__ = [
     "may_hold_leet",
     "read_indicators",
     "read_leet",
+    "read_symbols",
     "spell_spoofs",
     "spoof_spelling",
 ]
@@ -377,6 +389,52 @@ def read_leet(words: list[str]) -> list[str]:
                 read = list(words)
             read[index] = _ONES.sub(lambda ones: "l" * len(ones.group()), word).translate(_LEET)
     return read
+
+
+# Symbols that stand for letters inside a word (see the module docstring).
+_SYMBOL_LETTERS = str.maketrans({"!": "i", "¡": "i", "|": "l", "$": "s", "€": "e", "@": "a"})
+# A word with a symbol in it: possessive, so that a long word without one is passed in one step.
+_WORD_WITH_SYMBOL = re.compile(r"(?<!\S)(?!@)[^\s!¡|$€@]*+[!¡|$€@]\S*")  # a mention is not one
+_OPENING_MARKS = "\"'“‘«([{#¡¿"
+_CLOSING_MARKS = "\"'”’»)]}.,;:?!…"
+# a word that may be read: ASCII letters and digits, apostrophes, hyphens and the symbols
+_READABLE = re.compile(r"[A-Za-z0-9'’\-!¡|$€@]+")
+# ... but not where a symbol is what it is: a sentence run on into the next
+# ("great!Thanks"), a run of "!" ("so!!!good"), an amount ("$30", "US$",
+# "R$"), a cashtag ("$AAPL"), or a mention, glued on ("thanks@united") or not
+_PUNCTUATION_AFTER_ALL = re.compile(
+    r"[a-z][!¡][A-Z]|[!¡]{2}|\$[0-9.,]|^[A-Z]{1,3}\$$|^\$[A-Z]|^@|@(?:[A-Z]|[A-Za-z0-9_]{4})"
+)
+# where to look for such a word: a symbol after a letter or an apostrophe (a
+# "!" after a letter, with more of the word after it), or one opening a word
+# of small letters. It starts at a symbol, so most of a text is passed over at
+# one test a character.
+_MAY_READ = re.compile(
+    r"[!¡|$€@](?:(?<=[A-Za-z'’][|$€@])|(?<=[A-Za-z][!¡])(?=[A-Za-z0-9'’|$€@])|(?<=[!|$€])(?<!\S.)(?=[a-z]))"
+)
+
+
+def read_symbols(text: str) -> str:
+    """``text`` with each symbol that stands for a letter inside a word read
+    as that letter (see the module docstring)."""
+    if _MAY_READ.search(text) is None:
+        return text  # nearly every text: its "@" and "!" open mentions and close sentences
+    return _WORD_WITH_SYMBOL.sub(_read_word, text)
+
+
+def _read_word(match: re.Match[str]) -> str:
+    word = match.group()
+    if _MAY_READ.search(word) is None:  # only where the check finds it, so that it passes over no other
+        return word
+    core = word.lstrip(_OPENING_MARKS).rstrip(_CLOSING_MARKS)
+    if core.startswith("!!"):  # opened by a run of them: punctuation
+        core = core.lstrip("!")
+    if not core or _READABLE.fullmatch(core) is None or _PUNCTUATION_AFTER_ALL.search(core) is not None:
+        return word
+    if not any("a" <= char <= "z" or "A" <= char <= "Z" for char in core) or core.isalnum():
+        return word
+    start = word.index(core)
+    return word[:start] + core.translate(_SYMBOL_LETTERS) + word[start + len(core) :]
 
 
 # Regional indicators, paired from the left as a reader's screen pairs them.

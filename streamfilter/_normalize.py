@@ -72,6 +72,7 @@ from ._confusables import (
     may_hold_leet,
     read_indicators,
     read_leet,
+    read_symbols,
     spell_spoofs,
     spoof_spelling,
 )
@@ -92,9 +93,8 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
-# 11: a trailing run of hashtags left out after six words or more; regional
-# indicators shown as letters read as letters; small capital F
-NORMALIZER_VERSION = 11
+# 12: symbols inside a word read as the letters they stand for (read_symbols)
+NORMALIZER_VERSION = 12
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -489,6 +489,7 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
     if "&" in text:
         # again: folding can make an entity (＆amp;), and some clients escape twice (&amp;amp;)
         text = html.unescape(text)
+    text = read_symbols(text)  # "W!n a fr€€ g!ft", folded: before punctuation and mentions go
     if "/" in text or "www." in text:
         text = _strip_urls(text)
     if text.isascii():

@@ -282,6 +282,20 @@ def test_a_campaign_written_in_leetspeak_is_a_duplicate_of_its_text() -> None:
             assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
 
 
+def test_a_campaign_written_with_symbols_for_letters_is_a_duplicate_of_its_text() -> None:
+    plain = "Win a brand new phone today! Just follow our account and retweet this post to enter the giveaway"
+    copies = [
+        plain.replace("i", "!"),
+        plain.replace("e", "€").replace("s", "$"),
+        plain.replace("l", "|").replace("a", "@").replace("i", "!"),
+    ]
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": plain}).is_novel
+        for at, copy in enumerate(copies):
+            verdict = sf.check({"id": f"symbols{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
+
+
 def test_a_campaign_spelled_in_regional_indicators_is_a_duplicate_of_its_text() -> None:
     # 🇦 to 🇿 set apart show as boxed capitals (a pair that names a region would show as its flag)
     plain = "Win a brand new phone today, just follow our account and retweet this post"

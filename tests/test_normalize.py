@@ -7,7 +7,7 @@ import regex
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from streamfilter import _normalize, normalize
+from streamfilter import _confusables, _normalize, normalize
 from streamfilter._compiled import compiled_kernel
 from streamfilter._confusables import may_hold_leet, read_leet
 from streamfilter._normalize import (
@@ -276,6 +276,31 @@ def test_numbers_keep_their_digits_and_a_word_reads_alike_beside_unspaced_script
     assert normalize("0 of 1 won, 50's song") == "0 of 1 won sos song"  # "50's" is a word that mixes them
     # an ASCII word is read once it is cut out of a run of Korean, with or without the space
     assert normalize("하필이면 KBS1에 결방") == normalize("하필이면 KBS1 에 결방")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("W!n a fr€€ g!ft, cl!ck the |ink !n b!o", "win a free gift click the link in bio"),
+        ('it\'$ re@lly aggre$$!v€ to b|@st "€nt€rta!nm€nt" $ave', "its really aggressive to blast entertainment save"),
+        ("Ｗ！ｎ ａ ｆｒ€€ ｇ！ｆｔ", "win a free gift"),  # folded first
+        # symbols that are what they are
+        ("great!Thanks so!!!good !!!wow yes!", "great thanks so good wow yes"),
+        ("$AAPL up $30 to US$ 50 R$ 20", "aapl up 30 to us 50 r 20"),
+        ("mail me@example.com thanks@united @fan", "mail me example com thanks united"),
+        ("¡hola! !https://t.co/x a | b", "hola a b"),
+    ],
+)
+def test_symbols_inside_a_word_read_as_the_letters_they_stand_for(text: str, expected: str) -> None:
+    assert normalize(text) == expected
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=st.sampled_from("aZ09'’ !¡|$€@.#/\n")))
+def test_a_text_the_symbol_check_passes_over_holds_no_symbol_to_read(text: str) -> None:
+    # the check only spares the reading where the reading would change nothing
+    if _confusables._MAY_READ.search(text) is None:
+        assert _confusables._WORD_WITH_SYMBOL.sub(_confusables._read_word, text) == text
 
 
 @settings(max_examples=300)
