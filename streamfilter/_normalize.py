@@ -292,7 +292,10 @@ def _tokens(words: list[str]) -> list[str]:
     itself when it holds none. One split of the words joined finds every
     run (odd parts) and what lies between them (even parts): a run goes on
     across parts that hold only spaces."""
-    parts = _UNSPACED_SPLIT.split(" ".join(words))
+    joined = " ".join(words)
+    if max(joined, default=" ") < "\u0e00" and _low_unspaced().search(joined) is None:
+        return words  # a text in the scripts before Thai's holds few unspaced characters, found at once
+    parts = _UNSPACED_SPLIT.split(joined)
     if len(parts) == 1:
         return words
     tokens: list[str] = []
@@ -310,6 +313,16 @@ def _tokens(words: list[str]) -> list[str]:
     if run:
         tokens.extend(_bigrams("".join(run)))
     return tokens
+
+
+@functools.cache
+def _low_unspaced() -> re.Pattern[str]:
+    """The characters before U+0E00 (Thai) that ``_UNSPACED_CHAR`` matches (N'Ko
+    letters, some marks and modifier letters, Arabic punctuation), as a class
+    the standard library's ``re`` searches for faster than ``regex`` searches
+    the whole class."""
+    low = [char for char in map(chr, range(0xE00)) if _UNSPACED_CHAR.match(char)]
+    return re.compile("[" + "".join(map(re.escape, low)) + "]")
 
 
 def _bigrams(run: str) -> list[str]:

@@ -4,9 +4,11 @@ and verdicts that hold in Japanese, Chinese, Thai, Korean and Arabic as in Engli
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamfilter import FilterConfig, MemoryStore, StreamFilter, VerdictKind, normalize
-from streamfilter._normalize import has_retweet_prefix
+from streamfilter._normalize import _UNSPACED_SPLIT, _tokens, has_retweet_prefix
 
 JAPANESE = "東京は今日も朝から晴れていて気持ちがいいです"  # 22 characters
 
@@ -136,3 +138,12 @@ def test_an_index_of_the_previous_tokens_is_refused(tmp_path) -> None:  # type: 
     env.close()
     with pytest.raises(ConfigMismatchError, match="normalizer_version"):
         StreamFilter(path=tmp_path / "index").open()
+
+
+# N'Ko letters and the modifier-letter apostrophe come before Thai and count
+# as unspaced; the rest stand for the scripts before it, and for Han and Hangul after
+@settings(max_examples=500)
+@given(st.lists(st.text(alphabet=st.sampled_from("aé жאअ߁ߊʼ،́ก東한"), max_size=6)))
+def test_words_without_unspaced_characters_are_passed_over_as_the_split_passes_them(words: list[str]) -> None:
+    words = [word for word in words if word.strip()]
+    assert (_tokens(words) is words) == (len(_UNSPACED_SPLIT.split(" ".join(words))) == 1)
