@@ -49,6 +49,7 @@ typedef struct {
     double edit_min_jaccard;
     Py_ssize_t embed_min_words;
     double embed_min_share;
+    Py_ssize_t embed_max_words;
 } Rules;
 
 /* The post being judged. */

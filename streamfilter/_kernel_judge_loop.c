@@ -338,13 +338,13 @@ PyObject *sf_ranker_judge(Ranker *self, PyObject *args) {
     Rules rules;
     int replays_seen, held = 0;
     Py_ssize_t capped = 0; /* sketches with more candidates than are verified */
-    if (!PyArg_ParseTuple(args, "(O!y*y*y*O!OOy*y*y*y*)OLdddi(ndnnldnd)pOO", &PyList_Type, &batch.post_ids, &batch.times,
+    if (!PyArg_ParseTuple(args, "(O!y*y*y*O!OOy*y*y*y*)OLdddi(ndnnldndn)pOO", &PyList_Type, &batch.post_ids, &batch.times,
                           &batch.made_up, &batch.cut_off, &PyList_Type, &batch.refers_to, &key_ends, &keys,
                           &batch.shingle_ends, &batch.shingles, &batch.word_ends, &batch.words, &known.fetch,
                           &known.first_serial, &clock, &ttl, &judged.threshold, &judged.shingle_size,
                           &rules.cut_off_min_words, &rules.cut_off_min_similarity, &rules.cut_off_exact_below,
                           &rules.edit_min_words, &rules.edit_max_edits, &rules.edit_min_jaccard, &rules.embed_min_words,
-                          &rules.embed_min_share, &replays_seen,
+                          &rules.embed_min_share, &rules.embed_max_words, &replays_seen,
                           &known.recent, &reader))
         return NULL;
     Py_buffer *views[] = {&batch.times,     &batch.made_up,   &batch.cut_off, &batch.shingle_ends,

@@ -168,7 +168,8 @@ PyObject *sf_word_edits(PyObject *self, PyObject *args) {
 static int may_embed(Py_ssize_t length, Py_ssize_t other_length, const Rules *rules) {
     Py_ssize_t shorter = length < other_length ? length : other_length;
     Py_ssize_t longer = length < other_length ? other_length : length;
-    return shorter >= rules->embed_min_words && (double)shorter >= rules->embed_min_share * (double)longer;
+    return rules->embed_min_words <= shorter && rules->embed_min_share * (double)longer <= (double)shorter &&
+           longer <= rules->embed_max_words;
 }
 
 /* _rules.embedded: whether the shorter of x and y (at least embed_min_words,
@@ -353,10 +354,11 @@ PyObject *sf_best_match(PyObject *self, PyObject *args) {
     Py_ssize_t best_index;
     Judged judged;
     Rules rules;
-    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnnldnd)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
+    if (!PyArg_ParseTuple(args, "O!y*y*ddip(ndnnldndn)", &PyList_Type, &posts, &words, &set, &after, &judged.threshold,
                           &judged.shingle_size, &judged.cut_off, &rules.cut_off_min_words,
                           &rules.cut_off_min_similarity, &rules.cut_off_exact_below, &rules.edit_min_words, &rules.edit_max_edits,
-                          &rules.edit_min_jaccard, &rules.embed_min_words, &rules.embed_min_share))
+                          &rules.edit_min_jaccard, &rules.embed_min_words, &rules.embed_min_share,
+                          &rules.embed_max_words))
         return NULL;
     if (words.len % 4 || set.len % 8 || judged.shingle_size < 1 || judged.shingle_size > MAX_SHINGLE ||
         rules.edit_max_edits < 0 || rules.embed_min_words < 1) {

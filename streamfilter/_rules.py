@@ -44,6 +44,7 @@ __all__ = [
     "EDIT_MAX_EDITS",
     "EDIT_MIN_JACCARD",
     "EDIT_MIN_WORDS",
+    "EMBED_MAX_WORDS",
     "EMBED_MIN_SHARE",
     "EMBED_MIN_WORDS",
     "MAX_CANDIDATES_PER_BAND",
@@ -97,6 +98,9 @@ EDIT_MIN_JACCARD = 0.4
 # (docs/design/rules.md, "Embedded copies").
 EMBED_MIN_WORDS = 8
 EMBED_MIN_SHARE = 1 / 3
+# ... in a post of at most this many words: a longer one is an article, and its
+# search, of every place the shorter could stand, would be the crafted post's lever
+EMBED_MAX_WORDS = 1000
 
 
 def horizon(clock: float, ttl_seconds: float) -> float:
@@ -275,9 +279,10 @@ def may_embed(length: int, other_length: int) -> bool:
     """Whether posts of ``length`` and ``other_length`` words are long
     enough, and near enough in length, for the one to copy the other
     embedded (``embedded``): the shorter has ``EMBED_MIN_WORDS`` words or
-    more, and ``EMBED_MIN_SHARE`` of the longer's or more."""
-    shorter = min(length, other_length)
-    return shorter >= EMBED_MIN_WORDS and shorter >= EMBED_MIN_SHARE * max(length, other_length)
+    more, and ``EMBED_MIN_SHARE`` of the longer's or more, and the longer
+    ``EMBED_MAX_WORDS`` or fewer."""
+    shorter, longer = min(length, other_length), max(length, other_length)
+    return EMBED_MIN_WORDS <= shorter and EMBED_MIN_SHARE * longer <= shorter and longer <= EMBED_MAX_WORDS
 
 
 # The rules' constants in the order the compiled best_match takes them.
@@ -290,6 +295,7 @@ _KERNEL_RULES = (
     EDIT_MIN_JACCARD,
     EMBED_MIN_WORDS,
     EMBED_MIN_SHARE,
+    EMBED_MAX_WORDS,
 )
 
 

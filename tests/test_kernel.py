@@ -474,6 +474,21 @@ def test_best_match_names_what_the_python_rules_name(  # type: ignore[no-untyped
     assert compiled == expected
 
 
+@pytest.mark.parametrize("chaff", [600, 601])
+def test_an_embedded_copy_is_looked_for_in_posts_up_to_a_thousand_words(kernel, chaff: int) -> None:  # type: ignore[no-untyped-def]
+    # 400 words among 600 of chaff make a post of 1,000 words, one more makes an article
+    words = list(range(1000, 1400))
+    candidate = CachedPost(60.0, "padded", np.array([*range(chaff), *words], dtype="<u4").tobytes())
+    judged = _judged(words, 2, False)
+    own = CachedPost(judged.timestamp, judged.post_id, judged.words.astype("<u4").tobytes())
+    compiled = _rules.best_match([7], [candidate], judged, own, 50.0, 0.5, 2)
+    candidate.packed = None
+    with pytest.MonkeyPatch.context() as patch:
+        python_rules(patch)
+        expected = _rules.best_match([7], [candidate], judged, own, 50.0, 0.5, 2)
+    assert compiled == expected == (None if chaff == 601 else (_rules.Match("padded", 1.0), 7))
+
+
 def test_best_match_takes_only_what_it_can_read(kernel) -> None:  # type: ignore[no-untyped-def]
     words = np.arange(4, dtype="<u4").tobytes()
     judged = np.array(sorted(verification_set([0, 1, 2, 3], 2)), dtype=np.uint64)
