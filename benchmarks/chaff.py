@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spoofs import replayed, tallied  # noqa: E402
+from spoofs import replayed, scores, tallied  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
 KINDS = [(kind, amount) for kind in ("after", "before", "around") for amount in (1, 1.5, 2)] + [("cut", 2), ("cut", 3)]
@@ -65,15 +65,14 @@ def main() -> int:
             records.append({"id": f"c{n}", "text": f"@fan{n} {copy}"})
             labels[f"c{n}"] = (kind, amount)
     hits, totals, false_positives = tallied(labels, replayed(records))
-    true_positives = sum(hits.values())
-    precision = true_positives / max(true_positives + false_positives, 1)
+    precision, recall = scores(hits, totals, false_positives)
     print(f"{len(records):,} posts, {sum(totals.values()):,} copies")
     print("| copy | recall |")
     print("|---|---|")
     for kind, amount in KINDS:
         what = f"its first 1/{amount} of words" if kind == "cut" else f"chaff {kind} it, {amount}× its words"
         print(f"| {what} | {hits[kind, amount] / totals[kind, amount]:.3f} ({totals[kind, amount]}) |")
-    print(f"precision {precision:.4f}  recall {true_positives / sum(totals.values()):.4f}")
+    print(f"precision {precision:.4f}  recall {recall:.4f}")
     return 0
 
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spoofs import replayed, tallied  # noqa: E402
+from spoofs import replayed, scores, tallied  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
 TRENDING = [
@@ -53,15 +53,14 @@ def main() -> int:
             records.append({"id": f"c{n}", "text": copy})
             labels[f"c{n}"] = (count, min(len(text.split()) // 10 * 10, 20))  # 0 stands for 6 to 9
     hits, totals, false_positives = tallied(labels, replayed(records))
-    true_positives = sum(hits.values())
-    precision = true_positives / max(true_positives + false_positives, 1)
+    precision, recall = scores(hits, totals, false_positives)
     print(f"{len(records):,} posts, {sum(totals.values()):,} copies with tags of their own")
     print("| tags per copy | recall, 6 to 9 words | 10 to 19 words | 20 or more |")
     print("|---|---|---|---|")
     for count in TAGS:
         cells = [f"{hits[count, words] / totals[count, words]:.3f} ({totals[count, words]})" for words in (0, 10, 20)]
         print(f"| {count} | " + " | ".join(cells) + " |")
-    print(f"precision {precision:.4f}  recall {true_positives / sum(totals.values()):.4f}")
+    print(f"precision {precision:.4f}  recall {recall:.4f}")
     return 0
 
 
