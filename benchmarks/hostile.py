@@ -28,6 +28,8 @@ CASES = {
     "www.www.www…": lambda n: "www." * (n // 4),
     "RT @a RT @a …": lambda n: "RT @a " * (n // 6),
     "via via via …": lambda n: "via " * (n // 4),
+    "one word a!a!a…": lambda n: "a!" * (n // 2),
+    "symbol words w!n w!n…": lambda n: "w!n " * (n // 4),
     "@@@@…": lambda n: "@" * n,
     "emoji and joiners": lambda n: "\U0001f600\u200d" * (n // 2),
     "Han run": lambda n: "漢字" * (n // 2),
