@@ -184,7 +184,7 @@ static int embedded(const uint32_t *x, Py_ssize_t n, const uint32_t *y, Py_ssize
 }
 
 /* _rules.under_threshold: ``whole``, the Jaccard of the judged post and a
- * candidate (its words), or what the cut-off or the edit rule raises it to.
+ * candidate (its words), or what the cut-off, edit or embedded-copy rule raises it to.
  * scratch has room for (judged->count + 1) * k values. -1 with an error set. */
 static double raised(double whole, const Judged *judged, const uint32_t *other, Py_ssize_t other_count,
                      const Rules *rules, uint64_t *scratch) {

@@ -294,7 +294,7 @@ def _tokens(words: list[str]) -> list[str]:
     across parts that hold only spaces."""
     joined = " ".join(words)
     if max(joined, default=" ") < "\u0e00" and _low_unspaced().search(joined) is None:
-        return words  # a text in the scripts before Thai's holds few unspaced characters, found at once
+        return words  # no character from Thai's on, nor one of the few before: no run to cut
     parts = _UNSPACED_SPLIT.split(joined)
     if len(parts) == 1:
         return words
@@ -322,7 +322,7 @@ def _low_unspaced() -> re.Pattern[str]:
     the standard library's ``re`` searches for faster than ``regex`` searches
     the whole class."""
     low = [char for char in map(chr, range(0xE00)) if _UNSPACED_CHAR.match(char)]
-    return re.compile("[" + "".join(map(re.escape, low)) + "]")
+    return re.compile("[" + "".join(map(re.escape, low)) + "]" if low else "(?!)")  # (?!) matches nothing
 
 
 def _bigrams(run: str) -> list[str]:
