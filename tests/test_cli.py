@@ -655,6 +655,18 @@ def test_a_command_s_error_shows_that_command_s_usage(tmp_path: Path) -> None:
     assert "cannot open input" in stderr and "{replay,follow,consume,report,params}" not in stderr
 
 
+def test_a_table_is_refused_as_json_lines_and_read_as_text_when_asked(tmp_path: Path) -> None:
+    table = tmp_path / "posts.csv"
+    table.write_text('tweet_id,text\n1,Win a free cruise today\n2,"win a FREE cruise, click"\n', encoding="utf-8")
+    refused = subprocess.run(replay_command(str(table)), capture_output=True, timeout=60)
+    assert refused.returncode == 2 and refused.stdout == b""
+    assert "posts.csv is a table" in refused.stderr.decode() and "--text-field" in refused.stderr.decode()
+    verdicts = tmp_path / "verdicts.jsonl"
+    command = replay_command(str(table), "--format", "text", "--verdicts", str(verdicts), "-q")
+    assert subprocess.run(command, capture_output=True, timeout=60).returncode == 0
+    assert len(verdicts.read_text().splitlines()) == 3  # the header is a post too
+
+
 def test_the_progress_line_counts_the_bytes_of_lines_done_not_read_ahead(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -104,6 +104,22 @@ def _filled(path: str) -> bool:
         return False
 
 
+def _refuse_tables(args: argparse.Namespace) -> None:
+    """A CSV or TSV file named as an input, under ``--format auto``: its rows
+    would be read as plain text, each row and the header a post."""
+    table = next((path for path in args.inputs if path.lower().endswith(_TABLE_SUFFIXES)), None)
+    if table is not None and args.format == "auto":
+        raise UsageError(
+            f"{table} is a table by its name, and replay reads JSON Lines: each of its rows, and its header, "
+            "would be a post of plain text. Convert it to JSON Lines, its columns as fields, and name them "
+            "with --text-field, --id-field and --time-field (docs/guides/cli.md, 'Tables'); "
+            "--format text reads its lines as posts all the same"
+        )
+
+
+_TABLE_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
+
+
 async def _replay(args: argparse.Namespace) -> int:
     if args.resume and not (args.db or args.store):
         raise UsageError("--resume needs --db or --store, where progress is recorded")
@@ -116,6 +132,7 @@ async def _replay(args: argparse.Namespace) -> int:
             f"--resume: there is no index at {args.db} to resume from, but {written[0]} holds output already; "
             "check the --db path, or leave --resume out and write to new outputs"
         )
+    _refuse_tables(args)
     index = _index(args)
     inputs = Inputs(args.inputs)
     handles = inputs.open_all()
