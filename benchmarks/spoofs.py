@@ -118,20 +118,11 @@ def replayed(records: list[dict[str, str]]) -> dict[str, bool]:
     with tempfile.TemporaryDirectory() as work:
         stream, verdicts = Path(work) / "stream.jsonl", Path(work) / "verdicts.jsonl"
         stream.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        # one seed for every run, so that the bands that find a copy are the same each time
-        command = [
-            sys.executable,
-            "-m",
-            "streamfilter",
-            "replay",
-            str(stream),
-            "--verdicts",
-            str(verdicts),
-            "--seed",
-            "1",
-        ]
-        # run from the work directory: from this checkout's, ``-m`` would import it ahead of PYTHONPATH
-        subprocess.run([*command, "--out", "/dev/null"], check=True, stderr=subprocess.DEVNULL, cwd=work)
+        command = [sys.executable, "-m", "streamfilter", "replay", str(stream), "--verdicts", str(verdicts)]
+        # one seed for every run, so that the bands that find a copy are the same each time; and run
+        # from the work directory: from this checkout's, ``-m`` would import it ahead of PYTHONPATH
+        options = ["--seed", "1", "--out", "/dev/null"]
+        subprocess.run([*command, *options], check=True, stderr=subprocess.DEVNULL, cwd=work)
         return {v["id"]: v["verdict"] == "duplicate" for v in map(json.loads, verdicts.read_text().splitlines())}
 
 
