@@ -414,6 +414,48 @@ static void radix_sort(uint64_t **keys, int32_t **slots, uint64_t **spare, int32
     }
 }
 
+/* Up to this many distinct keys are sorted by insertion, not by radix; from
+ * this many keys on, distinct works without the interpreter's lock. */
+#define FEW_KEYS 64
+#define FREE_THE_LOCK_FROM 4096
+
+/* Sort a few keys with their slots in place, by key. */
+static void insertion_sort(uint64_t *keys, int32_t *slots, Py_ssize_t count) {
+    for (Py_ssize_t i = 1; i < count; i++) {
+        uint64_t key = keys[i];
+        int32_t slot = slots[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && keys[j - 1] > key; j--)
+            keys[j] = keys[j - 1], slots[j] = slots[j - 1];
+        keys[j] = key, slots[j] = slot;
+    }
+}
+
+/* The distinct keys, sorted, into ``out`` and each key's index among them
+ * into ``index`` (the rest: room for count + 1 values each); how many, or -1
+ * when out of memory. */
+static Py_ssize_t ranked(const uint64_t *keys, Py_ssize_t count, uint64_t *out, int64_t *index, uint64_t *sorted,
+                         uint64_t *spare, int32_t *slots, int32_t *spare_slots, int64_t *rank) {
+    Py_ssize_t kept = slots_by_hash(keys, count, sorted, index);
+    if (kept < 0)
+        return -1;
+    for (Py_ssize_t d = 0; d < kept; d++)
+        slots[d] = (int32_t)d;
+    uint64_t *k = sorted;
+    int32_t *sl = slots;
+    if (kept <= FEW_KEYS)
+        insertion_sort(k, sl, kept);
+    else
+        radix_sort(&k, &sl, &spare, &spare_slots, kept);
+    for (Py_ssize_t r = 0; r < kept; r++) {
+        out[r] = k[r];
+        rank[sl[r]] = r;
+    }
+    for (Py_ssize_t i = 0; i < count; i++)
+        index[i] = rank[index[i]];
+    return kept;
+}
+
 /* distinct(keys) -> (distinct keys: bytearray of uint64, sorted; inverse:
  * bytearray of int64, each key's index among them): np.unique(keys,
  * return_inverse=True) (_judge._distinct). A batch's keys are told apart by
@@ -439,21 +481,13 @@ PyObject *sf_distinct(PyObject *self, PyObject *arg) {
     if (!failed) {
         uint64_t *out = (uint64_t *)PyByteArray_AS_STRING(distinct);
         int64_t *index = (int64_t *)PyByteArray_AS_STRING(inverse);
-        Py_BEGIN_ALLOW_THREADS kept = slots_by_hash(keys, count, sorted, index);
-        if (kept >= 0) {
-            for (Py_ssize_t d = 0; d < kept; d++)
-                slots[d] = (int32_t)d;
-            uint64_t *k = sorted, *s = spare;
-            int32_t *sl = slots, *ss = spare_slots;
-            radix_sort(&k, &sl, &s, &ss, kept);
-            for (Py_ssize_t r = 0; r < kept; r++) {
-                out[r] = k[r];
-                rank[sl[r]] = r;
-            }
-            for (Py_ssize_t i = 0; i < count; i++)
-                index[i] = rank[index[i]];
+        if (count >= FREE_THE_LOCK_FROM) { /* a batch's keys: the merging thread may run meanwhile */
+            Py_BEGIN_ALLOW_THREADS kept = ranked(keys, count, out, index, sorted, spare, slots, spare_slots, rank);
+            Py_END_ALLOW_THREADS
+        } else { /* a post's: handing the lock over would cost more than the work */
+            kept = ranked(keys, count, out, index, sorted, spare, slots, spare_slots, rank);
         }
-        Py_END_ALLOW_THREADS failed = kept < 0;
+        failed = kept < 0;
     }
     PyBuffer_Release(&view);
     PyMem_RawFree(sorted), PyMem_RawFree(spare), PyMem_RawFree(slots), PyMem_RawFree(spare_slots), PyMem_RawFree(rank);
