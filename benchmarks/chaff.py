@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spoofs import replayed, scores, tallied  # noqa: E402
+from spoofs import caught  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
 KINDS = [(kind, amount) for kind in ("after", "before", "around") for amount in (1, 1.5, 2)] + [("cut", 2), ("cut", 3)]
@@ -55,18 +55,13 @@ def main() -> int:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 8))
     texts = texts[:3000]
     vocabulary = sorted({word for text in texts for word in text.split() if word.isalpha()})
-    records, labels = [], {}
-    for n, text in enumerate(texts):
-        records.append({"id": f"o{n}", "text": text})
-        labels[f"o{n}"] = None
-        if n % 2 == 0:
-            kind, amount = KINDS[(n // 2) % len(KINDS)]
-            copy = copy_of(text, kind, amount, vocabulary, rng)
-            records.append({"id": f"c{n}", "text": f"@fan{n} {copy}"})
-            labels[f"c{n}"] = (kind, amount)
-    hits, totals, false_positives = tallied(labels, replayed(records))
-    precision, recall = scores(hits, totals, false_positives)
-    print(f"{len(records):,} posts, {sum(totals.values()):,} copies")
+
+    def copied(n: int, text: str) -> tuple[str, tuple[str, float]]:
+        kind, amount = KINDS[(n // 2) % len(KINDS)]
+        return f"@fan{n} {copy_of(text, kind, amount, vocabulary, rng)}", (kind, amount)
+
+    posts, hits, totals, precision, recall = caught(texts, copied)
+    print(f"{posts:,} posts, {sum(totals.values()):,} copies")
     print("| copy | recall |")
     print("|---|---|")
     for kind, amount in KINDS:

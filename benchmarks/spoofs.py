@@ -140,6 +140,31 @@ def tallied(labels: dict[str, Hashable], flagged: dict[str, bool]) -> tuple[Coun
     return hits, totals, false_positives
 
 
+def with_copies(
+    texts: list[str], copy: Callable[[int, str], tuple[str, Hashable]]
+) -> tuple[list[dict[str, str]], dict[str, Hashable]]:
+    """Each text as an original (id ``o{n}``, label None), and after every
+    other one its copy (id ``c{n}``), whose text and label ``copy(n, text)`` gives."""
+    records, labels = [], {}
+    for n, text in enumerate(texts):
+        records.append({"id": f"o{n}", "text": text})
+        labels[f"o{n}"] = None
+        if n % 2 == 0:
+            copied, labels[f"c{n}"] = copy(n, text)
+            records.append({"id": f"c{n}", "text": copied})
+    return records, labels
+
+
+def caught(
+    texts: list[str], copy: Callable[[int, str], tuple[str, Hashable]]
+) -> tuple[int, Counter[Hashable], Counter[Hashable], float, float]:
+    """Replay ``with_copies(texts, copy)``: (posts, copies flagged and copies
+    by label, precision, recall)."""
+    records, labels = with_copies(texts, copy)
+    hits, totals, false_positives = tallied(labels, replayed(records))
+    return len(records), hits, totals, *scores(hits, totals, false_positives)
+
+
 def scores(hits: Counter[Hashable], totals: Counter[Hashable], false_positives: int) -> tuple[float, float]:
     """Precision and recall over every copy (``tallied``'s counts)."""
     true_positives = sum(hits.values())
@@ -152,14 +177,12 @@ def main() -> int:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = texts[:4000]
     kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "symbols", "spaced_out", "flag_letters"]
-    records, labels = [], {}
-    for n, text in enumerate(texts):
-        records.append({"id": f"o{n}", "text": text})
-        labels[f"o{n}"] = None
-        if n % 2 == 0:
-            kind = kinds[(n // 2) % len(kinds)]
-            records.append({"id": f"s{n}", "text": spoof(text, kind, rng)})
-            labels[f"s{n}"] = kind
+
+    def spoofed(n: int, text: str) -> tuple[str, str]:
+        kind = kinds[(n // 2) % len(kinds)]
+        return spoof(text, kind, rng), kind
+
+    records, labels = with_copies(texts, spoofed)
     flagged = replayed(records)
     from streamfilter import normalize
 
@@ -167,7 +190,7 @@ def main() -> int:
     exact = Counter(
         labels[record["id"]]
         for record in records
-        if record["id"].startswith("s") and normalize(record["text"]) == normalize(originals[record["id"][1:]])
+        if record["id"].startswith("c") and normalize(record["text"]) == normalize(originals[record["id"][1:]])
     )
     hits, totals, false_positives = tallied(labels, flagged)
     precision, recall = scores(hits, totals, false_positives)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spoofs import replayed, scores, tallied  # noqa: E402
+from spoofs import caught  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
 TRENDING = [
@@ -42,19 +42,15 @@ def main() -> int:
     with DATA.open(encoding="utf-8") as handle:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = [text for text in texts[:2000] if "#" not in text]
-    records, labels = [], {}
-    for n, text in enumerate(texts):
-        records.append({"id": f"o{n}", "text": text})
-        labels[f"o{n}"] = None
-        if n % 2 == 0:
-            count = TAGS[(n // 2) % len(TAGS)]
-            tags = " ".join(rng.sample(TRENDING, count))
-            copy = f"@fan{n} {text} {tags} https://t.co/{rng.getrandbits(40):x}"
-            records.append({"id": f"c{n}", "text": copy})
-            labels[f"c{n}"] = (count, min(len(text.split()) // 10 * 10, 20))  # 0 stands for 6 to 9
-    hits, totals, false_positives = tallied(labels, replayed(records))
-    precision, recall = scores(hits, totals, false_positives)
-    print(f"{len(records):,} posts, {sum(totals.values()):,} copies with tags of their own")
+
+    def tagged(n: int, text: str) -> tuple[str, tuple[int, int]]:
+        count = TAGS[(n // 2) % len(TAGS)]
+        tags = " ".join(rng.sample(TRENDING, count))
+        copy = f"@fan{n} {text} {tags} https://t.co/{rng.getrandbits(40):x}"
+        return copy, (count, min(len(text.split()) // 10 * 10, 20))  # 0 stands for 6 to 9
+
+    posts, hits, totals, precision, recall = caught(texts, tagged)
+    print(f"{posts:,} posts, {sum(totals.values()):,} copies with tags of their own")
     print("| tags per copy | recall, 6 to 9 words | 10 to 19 words | 20 or more |")
     print("|---|---|---|---|")
     for count in TAGS:
