@@ -11,11 +11,11 @@ amortise the per-batch cost. A full buffer holds the reader back
 A replayed file (``Chunks`` of raw lines) goes through two stages instead.
 The sketch stage flushes a batch when it holds ``batch_size`` records (the
 first batches an eighth of that, doubling), or ``max_delay`` seconds after
-the batch's first record arrived, and starts
-``sketch_processes`` worker processes (``_workers``), handing each batch to a
-free one; until the first is ready, and whenever all are lost, batches are
-sketched here. Several batches may then be in preparation at once; they reach
-the store stage in arrival order all the same. The store stage judges
+the batch's first record arrived, and starts ``sketch_processes`` worker
+processes (``_workers``), handing each batch to a free one: a worker, or
+this process while fewer than two workers run. Several batches may then be
+in preparation at once; they reach the store stage in arrival order all the
+same. The store stage judges
 them on the event loop itself (see ``_commit``).
 
 Either way, batches are judged one at a time in arrival order, so verdicts
@@ -53,6 +53,12 @@ _BATCHES_PER_WORKER = 2
 # the batches waited for a free slot more than this share of the time.
 _LOOK_SECONDS = 1.0
 _SKETCH_BOUND = 0.5
+# Batches are sketched here too, taking turns with the store stage, until
+# this many worker processes run: beside one worker the store stage leaves
+# this process idle most of the time; beside two, whose start says the
+# sketching holds the replay back on every core, it has none to spare
+# (docs/design/pipeline.md).
+_LOCAL_UNTIL_WORKERS = 2
 
 
 class Chunks:
@@ -347,7 +353,7 @@ async def _sketch(
             except WorkerLost as exc:
                 logger.warning("streamfilter: a sketch worker process was lost (%s); sketching here instead", exc)
                 live.discard(slot)
-                if not live and local_retired:
+                if len(live) < _LOCAL_UNTIL_WORKERS and local_retired:
                     local_retired = False
                     free_send.send_nowait(local)
                 pending.batch = await local.prepare(records)
@@ -364,9 +370,7 @@ async def _sketch(
             began = anyio.current_time()
             slot = await free_receive.receive()
             load.slot_waits += anyio.current_time() - began
-            if slot is local and live:
-                # Measured: once a worker process runs, batches sketched here
-                # as well slow the store stage more than they help (docs/benchmarks.md).
+            if slot is local and len(live) >= _LOCAL_UNTIL_WORKERS:
                 local_retired = True
                 continue
             return slot

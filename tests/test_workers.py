@@ -477,14 +477,63 @@ async def test_a_worker_started_mid_stream_changes_no_verdict(tmp_path: Path, mo
     assert len(started) == 2  # the first worker, then one more mid-stream
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_the_command_sketches_beside_one_worker_and_not_beside_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    # beside one worker the store stage leaves the command's process idle
+    # most of the time, so it takes batches too; beside two it leaves them
+    # the sketching
+    stream = tmp_path / "stream.jsonl"
+    make_stream(stream, distinct=1500, copies=2)
+    lines = stream.read_bytes().splitlines()
+    started = anyio.Event()
+    live: list[object] = []
+    here_after_start: list[int] = []
+    start, prepare = _workers.SketchProcess.start, _pipeline._Local.prepare
+
+    async def counted_start(sketcher: object) -> _workers.SketchProcess:
+        worker = await start(sketcher)  # type: ignore[arg-type]
+        live.append(worker)
+        if len(live) == workers:
+            started.set()
+        return worker
+
+    async def counted_prepare(self: _pipeline._Local, records: list[tuple[int, Any]]) -> PreparedBatch:
+        if started.is_set():
+            here_after_start.append(len(records))
+        return await prepare(self, records)
+
+    async def chunks() -> AsyncGenerator[list[Any] | int, None]:
+        with anyio.fail_after(60):
+            await started.wait()  # every line once the workers run
+        for at in range(0, len(lines), 100):
+            yield lines[at : at + 100]
+
+    monkeypatch.setattr(_workers.SketchProcess, "start", counted_start)
+    monkeypatch.setattr(_pipeline._Local, "prepare", counted_prepare)
+    monkeypatch.setattr(_pipeline, "default_sketch_processes", lambda: workers)
+    monkeypatch.setattr(_pipeline, "most_sketch_processes", lambda: workers)
+    async with StreamFilter(FilterConfig(seed=2, batch_size=64), path=tmp_path / "index") as sf:
+        judged = [v async for batch in sf.judge_batches(Chunks(chunks())) for v in batch]
+    assert len(judged) == len(lines)
+    # the first batch's slot was taken while the workers started
+    if workers == 1:
+        assert len(here_after_start) >= 3  # of 47 batches, in turns with the worker's two slots
+    else:
+        assert len(here_after_start) <= 1
+
+
 def test_a_replay_with_a_worker_builds_no_post_sketch_match_or_verdict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the batch is columns from the worker's answer to the verdict lines:
     # the command's process builds no Verdict, on a stream with duplicates,
     # reposts and a delete notice (which cuts a batch in two), and a Post
-    # only where it sketches a batch itself (while its worker starts), once
-    # a post; and where the kernel judges, no Sketch and no Match (the
+    # only where it sketches a batch itself (beside its one worker), once a
+    # post; and where the kernel judges, no Sketch and no Match (the
     # Python reference judge reads one post at a time)
     from streamfilter._compiled import compiled_kernel
     from streamfilter._post import Post, Verdict
