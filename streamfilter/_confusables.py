@@ -288,17 +288,6 @@ def _by_capital_look() -> dict[int, str]:
 
 
 @functools.cache
-def _spoof_patterns() -> tuple[regex.Pattern[str], regex.Pattern[str]]:
-    """(a character of a spoofed word: an ASCII digit, a Latin letter, a mark
-    or a look-alike; a letter that is neither Latin nor a look-alike)."""
-    members = "".join(regex.escape(chr(code)) for code in sorted(_by_look()))
-    return (
-        regex.compile(f"[0-9\\p{{Latin}}\\p{{M}}]|[{members}]"),
-        regex.compile(f"[^\\P{{L}}\\p{{Latin}}{members}]"),
-    )
-
-
-@functools.cache
 def _lookalikes() -> frozenset[str]:
     """The look-alikes ``_by_look`` spells, as characters: whether a text
     holds one is a set's question, which a pattern of a character class of
@@ -306,19 +295,23 @@ def _lookalikes() -> frozenset[str]:
     return frozenset(map(chr, _by_look()))
 
 
-# A character's class, asked of the patterns one character at a time and
-# kept: a text's characters are few and recur, and a pattern over all the
-# look-alikes is slow to run over a whole text.
+# A character's class, asked one character at a time and kept: a text's
+# characters are few and recur. The look-alikes are a set's question here
+# too: a character class of all of them is slow to compile, in every process.
+_DIGIT_LATIN_OR_MARK = regex.compile(r"[0-9\p{Latin}\p{M}]")
+_OTHER_SCRIPT_LETTER = regex.compile(r"[^\P{L}\p{Latin}]")
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _in_spoof_word(char: str) -> bool:
     """Whether ``char`` may be part of a spoofed word: an ASCII digit, a Latin letter, a mark or a look-alike."""
-    return _spoof_patterns()[0].fullmatch(char) is not None
+    return char in _lookalikes() or _DIGIT_LATIN_OR_MARK.fullmatch(char) is not None
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _other_letter(char: str) -> bool:
     """Whether ``char`` is a letter that is neither Latin nor a look-alike."""
-    return _spoof_patterns()[1].fullmatch(char) is not None
+    return char not in _lookalikes() and _OTHER_SCRIPT_LETTER.fullmatch(char) is not None
 
 
 _LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
