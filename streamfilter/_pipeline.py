@@ -13,10 +13,10 @@ The sketch stage flushes a batch when it holds ``batch_size`` records (the
 first batches an eighth of that, doubling), or ``max_delay`` seconds after
 the batch's first record arrived, and starts ``sketch_processes`` worker
 processes (``_workers``), handing each batch to a free one: a worker, or
-this process while fewer than two workers run. Several batches may then be
-in preparation at once; they reach the store stage in arrival order all the
-same. The store stage judges
-them on the event loop itself (see ``_commit``).
+this process (until a worker is ready, and beside one worker while the
+sketching holds the replay back). Several batches may then be in preparation at once; they reach the store
+stage in arrival order all the same. The store stage judges them on the
+event loop itself (see ``_commit``).
 
 Either way, batches are judged one at a time in arrival order, so verdicts
 equal those of one-at-a-time processing.
@@ -53,12 +53,13 @@ _BATCHES_PER_WORKER = 2
 # the batches waited for a free slot more than this share of the time.
 _LOOK_SECONDS = 1.0
 _SKETCH_BOUND = 0.5
-# Batches are sketched here too, taking turns with the store stage, until
-# this many worker processes run: beside one worker the store stage leaves
-# this process idle most of the time; beside two, whose start says the
-# sketching holds the replay back on every core, it has none to spare
-# (docs/design/pipeline.md).
+# Batches are sketched here too, taking turns with the store stage, while
+# the sketching holds the replay back (``sketch_bound``, looked at this
+# often) and fewer than this many worker processes run: beside two, whose
+# start says the sketching holds it back on every core, this process has no
+# time to spare (docs/design/pipeline.md).
 _LOCAL_UNTIL_WORKERS = 2
+_LOCAL_LOOK_SECONDS = 0.1
 
 
 class Chunks:
@@ -298,7 +299,9 @@ async def _sketch(
     most: int,
     load: _Load,
 ) -> None:
-    """Gather batches and prepare each in a free slot: this process, or one of
+    """Gather batches and prepare each in a free slot: this process (in turns
+    with the store stage, until the first worker has started, then while the
+    sketching holds the replay back beside one worker), or one of
     ``processes`` worker processes once they have started. Batches leave in
     arrival order whichever slot finishes first. Up to ``most`` processes
     (never fewer than ``processes``):
@@ -314,8 +317,30 @@ async def _sketch(
     free_send.send_nowait(local)
     workers: list[SketchProcess] = []
     live: set[SketchProcess] = set()  # started and not lost
-    local_retired = False
-    starting = anyio.CancelScope()
+    local_retired = False  # taken out of the free slots (``local_in_use``)
+    local_wanted = False  # whether the sketching held the replay back when last looked at
+    starting, watching = anyio.CancelScope(), anyio.CancelScope()
+
+    def local_in_use() -> bool:
+        """Whether this process sketches batches now: always without a
+        worker; beside one, while the sketching holds the replay back."""
+        return not live or (len(live) < _LOCAL_UNTIL_WORKERS and local_wanted)
+
+    def offer_local() -> None:
+        nonlocal local_retired
+        if local_retired and local_in_use():
+            local_retired = False
+            free_send.send_nowait(local)
+
+    async def watch_local() -> None:
+        nonlocal local_wanted
+        with watching:
+            while True:
+                began, waited, busy = anyio.current_time(), load.slot_waits, load.store_busy
+                await anyio.sleep(_LOCAL_LOOK_SECONDS)
+                elapsed = anyio.current_time() - began
+                local_wanted = sketch_bound(load.slot_waits - waited, load.store_busy - busy, elapsed)
+                offer_local()
 
     async def start_worker() -> bool:
         try:
@@ -353,9 +378,7 @@ async def _sketch(
             except WorkerLost as exc:
                 logger.warning("streamfilter: a sketch worker process was lost (%s); sketching here instead", exc)
                 live.discard(slot)
-                if len(live) < _LOCAL_UNTIL_WORKERS and local_retired:
-                    local_retired = False
-                    free_send.send_nowait(local)
+                offer_local()
                 pending.batch = await local.prepare(records)
                 return
             free_send.send_nowait(slot)
@@ -370,7 +393,7 @@ async def _sketch(
             began = anyio.current_time()
             slot = await free_receive.receive()
             load.slot_waits += anyio.current_time() - began
-            if slot is local and len(live) >= _LOCAL_UNTIL_WORKERS:
+            if slot is local and not local_in_use():
                 local_retired = True
                 continue
             return slot
@@ -380,12 +403,14 @@ async def _sketch(
             task_group.start_soon(_in_order, order_receive, send)
             if most:
                 task_group.start_soon(start_workers)
+                task_group.start_soon(watch_local)
             async with order_send, aclosing(_batches(receive, take_slot, engine.config)) as batches:
                 async for slot, records in batches:
                     pending = _Pending()
                     await order_send.send(pending)
                     task_group.start_soon(run, slot, records, pending)
             starting.cancel()
+            watching.cancel()
     finally:
         for worker in workers:
             await worker.aclose()

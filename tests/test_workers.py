@@ -479,17 +479,17 @@ async def test_a_worker_started_mid_stream_changes_no_verdict(tmp_path: Path, mo
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize("workers", [1, 2])
-async def test_the_command_sketches_beside_one_worker_and_not_beside_two(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+@pytest.mark.parametrize(("workers", "held_back"), [(1, True), (1, False), (2, True)])
+async def test_the_command_sketches_beside_one_worker_while_the_sketching_holds_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, held_back: bool
 ) -> None:
-    # beside one worker the store stage leaves the command's process idle
-    # most of the time, so it takes batches too; beside two it leaves them
-    # the sketching
+    # beside one worker, when the batches wait for a sketch slot and the
+    # store stage idles, the command's process takes batches too; when the
+    # store stage is busy, or beside two workers, it leaves them the sketching
     stream = tmp_path / "stream.jsonl"
     make_stream(stream, distinct=1500, copies=2)
     lines = stream.read_bytes().splitlines()
-    started = anyio.Event()
+    started, looked = anyio.Event(), anyio.Event()
     live: list[object] = []
     here_after_start: list[int] = []
     start, prepare = _workers.SketchProcess.start, _pipeline._Local.prepare
@@ -506,21 +506,29 @@ async def test_the_command_sketches_beside_one_worker_and_not_beside_two(
             here_after_start.append(len(records))
         return await prepare(self, records)
 
+    def sketch_bound(*_: float) -> bool:
+        if started.is_set():
+            looked.set()
+        return held_back
+
     async def chunks() -> AsyncGenerator[list[Any] | int, None]:
         with anyio.fail_after(60):
-            await started.wait()  # every line once the workers run
+            await started.wait()  # every line once the workers run,
+            await looked.wait()  # and the command has looked at its load
         for at in range(0, len(lines), 100):
             yield lines[at : at + 100]
 
     monkeypatch.setattr(_workers.SketchProcess, "start", counted_start)
     monkeypatch.setattr(_pipeline._Local, "prepare", counted_prepare)
+    monkeypatch.setattr(_pipeline, "sketch_bound", sketch_bound)
+    monkeypatch.setattr(_pipeline, "_LOCAL_LOOK_SECONDS", 0.001)
     monkeypatch.setattr(_pipeline, "default_sketch_processes", lambda: workers)
     monkeypatch.setattr(_pipeline, "most_sketch_processes", lambda: workers)
     async with StreamFilter(FilterConfig(seed=2, batch_size=64), path=tmp_path / "index") as sf:
         judged = [v async for batch in sf.judge_batches(Chunks(chunks())) for v in batch]
     assert len(judged) == len(lines)
     # the first batch's slot was taken while the workers started
-    if workers == 1:
+    if workers == 1 and held_back:
         assert len(here_after_start) >= 3  # of 47 batches, in turns with the worker's two slots
     else:
         assert len(here_after_start) <= 1
