@@ -289,6 +289,12 @@ class _Load:
     slot_waits: float = 0.0  # seconds batches waited for a free slot to be sketched in
     store_busy: float = 0.0  # seconds the store stage spent judging
 
+    async def held_back_over(self, seconds: float) -> bool:
+        """Whether the sketching held the replay back over the next ``seconds`` (``sketch_bound``)."""
+        began, waited, busy = anyio.current_time(), self.slot_waits, self.store_busy
+        await anyio.sleep(seconds)
+        return sketch_bound(self.slot_waits - waited, self.store_busy - busy, anyio.current_time() - began)
+
 
 async def _sketch(
     engine: Engine,
@@ -336,10 +342,7 @@ async def _sketch(
         nonlocal local_wanted
         with watching:
             while True:
-                began, waited, busy = anyio.current_time(), load.slot_waits, load.store_busy
-                await anyio.sleep(_LOCAL_LOOK_SECONDS)
-                elapsed = anyio.current_time() - began
-                local_wanted = sketch_bound(load.slot_waits - waited, load.store_busy - busy, elapsed)
+                local_wanted = await load.held_back_over(_LOCAL_LOOK_SECONDS)
                 offer_local()
 
     async def start_worker() -> bool:
@@ -363,15 +366,10 @@ async def _sketch(
                 if not await start_worker():
                     return
             while live and len(workers) < most:
-                began, waited, busy = anyio.current_time(), load.slot_waits, load.store_busy
-                await anyio.sleep(_LOOK_SECONDS)
-                elapsed = anyio.current_time() - began
-                if sketch_bound(load.slot_waits - waited, load.store_busy - busy, elapsed):
-                    if not await start_worker():
-                        return
+                if await load.held_back_over(_LOOK_SECONDS) and not await start_worker():
+                    return
 
     async def run(slot: _Local | SketchProcess, records: list[tuple[int, Any]], pending: _Pending) -> None:
-        nonlocal local_retired
         try:
             try:
                 pending.batch = await slot.prepare(records)
