@@ -14,9 +14,10 @@ first batches an eighth of that, doubling), or ``max_delay`` seconds after
 the batch's first record arrived, and starts ``sketch_processes`` worker
 processes (``_workers``), handing each batch to a free one: a worker, or
 this process (until a worker is ready, and beside one worker while the
-sketching holds the replay back). Several batches may then be in preparation at once; they reach the store
-stage in arrival order all the same. The store stage judges them on the
-event loop itself (see ``_commit``).
+sketching holds the replay back). Several batches may then be in
+preparation at once; they reach the store stage in arrival order all the
+same. The store stage judges them on the event loop itself (see
+``_commit``).
 
 Either way, batches are judged one at a time in arrival order, so verdicts
 equal those of one-at-a-time processing.
