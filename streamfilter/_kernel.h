@@ -69,6 +69,9 @@ typedef struct {
  * error set. */
 int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double after, Py_ssize_t *index,
                double *similarity);
+/* Whether sf_best_of's search would end at this candidate, before any other
+ * that follows it: a live CachedPost with the judged post's very words. */
+int sf_ends_search(PyObject *post, const Judged *judged, double after);
 
 PyObject *sf_verification(PyObject *self, PyObject *args);
 PyObject *sf_jaccard(PyObject *self, PyObject *args);

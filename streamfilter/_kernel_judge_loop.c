@@ -212,11 +212,14 @@ static int is_itself(PyObject *post, const Columns *batch, Py_ssize_t i) {
     return when == ((const double *)batch->times.buf)[i];
 }
 
-/* The candidates of sketch i, with text, fetched: a new list, or NULL with
- * an error set. Where replays are seen (a shared index), a candidate that
- * is the sketch itself, recorded by an earlier attempt, is None. */
+/* The candidates of sketch i, with text, fetched in rank order: a new list,
+ * or NULL with an error set. Where replays are seen (a shared index), a
+ * candidate that is the sketch itself, recorded by an earlier attempt, is
+ * None. The list ends at a candidate that ends sf_best_of's search (a live
+ * copy of the very words): those after it would be fetched for nothing,
+ * most of them from the index. */
 static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
-                         int replays_seen) {
+                         int replays_seen, const Judged *judged, double after) {
     PyObject *posts = PyList_New(n);
     /* A flood's candidates are scattered through the recent posts: their
      * slots are asked of the memory at once, not one miss after another. */
@@ -229,10 +232,15 @@ static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n,
             if (same != 0)
                 Py_SETREF(post, same < 0 ? NULL : Py_NewRef(Py_None));
         }
-        if (post == NULL)
+        if (post == NULL) {
             Py_CLEAR(posts);
-        else
-            PyList_SET_ITEM(posts, at, post);
+            break;
+        }
+        PyList_SET_ITEM(posts, at, post);
+        if (at + 1 < n && sf_ends_search(post, judged, after) && PyList_SetSlice(posts, at + 1, n, NULL) < 0)
+            Py_CLEAR(posts);
+        if (posts == NULL || PyList_GET_SIZE(posts) == at + 1)
+            break;
     }
     return posts;
 }
@@ -257,16 +265,24 @@ static int span_of(const Py_buffer *ends, Py_ssize_t size, Py_ssize_t i, Py_ssiz
 static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
                       int replays_seen, Judged *judged, const Rules *rules, double after, PyObject **original,
                       double *similarity, int64_t *serial) {
-    PyObject *posts = fetched(known, ranked, n, batch, i, replays_seen);
     Py_ssize_t word, set;
-    if (posts == NULL || span_of(&batch->word_ends, batch->words.len / 4, i, &word, &judged->count) < 0 ||
+    if (span_of(&batch->word_ends, batch->words.len / 4, i, &word, &judged->count) < 0 ||
+        span_of(&batch->shingle_ends, batch->shingles.len / 8, i, &set, &judged->set_size) < 0)
+        return -1;
+    judged->words = (const uint32_t *)batch->words.buf + word;
+    judged->set = (const uint64_t *)batch->shingles.buf + set;
+    judged->cut_off = ((const unsigned char *)batch->cut_off.buf)[i] != 0;
+    PyObject *posts = fetched(known, ranked, n, batch, i, replays_seen, judged, after);
+    if (posts == NULL)
+        return -1;
+    /* a fetch runs Python, which could write into the batch's arrays: the spans are read again */
+    if (span_of(&batch->word_ends, batch->words.len / 4, i, &word, &judged->count) < 0 ||
         span_of(&batch->shingle_ends, batch->shingles.len / 8, i, &set, &judged->set_size) < 0) {
-        Py_XDECREF(posts);
+        Py_DECREF(posts);
         return -1;
     }
     judged->words = (const uint32_t *)batch->words.buf + word;
     judged->set = (const uint64_t *)batch->shingles.buf + set;
-    judged->cut_off = ((const unsigned char *)batch->cut_off.buf)[i] != 0;
     Py_ssize_t index;
     int found = sf_best_of(posts, judged, rules, after, &index, similarity) < 0 ? -1 : 0;
     if (found == 0 && index >= 0) {

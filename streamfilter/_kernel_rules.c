@@ -249,6 +249,17 @@ static PyObject *packed_set(PyObject *post, PyObject *words, int shingle_size) {
     return packed;
 }
 
+int sf_ends_search(PyObject *post, const Judged *judged, double after) {
+    if (!Py_IS_TYPE(post, &CachedPostType))
+        return 0;
+    CachedPost *cached = (CachedPost *)post;
+    PyObject *words = cached->words;
+    return cached->timestamp != NULL && PyFloat_CheckExact(cached->timestamp) &&
+           PyFloat_AS_DOUBLE(cached->timestamp) > after && words != NULL && PyBytes_CheckExact(words) &&
+           PyBytes_GET_SIZE(words) == judged->count * 4 &&
+           memcmp(PyBytes_AS_STRING(words), judged->words, judged->count * 4) == 0;
+}
+
 /* best_match's loop: see _kernel.h. */
 int sf_best_of(PyObject *posts, const Judged *judged, const Rules *rules, double after, Py_ssize_t *index,
                double *similarity) {

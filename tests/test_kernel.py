@@ -599,6 +599,29 @@ def test_a_ranker_judges_its_own_batch_once(kernel) -> None:  # type: ignore[no-
         judge(stored, [reference], broken)
 
 
+def test_a_ranker_fetches_no_candidate_after_a_live_copy_of_the_words(kernel) -> None:  # type: ignore[no-untyped-def]
+    # Two stored candidates share the judged post's one key; the newer (6)
+    # ranks first. A live copy of the very words there ends the search, so the
+    # older is never read; an expired one does not, and the older is the match.
+    one = np.zeros(1, dtype=np.int64)
+    columns = Sketches.of([_judged([1, 2, 3], 2, False)]).columns()  # at 100.0
+    words = np.array([1, 2, 3], dtype="<u4").tobytes()
+
+    def judged_with_newest_at(timestamp: float) -> tuple[list[int], list[str | None]]:
+        fetched: list[int] = []
+
+        def fetch(serial: int) -> CachedPost:
+            fetched.append(serial)
+            return CachedPost(timestamp if serial == 6 else 90.0, f"p{serial}", words)
+
+        ranker = kernel.Ranker(np.zeros(2, dtype=np.int64), np.array([6, 5]), one, one, 1, 1, 64, 8, 2)
+        judged = ranker.judge(columns, fetch, 7, 0.0, 30.0, 0.5, 2, _rules._KERNEL_RULES, False, None, None)
+        return fetched, judged[0]
+
+    assert judged_with_newest_at(95.0) == ([6], ["p6"])
+    assert judged_with_newest_at(60.0) == ([6, 5], ["p5"])  # 40 s old, past the 30 s TTL
+
+
 def test_a_ranker_reads_only_columns_that_hold_its_batch(kernel) -> None:  # type: ignore[no-untyped-def]
     # the judge reads the columns as buffers: any that do not describe one
     # batch of its size, or whose offsets point past their values, is refused
