@@ -76,6 +76,7 @@ __all__ = [
     "CONFUSABLES_VERSION",
     "LETTER_LOOKALIKES",
     "displayed",
+    "build_tables",
     "fold_lookalikes",
     "may_hold_leet",
     "read_indicators",
@@ -285,6 +286,14 @@ def _by_capital_look() -> dict[int, str]:
         if chr(code).islower() and len(capital) == 1 and ord(capital) in table:
             table[code] = table[ord(capital)].lower()
     return table
+
+
+def build_tables() -> None:
+    """Build now the tables a first text with a look-alike would (parsing
+    ``data/confusables.txt`` is most of it), where that time would be idle anyway."""
+    _lookalikes()
+    _by_capital_look()
+    _to_ascii()
 
 
 @functools.cache

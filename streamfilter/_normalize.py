@@ -67,6 +67,7 @@ import regex
 from ._compiled import chosen, from_kernel, kernel
 from ._confusables import (
     LETTER_LOOKALIKES,
+    build_tables,
     displayed,
     fold_lookalikes,
     may_hold_leet,
@@ -145,10 +146,13 @@ def _run_table() -> dict[int, str | None]:
     )
 
 
-def load_tables() -> None:
+def load_tables(*, lookalikes: bool = True) -> None:
     """Build now what the first post with a non-ASCII character would (the
-    emoji data), where that time would be idle anyway."""
+    emoji data), and with ``lookalikes`` what the first with a look-alike
+    would, where that time would be idle anyway."""
     _run_table()
+    if lookalikes:
+        build_tables()
 
 
 # ASCII fast path, one bytes.translate: letters and digits lowercased, the

@@ -42,7 +42,10 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     # What the first batch would build, built while the parent is still
     # importing and opening its index (a worker starts first): the emoji
     # tables, and numpy's generators, which a Sketcher's MinHasher uses.
-    load_tables()
+    # Not the look-alikes: built here, they put off the worker's first
+    # answer on every stream, also those without a look-alike, and a batch
+    # builds them when its first look-alike needs them.
+    load_tables(lookalikes=False)
     import numpy.random  # noqa: F401
 
     try:

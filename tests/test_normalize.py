@@ -408,3 +408,15 @@ def test_a_campaigns_copies_share_a_words_key_and_other_texts_do_not() -> None:
         assert key(text) == text
     # a spoof is spelled by whether most words are capitalised: so is the key
     assert key("@alice @bob xƽx") == key("@carol @dave xƽx") != key("@Alice @Bob xƽx")
+
+
+def test_load_tables_builds_what_a_first_spoof_would() -> None:
+    # a live pipeline builds these before its first record: the first post
+    # with a look-alike then finds them built; a worker builds the emoji
+    # tables alone, and its first look-alike the rest
+    built = (_normalize._run_table, _confusables._lookalikes, _confusables._by_capital_look, _confusables._to_ascii)
+    for lookalikes, expected in ((False, [1, 0, 0, 0]), (True, [1, 1, 1, 1])):
+        for table in built:
+            table.cache_clear()
+        _normalize.load_tables(lookalikes=lookalikes)
+        assert [table.cache_info().currsize for table in built] == expected
