@@ -75,8 +75,8 @@ import regex
 __all__ = [
     "CONFUSABLES_VERSION",
     "LETTER_LOOKALIKES",
-    "displayed",
     "build_tables",
+    "displayed",
     "fold_lookalikes",
     "may_hold_leet",
     "read_indicators",

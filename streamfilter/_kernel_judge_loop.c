@@ -216,8 +216,7 @@ static int is_itself(PyObject *post, const Columns *batch, Py_ssize_t i) {
  * or NULL with an error set. Where replays are seen (a shared index), a
  * candidate that is the sketch itself, recorded by an earlier attempt, is
  * None. The list ends at a candidate that ends sf_best_of's search (a live
- * copy of the very words): those after it would be fetched for nothing,
- * most of them from the index. */
+ * copy of the very words): those after it would be fetched for nothing. */
 static PyObject *fetched(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
                          int replays_seen, const Judged *judged, double after) {
     PyObject *posts = PyList_New(n);
