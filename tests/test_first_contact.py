@@ -101,6 +101,10 @@ def test_a_threshold_that_would_change_the_split_of_an_index_is_refused(tmp_path
         "wss://SECRETPW@host/x?access_token=T0KEN",
         "http://127.0.0.1:9/x?a=1#access_token=T0KEN&session=SECRETPW",  # OAuth's implicit flow: the fragment
         "https://host/x#id_token=T0KEN",
+        "https://host/stream;jsessionid=T0KEN?x=1",  # a path parameter
+        "https://host/a;b=1/stream;JSESSIONID=T0KEN",
+        "https://host/x#T0KEN",  # a fragment that names nothing
+        "http://u:pw@[::1/x;session=T0KEN",
     ],
 )
 def test_secrets_never_reach_a_message(url: str) -> None:
