@@ -258,12 +258,8 @@ static int span_of(const Py_buffer *ends, Py_ssize_t size, Py_ssize_t i, Py_ssiz
     return 0;
 }
 
-/* The match of sketch i, with text, among its candidates (best_match): 1
- * with *original (a new reference to the post's id), *similarity and
- * *serial set, 0 for none, or -1 with an error set. */
-static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
-                      int replays_seen, Judged *judged, const Rules *rules, double after, PyObject **original,
-                      double *similarity, int64_t *serial) {
+/* Sketch i's words and verification set, into *judged: 0, or -1 with an error set. */
+static int judged_as(const Columns *batch, Py_ssize_t i, Judged *judged) {
     Py_ssize_t word, set;
     if (span_of(&batch->word_ends, batch->words.len / 4, i, &word, &judged->count) < 0 ||
         span_of(&batch->shingle_ends, batch->shingles.len / 8, i, &set, &judged->set_size) < 0)
@@ -271,17 +267,25 @@ static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, co
     judged->words = (const uint32_t *)batch->words.buf + word;
     judged->set = (const uint64_t *)batch->shingles.buf + set;
     judged->cut_off = ((const unsigned char *)batch->cut_off.buf)[i] != 0;
+    return 0;
+}
+
+/* The match of sketch i, with text, among its candidates (best_match): 1
+ * with *original (a new reference to the post's id), *similarity and
+ * *serial set, 0 for none, or -1 with an error set. */
+static int matched_by(const Known *known, const Shared *ranked, Py_ssize_t n, const Columns *batch, Py_ssize_t i,
+                      int replays_seen, Judged *judged, const Rules *rules, double after, PyObject **original,
+                      double *similarity, int64_t *serial) {
+    if (judged_as(batch, i, judged) < 0)
+        return -1;
     PyObject *posts = fetched(known, ranked, n, batch, i, replays_seen, judged, after);
     if (posts == NULL)
         return -1;
     /* a fetch runs Python, which could write into the batch's arrays: the spans are read again */
-    if (span_of(&batch->word_ends, batch->words.len / 4, i, &word, &judged->count) < 0 ||
-        span_of(&batch->shingle_ends, batch->shingles.len / 8, i, &set, &judged->set_size) < 0) {
+    if (judged_as(batch, i, judged) < 0) {
         Py_DECREF(posts);
         return -1;
     }
-    judged->words = (const uint32_t *)batch->words.buf + word;
-    judged->set = (const uint64_t *)batch->shingles.buf + set;
     Py_ssize_t index;
     int found = sf_best_of(posts, judged, rules, after, &index, similarity) < 0 ? -1 : 0;
     if (found == 0 && index >= 0) {
