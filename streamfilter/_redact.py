@@ -24,14 +24,16 @@ def redact(url: str) -> str:
     fragment that names no parameter is replaced whole: a client never sends
     its fragment, so it tells a reader of the log nothing. A URL that cannot
     be parsed (``http://u:pw@[::1/x``) is redacted as text: whatever sits
-    before an ``@`` after ``//``, and every credential-like ``name=value``.
+    before an ``@`` after ``//``, every credential-like ``name=value``, and
+    its fragment as above.
     Control characters are shown escaped, so a header or URL cannot forge a
     line of the log."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        text = _PATH_PARAMETER.sub(_redact_pair, _RAW_USERINFO.sub("***@", url))
-        return _printable(_QUERY_PAIR.sub(_redact_pair, text))
+        text, hash_sign, fragment = url.partition("#")
+        text = _PATH_PARAMETER.sub(_redact_pair, _RAW_USERINFO.sub("***@", text))
+        return _printable(_QUERY_PAIR.sub(_redact_pair, text) + hash_sign + _redacted_fragment(fragment))
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, host = netloc.rpartition("@")
@@ -40,12 +42,14 @@ def redact(url: str) -> str:
         netloc = f"{user}:***@{host}" if colon else f"***@{host}"
     path = _PATH_PARAMETER.sub(_redact_pair, parts.path)
     query = _QUERY_PAIR.sub(_redact_pair, parts.query)
-    fragment = parts.fragment
-    if "=" in fragment:
-        fragment = _QUERY_PAIR.sub(_redact_pair, fragment)
-    elif fragment:
-        fragment = "***"  # names no parameter: what it holds is unknown
+    fragment = _redacted_fragment(parts.fragment)
     return _printable(urlunsplit(parts._replace(netloc=netloc, path=path, query=query, fragment=fragment)))
+
+
+def _redacted_fragment(fragment: str) -> str:
+    if "=" in fragment:
+        return _QUERY_PAIR.sub(_redact_pair, fragment)
+    return "***" if fragment else ""  # names no parameter: what it holds is unknown
 
 
 def _redact_pair(pair: re.Match[str]) -> str:

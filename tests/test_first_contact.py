@@ -105,6 +105,8 @@ def test_a_threshold_that_would_change_the_split_of_an_index_is_refused(tmp_path
         "https://host/a;b=1/stream;JSESSIONID=T0KEN",
         "https://host/x#T0KEN",  # a fragment that names nothing
         "http://u:pw@[::1/x;session=T0KEN",
+        "http://[::1/x#T0KEN",  # urlsplit refuses it, and its fragment names nothing
+        "http://[::1/x#state=1&access_token=T0KEN",
     ],
 )
 def test_secrets_never_reach_a_message(url: str) -> None:
