@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import time
+from email.utils import parsedate_to_datetime
 
 __all__ = ["Delivered", "Retryable", "describe", "retry_after"]
 
@@ -40,12 +42,26 @@ class Retryable(Exception):
         self.retry_after = retry_after
 
 
-def retry_after(value: str | None) -> float:
-    """Seconds from a Retry-After header in its seconds form; 0 otherwise."""
+# The longest wait a server's Retry-After can ask for: past it, one that
+# names a year or a day far ahead would stop the stream as surely as an error.
+RETRY_AFTER_MOST = 3600.0
+
+
+def retry_after(value: str | None, now: float | None = None) -> float:
+    """Seconds to wait from a Retry-After header, in either of its forms
+    (RFC 9110, 10.2.3): a count of seconds, or an HTTP date (less ``now``,
+    the time since the epoch); at most ``RETRY_AFTER_MOST``. A value of
+    neither form (``nan``, ``-1``, ``1e3``, ``soon``) asks for nothing: 0,
+    and the source's own backoff decides."""
+    text = (value or "").strip()
+    if text.isascii() and text.isdigit():
+        digits = text.lstrip("0")  # not int(text) alone: Python refuses 4,300 digits and more
+        return RETRY_AFTER_MOST if len(digits) > 5 else min(float(digits or 0), RETRY_AFTER_MOST)
     try:
-        return min(max(float(value or 0), 0.0), 3600.0)
-    except ValueError:
+        when = parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return 0.0
+    return min(max(when - (time.time() if now is None else now), 0.0), RETRY_AFTER_MOST)
 
 
 def describe(exc: BaseException) -> str:

@@ -32,8 +32,9 @@ host and port) of ``url``, never to another host a redirect names. A record
 to its head, which the adapters report as too long, and the rest is read past,
 so no message can exhaust memory. Passwords and token-like query values are
 left out of every message. HTTP 400, 401, 403, 404, 405 and 410 are not retried;
-429, 5xx and other failures are, no sooner than their Retry-After (in
-seconds) asks. Connection state goes
+429, 5xx and other failures are, no sooner than their Retry-After asks
+(in seconds or as a date, an hour at most; a value of neither form is not
+obeyed). Connection state goes
 to ``on_state`` (the CLI prints it on stderr) or the ``streamfilter`` logger.
 
 **Restarts.** ``LiveStream.position`` is where a new connection must start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import anyio
 import pytest
 
 from streamfilter import ConfigError, StreamFilter
+from streamfilter._reconnect import retry_after
 from streamfilter.sources import SourceError, follow
 
 from .conftest import FIXTURES
@@ -174,6 +176,48 @@ async def test_busy_server_is_retried_no_sooner_than_retry_after() -> None:
         assert anyio.current_time() - started >= 1.0
     assert got == records
     assert "cannot connect (HTTP 503 Service Unavailable); trying again in 1.00 s (retry 1, with no limit)" in states[0]
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "1e3", "inf", "soon"])
+async def test_a_retry_after_of_neither_form_is_not_obeyed(value: str) -> None:
+    # A hostile or broken server's value once reached the sleep itself: NaN stopped the
+    # stream with an error, and "inf" asked for an hour.
+    records = fixture_lines("twitter_v2_stream.jsonl")
+    states: list[str] = []
+    with StreamServer("jsonl", records, refusals=[f"503 Service Unavailable\r\nRetry-After: {value}"]) as server:
+        got = await take(server.url, len(records), on_state=states.append, backoff=(0.01, 0.1))
+    assert got == records
+    assert re.search(r"trying again in 0\.0\d s", states[0]), states[0]
+
+
+async def test_a_retry_after_date_is_waited_for() -> None:
+    records = fixture_lines("twitter_v2_stream.jsonl")
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1 to 2 s from now
+    with StreamServer("jsonl", records, refusals=[f"429 Too Many Requests\r\nRetry-After: {when}"]) as server:
+        started = anyio.current_time()
+        got = await take(server.url, len(records), backoff=(0.01, 0.1))
+        assert anyio.current_time() - started >= 1.0
+    assert got == records
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        (" 7 ", 7.0),
+        ("000012", 12.0),
+        ("86400", 3600.0),  # a day: an hour at most
+        ("9" * 5000, 3600.0),  # past what Python reads as an int
+        ("Fri, 15 Jan 2027 08:01:30 GMT", 90.0),  # 90 s after "now" below
+        ("Sun, 06 Nov 1994 08:49:37 GMT", 0.0),  # a date gone by
+        ("Fri, 01 Jan 2100 00:00:00 GMT", 3600.0),
+        ("12.5", 0.0),
+        ("", 0.0),
+        (None, 0.0),
+    ],
+)
+def test_retry_after_reads_seconds_and_dates(value: str | None, seconds: float) -> None:
+    assert retry_after(value, now=1_800_000_000.0) == seconds  # Fri, 15 Jan 2027 08:00:00 GMT
 
 
 @pytest.mark.parametrize(
