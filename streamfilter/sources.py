@@ -31,7 +31,8 @@ host and port) of ``url``, never to another host a redirect names. A record
 (a line, an event, a message) of more than the adapters' line limit is cut
 to its head, which the adapters report as too long, and the rest is read past,
 so no message can exhaust memory. Passwords and token-like query values are
-left out of every message. HTTP 400, 401, 403, 404, 405 and 410 are not retried;
+left out of every message. HTTP 400, 401, 403, 404, 405 and 410 are not retried,
+nor is a web page (``text/html``: a login wall, a portal), whose lines are no posts;
 429, 5xx and other failures are, no sooner than their Retry-After asks
 (in seconds or as a date, an hour at most; a value of neither form is not
 obeyed). Connection state goes
@@ -74,6 +75,7 @@ logger = logging.getLogger("streamfilter")
 _TIME_US = re.compile(rb'"time_us"\s*:\s*(\d{1,19})(?!\d)')
 _FATAL_STATUS = {400, 401, 403, 404, 405, 410}
 _MAX_REDIRECTS = 10
+_WEB_PAGES = frozenset({"text/html", "application/xhtml+xml"})
 
 
 @dataclass
@@ -329,7 +331,10 @@ async def _connect(
             raise SourceError(f"{shown}: HTTP {status} {response.reason_phrase}; not retrying")
         if status >= 300:
             raise Retryable(f"HTTP {status} {response.reason_phrase}", retry_after(response.headers.get("retry-after")))
-        event_stream = "text/event-stream" in response.headers.get("content-type", "")
+        media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type in _WEB_PAGES:  # a login wall or a portal, not a stream: its lines are no posts
+            raise SourceError(f"{shown}: the server answered a web page ({media_type}), not a stream; not retrying")
+        event_stream = media_type == "text/event-stream"
         connected(
             f"{shown}: connected"
             + (

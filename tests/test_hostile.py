@@ -190,6 +190,21 @@ def test_follow_reports_an_oversized_record_and_reads_past_it(tmp_path: Path, ki
     assert [verdicts[0]["id"], verdicts[2]["id"]] == ["1", "2"]
 
 
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "application/xhtml+xml"])
+def test_a_web_page_is_no_stream(tmp_path: Path, content_type: str) -> None:
+    # a login wall or a captive portal answers 200 with a page: its lines are no posts
+    page = b"<html><head><title>Sign in</title></head>\n<body>Log in to go on</body></html>\n"
+    server = RawServer(lambda _: _http(page, content_type))
+    try:
+        done, verdicts = _follow(server.url, tmp_path)
+    finally:
+        server.close()
+    stderr = done.stderr.decode()
+    assert done.returncode == 1 and verdicts == []
+    assert "the server answered a web page" in stderr and "not retrying" in stderr and "unexpected" not in stderr
+    assert len(server.requests) == 1
+
+
 def test_a_redirect_to_another_host_gets_no_custom_header(tmp_path: Path) -> None:
     target = RawServer(lambda _: _http(_post(1) + b"\n"))
     origin = RawServer(lambda _: _http(b"", status="302 Found", extra=f"Location: {target.url}/elsewhere\r\n"))
