@@ -17,7 +17,8 @@ Three protocols, chosen from the URL and the response:
   streaming): one record per event. A named event becomes
   ``{"event": name, "payload": data}``, the shape of Mastodon's streaming
   messages; an unnamed one is its data. A reconnect sends ``Last-Event-ID``
-  and honours the server's ``retry:``. An event cut off by a drop is discarded
+  and honours the server's ``retry:`` as its first wait (0 as 0.1 s, which
+  doubles). An event cut off by a drop is discarded
   (the server sends it again after the last complete id).
 - **JSON Lines over HTTP** (anything else; the Twitter v2 filtered stream):
   one record per non-empty line. The protocol has no resume: what the server
@@ -265,7 +266,10 @@ class LiveStream:
                 finally:
                     ever_connected = ever_connected or self.connected
                     self.connected = False
-                base = resume.retry_ms / 1000 if resume.retry_ms is not None else None
+                # A server's SSE retry replaces the first wait, though never with 0,
+                # which doubles to 0: a server that closes at once would be called
+                # again at once, for ever.
+                base = None if resume.retry_ms is None else max(resume.retry_ms / 1000, min(first, 0.1))
                 delay = max(wait_at_least, waits.wait(base) or 0.0)
                 failures = waits.failures
                 self.reconnects += 1
@@ -535,8 +539,9 @@ async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerato
             name = value
         elif field_name == b"id" and _usable_id(value):
             event_id = value.decode("utf-8")
-        elif field_name == b"retry" and value.isdigit():
-            resume.retry_ms = int(value)
+        elif field_name == b"retry" and value.isdigit():  # ASCII digits: bytes have no others
+            digits = value.lstrip(b"0")  # not int() of them all: Python refuses 4,300 digits and more
+            resume.retry_ms = int(digits or 0) if len(digits) <= 9 else 10**9  # the backoff's largest wait caps it
 
 
 def _usable_id(value: bytes) -> bool:

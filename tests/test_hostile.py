@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 import signal
 import socket
 import subprocess
@@ -19,6 +21,7 @@ import anyio.lowlevel
 import pytest
 
 from streamfilter import MemoryStore, StreamFilter, StreamFilterError, VerdictKind
+from streamfilter.sources import SourceError, follow
 
 from .conftest import replay_command
 
@@ -203,6 +206,38 @@ def test_a_web_page_is_no_stream(tmp_path: Path, content_type: str) -> None:
     assert done.returncode == 1 and verdicts == []
     assert "the server answered a web page" in stderr and "not retrying" in stderr and "unexpected" not in stderr
     assert len(server.requests) == 1
+
+
+def test_an_sse_retry_past_what_int_reads_is_read(tmp_path: Path) -> None:
+    events = b"retry: " + HUGE_NUMBER.encode() + b"\n\ndata: " + _post(1) + b"\n\n"
+    server = RawServer(lambda _: _http(events, "text/event-stream"))
+    try:
+        done, verdicts = _follow(server.url, tmp_path)
+    finally:
+        server.close()
+    assert [v["id"] for v in verdicts] == ["1"]
+    assert "unexpected" not in done.stderr.decode() and "gave up after 0 reconnects" in done.stderr.decode()
+
+
+def test_an_sse_retry_of_0_still_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0 doubled is 0: a server that closes at once was called again at once, for ever
+    events = b"retry: 0\n\ndata: " + _post(1) + b"\n\n"
+    server = RawServer(lambda _: _http(events, "text/event-stream"))
+    monkeypatch.setattr(random, "uniform", lambda low, high: high)  # each wait its largest
+    states: list[str] = []
+
+    async def run() -> None:
+        with anyio.fail_after(30), pytest.raises(SourceError, match="gave up after 3 reconnects"):
+            async with aclosing(follow(server.url, max_retries=3, on_state=states.append)) as source:
+                async for _ in source:
+                    pass
+
+    try:
+        anyio.run(run)
+    finally:
+        server.close()
+    waits = re.findall(r"trying again in ([\d.]+) s", "\n".join(states))
+    assert waits == ["0.10", "0.20", "0.40"]
 
 
 def test_a_redirect_to_another_host_gets_no_custom_header(tmp_path: Path) -> None:
