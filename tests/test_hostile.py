@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -238,6 +239,31 @@ def test_an_sse_retry_of_0_still_backs_off(monkeypatch: pytest.MonkeyPatch) -> N
         server.close()
     waits = re.findall(r"trying again in ([\d.]+) s", "\n".join(states))
     assert waits == ["0.10", "0.20", "0.40"]
+
+
+def test_a_server_that_answers_no_redis_answer_is_named(tmp_path: Path) -> None:
+    # Not Redis: every command gets the integer 1, which redis-py's handshake cannot read.
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_every_command_with_1() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                with connection:
+                    while data := connection.recv(65536):
+                        connection.sendall(b":1\r\n" * data.count(b"*"))
+
+    threading.Thread(target=answer_every_command_with_1, daemon=True).start()
+    stream = tmp_path / "in.jsonl"
+    stream.write_bytes(_post(1) + b"\n")
+    url = f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    try:
+        done = subprocess.run(replay_command(str(stream), "--store", url), capture_output=True, timeout=120)
+    finally:
+        listener.close()
+    stderr = done.stderr.decode()
+    assert done.returncode == 1 and "unexpected" not in stderr
+    assert "the server's answer is not one Redis gives" in stderr and "is a Redis server listening there?" in stderr
 
 
 def test_a_redirect_to_another_host_gets_no_custom_header(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ import numpy as np
 
 from ..._backoff import Backoff
 from ..._clock import checked_clock
-from ..._exceptions import ConfigError, StoreError
+from ..._exceptions import ConfigError, StoreError, StreamFilterError
 from ..._judge import TransactionalStore, judge_batch
 from ..._redact import redact
 from ..._redis_client import import_redis, split_redis_url
@@ -118,6 +118,8 @@ _FORGET = (
 # What redis-py's ConnectionError says of a host name that does not resolve
 # (not "Temporary failure in name resolution", which may pass).
 _UNKNOWN_HOST = ("Name or service not known", "nodename nor servname provided", "No address associated")
+# What redis-py raises, past its own errors, on an answer it cannot read.
+_MALFORMED_REPLY = (AttributeError, TypeError, ValueError, IndexError, KeyError)
 
 
 # Keys whose node a Cluster store keeps (``_on_each_node``): a slice's band,
@@ -474,6 +476,17 @@ class RedisStore(TransactionalStore):
                 raise StoreError(
                     f"Redis at {self.location}: {what} failed: authentication failed ({exc}); "
                     "check the user name and password in the URL"
+                ) from exc
+            except StreamFilterError:
+                raise  # raised inside the operation by this package (a mismatched index): as it is
+            except _MALFORMED_REPLY as exc:
+                if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+                    raise  # an unknown URL parameter, which redis-py hands its connection (__init__)
+                # raised inside redis-py by an answer no Redis gives (a server that
+                # answers every command with an integer fails its HELLO so)
+                raise StoreError(
+                    f"Redis at {self.location}: {what} failed: the server's answer is not one Redis gives "
+                    f"({type(exc).__name__}: {exc}); is a Redis server listening there?"
                 ) from exc
             except self._redis.exceptions.RedisError as exc:
                 if _INDEX_GONE in str(exc):
