@@ -173,16 +173,23 @@ _EVENTS = frozenset(
 )  # fmt: skip
 
 
+def _event_of(record: Mapping[str, Any]) -> str | None:
+    """A streaming event's name; None where the record names none (or names
+    it with a list or an object, which no set of names can hold)."""
+    event = record.get("event")
+    return event if isinstance(event, str) else None
+
+
 class MastodonAdapter:
     name = "mastodon"
 
     def matches(self, record: Mapping[str, Any]) -> bool:
-        if record.get("event") in _EVENTS and "payload" in record:
+        if _event_of(record) in _EVENTS and "payload" in record:
             return True
         return "content" in record and ("account" in record or "uri" in record) and "id" in record
 
     def posts(self, record: Mapping[str, Any]) -> list[Post]:
-        event = record.get("event")
+        event = _event_of(record)
         if event == "delete" and "payload" in record:
             deleted = record["payload"]
             if isinstance(deleted, str | int) and not isinstance(deleted, bool) and str(deleted):
@@ -191,7 +198,7 @@ class MastodonAdapter:
         if event in _EVENTS and event != "update" and "payload" in record:
             raise NotAPost(f"mastodon {event} event")
         status: Any = record
-        if record.get("event") == "update" and "payload" in record:
+        if event == "update" and "payload" in record:
             payload = record["payload"]
             if isinstance(payload, str):
                 payload = loads(payload, "streaming update payload: ")

@@ -127,6 +127,17 @@ def test_mastodon_streaming_update_event() -> None:
     assert post.id == str(status["id"])
 
 
+@pytest.mark.parametrize("event", [{}, ["update"], {"update": 1}])
+def test_an_event_named_by_a_list_or_an_object_is_no_event(event: object) -> None:
+    # such a name once reached a set of names and raised TypeError ("could not be read")
+    status = json.loads((FIXTURES / "mastodon_hashtag.jsonl").read_text().splitlines()[0])
+    (post,) = adapter.adapt({**status, "event": event})  # a status with an odd field: still a status
+    assert post.platform == "mastodon" and post.id == str(status["id"])
+    with StreamFilter(store=MemoryStore()) as sf:
+        verdict = sf.check({"event": event, "payload": json.dumps(status)})
+    assert verdict.kind.value == "invalid" and "could not be read" not in (verdict.reason or "")
+
+
 def test_bluesky_jetstream_posts_reposts_and_skips() -> None:
     lines = shared_payload("bluesky/jetstream_expected_v1.jsonl").read_bytes().splitlines()
     with StreamFilter(store=MemoryStore()) as sf:
