@@ -95,7 +95,8 @@ __all__ = [
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones.
 # 12: symbols inside a word read as the letters they stand for (read_symbols)
-NORMALIZER_VERSION = 12
+# 13: the shared blocks' combining marks dropped after a letter of any script
+NORMALIZER_VERSION = 13
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -180,7 +181,12 @@ _URL = regex.compile(
 _MENTION = regex.compile(r"(?<!\w)@\w+(?:\s+[vV][iI\u0130][aA]\b)?|\b[vV][iI\u0130][aA]\s+@\w+")
 _KEYCAP = regex.compile(r"[0-9#*]\ufe0f?\u20e3")
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
-_FORMAT = regex.compile(r"\p{Cf}+")
+# Format characters, and the combining marks of the blocks all scripts share
+# (accents, overlays such as the strike of "初̶中̶", enclosing marks): no
+# letter outside Latin, Greek and Cyrillic is made with them, and the accents
+# of those three go anyway (_ACCENTS). They go first, after any character:
+# "二́日́" is "二日", "안́녕́" is "안녕", and a vowel sign after one stays ("त̈े" is "ते").
+_FORMAT = regex.compile(r"[\p{Cf}\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 # Combining marks that copies drop or add: after a letter of these scripts (or
 # a Common one), marks are accents; elsewhere they make another letter.
 # A run of marks at the start of a folded run follows an ASCII letter.

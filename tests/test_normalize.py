@@ -66,6 +66,11 @@ KYDERBY = "Want to bet on the #KYDerby freely, legally, and securely? Visit Twin
         # Twitter's own cut: the link to the whole status follows the "…"
         ("Signals He Will Make Bill… https://t.co/DLfVYe8aVF", "signals he will make"),
         ("東京タワー 最高", "東京 京タ タワ ワー ー最 最高"),  # bigrams, across the space
+        # accents and overlays over letters of any script go, and no letter's own mark goes with them
+        ("東́京̶タ̈ワ⃝ー 最高", "東京 京タ タワ ワー ー最 最高"),
+        ("안́녕̶하̈세요", "안녕 녕하 하세 세요"),
+        ("न̈म̈स्̈त̈े̈", "नमस्ते"),  # the vowel sign after the diaeresis stays
+        ("がガﾊﾟ", "がガ ガパ"),  # voiced marks make another letter: they stay
     ],
 )
 def test_normalize_cases(text: str, expected: str, words_path: str) -> None:
