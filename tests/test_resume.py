@@ -18,7 +18,7 @@ import pytest
 
 from streamfilter import StreamFilter
 
-from .conftest import distinct_text, unique_prefix
+from .conftest import FIXTURES, distinct_text, replay_command, unique_prefix
 from .live_servers import StreamServer
 
 BATCH = 16
@@ -200,3 +200,15 @@ def test_resume_needs_an_index(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert b"--resume needs --db or --store" in done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="needs /dev/stdout")
+def test_resume_writes_to_a_pipe_named_as_a_file(tmp_path: Path) -> None:
+    # An appended output is first cut back to its last whole line; a pipe has no end to go back to.
+    stream = str(FIXTURES / "campaign.jsonl")
+    command = replay_command(stream, "--db", str(tmp_path / "index"), "--resume", "--verdicts", "/dev/stdout", "-q")
+    done = subprocess.run([*command, "--out", os.devnull], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = done.stdout.decode().splitlines()
+    assert len(lines) == len(Path(stream).read_text().splitlines())
+    assert json.loads(lines[0])["verdict"] == "novel"

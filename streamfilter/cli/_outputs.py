@@ -163,8 +163,11 @@ def drop_torn_line(path: str) -> None:
     A run killed while writing a batch can leave half a line at the end. That
     batch was never committed (its output is written before its commit), so
     ``--resume`` writes it again; appending to the torn line would glue the
-    two into one broken line.
+    two into one broken line. Only a regular file is cut: a pipe, a terminal
+    or ``/dev/stdout`` has no end to go back to.
     """
+    if not os.path.isfile(path):
+        return
     try:
         handle = open(path, "r+b")  # noqa: SIM115
     except FileNotFoundError:
