@@ -20,7 +20,7 @@ Three protocols, chosen from the URL and the response:
   and honours the server's ``retry:`` as its first wait (0 as 0.1 s, which
   doubles). An event cut off by a drop is discarded
   (the server sends it again after the last complete id).
-- **JSON Lines over HTTP** (anything else; the Twitter v2 filtered stream):
+- **JSON Lines over HTTP** (anything else but a web page; the Twitter v2 filtered stream):
   one record per non-empty line. The protocol has no resume: what the server
   sends while the client is away is not seen, and a line cut off by a drop
   is discarded.
