@@ -308,6 +308,9 @@ def _lookalikes() -> frozenset[str]:
 # characters are few and recur. The look-alikes are a set's question here
 # too: a character class of all of them is slow to compile, in every process.
 _DIGIT_LATIN_OR_MARK = regex.compile(r"[0-9\p{Latin}\p{M}]")
+# A letter of another script than Latin: where one is no look-alike, the post
+# is written in a script of its own (asked of the post's letters in order, so
+# that a post in Thai or Japanese answers at its first letter).
 _OTHER_SCRIPT_LETTER = regex.compile(r"[^\P{L}\p{Latin}]")
 
 
@@ -315,12 +318,6 @@ _OTHER_SCRIPT_LETTER = regex.compile(r"[^\P{L}\p{Latin}]")
 def _in_spoof_word(char: str) -> bool:
     """Whether ``char`` may be part of a spoofed word: an ASCII digit, a Latin letter, a mark or a look-alike."""
     return char in _lookalikes() or _DIGIT_LATIN_OR_MARK.fullmatch(char) is not None
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _other_letter(char: str) -> bool:
-    """Whether ``char`` is a letter that is neither Latin nor a look-alike."""
-    return char not in _lookalikes() and _OTHER_SCRIPT_LETTER.fullmatch(char) is not None
 
 
 _LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
@@ -336,9 +333,10 @@ def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
         return text
     # every letter of the post Latin or a look-alike: even its words with no
     # Latin letter are spoofs (a post in a script of its own has letters that
-    # look like none); otherwise only its words that mix the two are
-    every_word = not any(map(_other_letter, set(text)))
-    if only_whole and not every_word:
+    # look like none); otherwise only its words that mix the two are, and a
+    # post with no Latin letter has none (most posts in Cyrillic or Greek)
+    every_word = all(letter.group() in lookalikes for letter in _OTHER_SCRIPT_LETTER.finditer(text))
+    if not every_word and (only_whole or _LATIN.search(text) is None):
         return text
     tables: list[dict[int, str]] = []  # chosen at the first spoof: most posts with look-alikes have none
 
