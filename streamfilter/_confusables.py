@@ -72,6 +72,8 @@ from importlib import resources
 
 import regex
 
+from ._compiled import chosen, kernel
+
 __all__ = [
     "CONFUSABLES_VERSION",
     "LETTER_LOOKALIKES",
@@ -195,7 +197,7 @@ def spoof_spelling(text: str) -> str | None:
     override, whose span is read backwards."""
     if _RLO in text or _LRO in text:
         return None
-    if _lookalikes().isdisjoint(text):
+    if not _holds_lookalike(text):
         return ""
     return "C" if _mostly_capitalised(text) else "c"
 
@@ -291,7 +293,7 @@ def _by_capital_look() -> dict[int, str]:
 def build_tables() -> None:
     """Build now the tables a first text with a look-alike would (parsing
     ``data/confusables.txt`` is most of it), where that time would be idle anyway."""
-    _lookalikes()
+    _lookalike_bits()
     _by_capital_look()
     _to_ascii()
 
@@ -302,6 +304,29 @@ def _lookalikes() -> frozenset[str]:
     holds one is a set's question, which a pattern of a character class of
     all of them answers far slower (docs/benchmarks.md)."""
     return frozenset(map(chr, _by_look()))
+
+
+@functools.cache
+def _lookalike_bits() -> bytes:
+    """``_lookalikes()`` as a bitmap of code points (bit c % 8 of byte c // 8), for the kernel."""
+    bits = bytearray(0x110000 // 8)
+    for char in _lookalikes():
+        code = ord(char)
+        bits[code >> 3] |= 1 << (code & 7)
+    return bytes(bits)
+
+
+def _c_holds_lookalike(text: str) -> bool:
+    """``_py_holds_lookalike``, in C, without a str made for each character (``_kernel_normalize.c``)."""
+    return bool(kernel.holds_any(text, _lookalike_bits()))
+
+
+def _py_holds_lookalike(text: str) -> bool:
+    """Whether ``text`` holds a look-alike that ``spell_spoofs`` spells."""
+    return not _lookalikes().isdisjoint(text)
+
+
+_holds_lookalike = chosen(_c_holds_lookalike, _py_holds_lookalike)
 
 
 # A character's class, asked one character at a time and kept: a text's
@@ -328,9 +353,9 @@ def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
     """``text`` with its spoofed words spelled by how they look (see the
     module docstring); any other text as it is. ``only_whole``: only a text
     whose every letter is Latin or a look-alike."""
-    lookalikes = _lookalikes()
-    if lookalikes.isdisjoint(text):
+    if not _holds_lookalike(text):
         return text
+    lookalikes = _lookalikes()
     # every letter of the post Latin or a look-alike: even its words with no
     # Latin letter are spoofs (a post in a script of its own has letters that
     # look like none); otherwise only its words that mix the two are, and a

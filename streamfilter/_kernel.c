@@ -507,6 +507,7 @@ static PyMethodDef methods[] = {
     {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
     {"ascii_words", sf_ascii_words, METH_O, "The words of an ASCII text, mentions out (_normalize._ascii_words)."},
     {"fold_runs", sf_fold_runs, METH_VARARGS, "A text with its non-ASCII runs folded (_normalize._fold_run)."},
+    {"holds_any", sf_holds_any, METH_VARARGS, "Whether a text holds a code point of a bitmap (_confusables)."},
     {"twitter_time", twitter_time, METH_O, "Seconds since the epoch of a Twitter v1.1 time of the usual shape, or None."},
     {"word_edits", sf_word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
     {"best_match", sf_best_match, METH_VARARGS, "The candidate a post duplicates, by the rules (_rules.best_match)."},

@@ -4,7 +4,8 @@
  * word edits, best_match, CachedPost), _kernel_judge.c and
  * _kernel_judge_loop.c (_judge.py: a batch's candidates ranked, and the loop
  * that judges them), _kernel_normalize.c (_normalize.py: an ASCII text's
- * words, the folding of non-ASCII runs), _kernel_lmdb.c (stores/lmdb: the run
+ * words, the folding of non-ASCII runs; _confusables.py: whether a text holds
+ * a look-alike), _kernel_lmdb.c (stores/lmdb: the run
  * search, what runs offer, the key filter's marks), _kernel_cache.c
  * (stores/_base.py's recent posts, the records a batch writes),
  * _kernel_verdicts.c (_verdicts.py: the --verdicts lines), _kernel_clock.c
@@ -79,6 +80,7 @@ PyObject *sf_word_edits(PyObject *self, PyObject *args);
 PyObject *sf_best_match(PyObject *self, PyObject *args);
 PyObject *sf_ascii_words(PyObject *self, PyObject *arg);
 PyObject *sf_fold_runs(PyObject *self, PyObject *args);
+PyObject *sf_holds_any(PyObject *self, PyObject *args);
 PyObject *sf_find_in_run(PyObject *self, PyObject *args);
 PyObject *sf_members_in_runs(PyObject *self, PyObject *args);
 PyObject *sf_with_held(PyObject *self, PyObject *args);

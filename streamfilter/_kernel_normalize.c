@@ -1,6 +1,7 @@
 /* Two steps of _normalize.words_and_cut: the words of an ASCII text (its
  * last two steps, mentions out, then the ASCII words, in one pass), and the
- * folding of a text's non-ASCII runs. */
+ * folding of a text's non-ASCII runs; and _confusables' question whether a
+ * text holds a look-alike. */
 #include "_kernel.h"
 
 /* regex's \w and \s, on ASCII: [A-Za-z0-9_] and [ \t\n\v\f\r] (not the
@@ -166,4 +167,25 @@ PyObject *sf_fold_runs(PyObject *self, PyObject *args) {
 done:
     Py_DECREF(parts);
     return result;
+}
+
+/* holds_any(text, members) -> bool: whether a character of ``text`` is one
+ * of ``members``, a bitmap of code points (bytes; bit c % 8 of byte c / 8
+ * for code point c), as frozenset.isdisjoint answers it of the characters
+ * themselves, without a str made for each (_confusables._py_holds_lookalike). */
+PyObject *sf_holds_any(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_buffer members;
+    if (!PyArg_ParseTuple(args, "Uy*", &text, &members))
+        return NULL;
+    const unsigned char *bits = (const unsigned char *)members.buf;
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text), bytes = members.len, at;
+    int kind = PyUnicode_KIND(text), found = 0;
+    const void *data = PyUnicode_DATA(text);
+    for (at = 0; at < size && !found; at++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, at);
+        found = (Py_ssize_t)(c >> 3) < bytes && (bits[c >> 3] >> (c & 7)) & 1;
+    }
+    PyBuffer_Release(&members);
+    return PyBool_FromLong(found);
 }

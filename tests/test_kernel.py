@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streamfilter import _judge, _lsh, _rules, _values
 from streamfilter._compiled import compiled_kernel
+from streamfilter._confusables import _c_holds_lookalike, _lookalike_bits, _lookalikes, _py_holds_lookalike
 from streamfilter._json import _JSON_STRING, MAX_DEPTH, depth_ok
 from streamfilter._normalize import _MENTION, _NON_ASCII_RUN, _ascii_words
 from streamfilter._prepared import NO_SHINGLES, NO_WORDS
@@ -323,6 +324,30 @@ def test_folding_runs_takes_text_and_gives_text(kernel) -> None:  # type: ignore
     with pytest.raises(ZeroDivisionError):  # a fold's error is raised as it is
         kernel.fold_runs("café", lambda run: str(1 / 0), str, 16)
     assert kernel.fold_runs("plain", len, len, 16) == "plain"  # no run: no call
+
+
+_SOME_LOOKALIKES = sorted(_lookalikes())[::97]  # from every part of the table, astral ones too
+
+
+@settings(max_examples=2000, deadline=None)
+@example(text="\U0010ffff")  # the last code point, past the table's last look-alike
+@example(text="a\udc00")  # a lone surrogate
+@given(
+    text=st.text(st.sampled_from(["a", "é", "日", "\udc00", "\U0001f602", *_SOME_LOOKALIKES]), max_size=12)
+    | st.text(max_size=30)
+)
+def test_a_text_holds_a_lookalike_as_the_set_says(kernel, text: str) -> None:  # type: ignore[no-untyped-def]
+    assert _c_holds_lookalike(text) == _py_holds_lookalike(text)
+
+
+def test_every_lookalike_is_found_and_its_neighbours_are_not_by_mistake(kernel) -> None:  # type: ignore[no-untyped-def]
+    lookalikes = _lookalikes()
+    for char in lookalikes:
+        assert _c_holds_lookalike("ab" + char)
+        for near in (chr(ord(char) - 1), chr(min(ord(char) + 1, 0x10FFFF))):
+            assert _c_holds_lookalike(near) == (near in lookalikes)
+    with pytest.raises(TypeError):
+        kernel.holds_any(b"bytes", _lookalike_bits())
 
 
 @settings(max_examples=1000, deadline=None)

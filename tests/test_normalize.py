@@ -419,8 +419,14 @@ def test_load_tables_builds_what_a_first_spoof_would() -> None:
     # a live pipeline builds these before its first record: the first post
     # with a look-alike then finds them built; a worker builds the emoji
     # tables alone, and its first look-alike the rest
-    built = (_normalize._run_table, _confusables._lookalikes, _confusables._by_capital_look, _confusables._to_ascii)
-    for lookalikes, expected in ((False, [1, 0, 0, 0]), (True, [1, 1, 1, 1])):
+    built = (
+        _normalize._run_table,
+        _confusables._lookalikes,
+        _confusables._lookalike_bits,
+        _confusables._by_capital_look,
+        _confusables._to_ascii,
+    )
+    for lookalikes, expected in ((False, [1, 0, 0, 0, 0]), (True, [1, 1, 1, 1, 1])):
         for table in built:
             table.cache_clear()
         _normalize.load_tables(lookalikes=lookalikes)
