@@ -344,23 +344,31 @@ def _bigrams(run: str) -> list[str]:
 
 def _fold_run(match: re.Match[str]) -> str:
     run = match.group()
-    # Short runs repeat across posts (’, …, “”, the same emoji), and folding
-    # one costs several microseconds, so they are folded once. Long runs (a
-    # whole post in Japanese) rarely repeat and would fill the cache.
-    return _fold_short_run(run) if len(run) <= _CACHED_RUN_CHARS else _fold_any_run(run)
+    return _fold_short_run(run) if len(run) <= _CACHED_RUN_CHARS else _fold_long_run(run)
 
 
 def _fold_any_run(run: str) -> str:
     return _fold(run.translate(_run_table()))
 
 
+# Short runs repeat across posts (’, …, “”, the same emoji), and folding one
+# costs several microseconds, so they are folded once: at most 65,536 runs
+# of up to 16 characters, about 10 MB. A longer run (a sentence in Japanese
+# or Thai) recurs in the copies of a post that differ elsewhere (in an
+# emoji, a mention): the last 2,048 of up to a post's 280 characters are
+# kept too, about 2 MB (5 MB at most); a longer one is folded each time.
 _CACHED_RUN_CHARS = 16
-# at most 65,536 runs of up to 16 characters: about 10 MB
 _fold_short_run = functools.lru_cache(maxsize=1 << 16)(_fold_any_run)
+_RECENT_RUN_CHARS = 280
+_fold_recent_run = functools.lru_cache(maxsize=2048)(_fold_any_run)
+
+
+def _fold_long_run(run: str) -> str:
+    return _fold_recent_run(run) if len(run) <= _RECENT_RUN_CHARS else _fold_any_run(run)
 
 
 def _c_fold_runs(text: str) -> str:
-    return str(kernel.fold_runs(text, _fold_short_run, _fold_any_run, _CACHED_RUN_CHARS))
+    return str(kernel.fold_runs(text, _fold_short_run, _fold_long_run, _CACHED_RUN_CHARS))
 
 
 def _py_fold_runs(text: str) -> str:
