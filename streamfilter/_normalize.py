@@ -337,9 +337,7 @@ def _low_unspaced() -> re.Pattern[str]:
 
 def _bigrams(run: str) -> list[str]:
     """A run of unspaced-script characters as its overlapping character bigrams (one character: itself)."""
-    if len(run) == 1:
-        return [run]
-    return [run[at : at + 2] for at in range(len(run) - 1)]
+    return [run[at : at + 2] for at in range(len(run) - 1)] or [run]
 
 
 def _fold_run(match: re.Match[str]) -> str:
@@ -351,12 +349,10 @@ def _fold_any_run(run: str) -> str:
     return _fold(run.translate(_run_table()))
 
 
-# Short runs repeat across posts (’, …, “”, the same emoji), and folding one
-# costs several microseconds, so they are folded once: at most 65,536 runs
-# of up to 16 characters, about 10 MB. A longer run (a sentence in Japanese
-# or Thai) recurs in the copies of a post that differ elsewhere (in an
-# emoji, a mention): the last 2,048 of up to a post's 280 characters are
-# kept too, about 2 MB (5 MB at most); a longer one is folded each time.
+# Short runs repeat across posts (’, …, “”, the same emoji) and folding one costs
+# microseconds: 65,536 runs of up to 16 characters are kept, about 10 MB. A longer
+# run (a sentence in Japanese) recurs in copies that differ elsewhere (an emoji, a
+# mention): the last 2,048 of up to 280 characters are kept, 2 MB (5 MB at most).
 _CACHED_RUN_CHARS = 16
 _fold_short_run = functools.lru_cache(maxsize=1 << 16)(_fold_any_run)
 _RECENT_RUN_CHARS = 280
