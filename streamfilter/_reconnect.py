@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import time
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 __all__ = ["Delivered", "Retryable", "describe", "retry_after"]
@@ -58,7 +59,8 @@ def retry_after(value: str | None, now: float | None = None) -> float:
         digits = text.lstrip("0")  # not int(text) alone: Python refuses 4,300 digits and more
         return RETRY_AFTER_MOST if len(digits) > 5 else min(float(digits or 0), RETRY_AFTER_MOST)
     try:
-        when = parsedate_to_datetime(text).timestamp()
+        date = parsedate_to_datetime(text)
+        when = (date if date.tzinfo else date.replace(tzinfo=UTC)).timestamp()  # an HTTP date is in GMT
     except (TypeError, ValueError, IndexError, OverflowError):
         return 0.0
     return min(max(when - (time.time() if now is None else now), 0.0), RETRY_AFTER_MOST)

@@ -209,6 +209,7 @@ async def test_a_retry_after_date_is_waited_for() -> None:
         ("86400", 3600.0),  # a day: an hour at most
         ("9" * 5000, 3600.0),  # past what Python reads as an int
         ("Fri, 15 Jan 2027 08:01:30 GMT", 90.0),  # 90 s after "now" below
+        ("Fri, 15 Jan 2027 08:01:30 -0000", 90.0),  # no zone of its own: GMT, as HTTP's dates are
         ("Sun, 06 Nov 1994 08:49:37 GMT", 0.0),  # a date gone by
         ("Fri, 01 Jan 2100 00:00:00 GMT", 3600.0),
         ("12.5", 0.0),
