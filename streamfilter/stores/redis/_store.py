@@ -477,17 +477,6 @@ class RedisStore(TransactionalStore):
                     f"Redis at {self.location}: {what} failed: authentication failed ({exc}); "
                     "check the user name and password in the URL"
                 ) from exc
-            except StreamFilterError:
-                raise  # raised inside the operation by this package (a mismatched index): as it is
-            except _MALFORMED_REPLY as exc:
-                if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
-                    raise  # an unknown URL parameter, which redis-py hands its connection (__init__)
-                # raised inside redis-py by an answer no Redis gives (a server that
-                # answers every command with an integer fails its HELLO so)
-                raise StoreError(
-                    f"Redis at {self.location}: {what} failed: the server's answer is not one Redis gives "
-                    f"({type(exc).__name__}: {exc}); is a Redis server listening there?"
-                ) from exc
             except self._redis.exceptions.RedisError as exc:
                 if _INDEX_GONE in str(exc):
                     raise StoreError(_emptied(self.location)) from exc
@@ -512,6 +501,17 @@ class RedisStore(TransactionalStore):
                     # before running the batch's per-node scripts again.
                     self._client.nodes_manager.initialize()
                 self._node_of.clear()  # ask the client's slot map again: it may have learnt a failover
+            except StreamFilterError:
+                raise  # raised inside the operation by this package (a mismatched index): as it is
+            except _MALFORMED_REPLY as exc:  # after RedisError: redis-py's LockError is a ValueError too
+                if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):
+                    raise  # an unknown URL parameter, which redis-py hands its connection (__init__)
+                # raised inside redis-py by an answer no Redis gives (a server that
+                # answers every command with an integer fails its HELLO so)
+                raise StoreError(
+                    f"Redis at {self.location}: {what} failed: the server's answer is not one Redis gives "
+                    f"({type(exc).__name__}: {exc}); is a Redis server listening there?"
+                ) from exc
 
     # -- facts ---------------------------------------------------------------
     def progress(self) -> dict[str, int | str]:
