@@ -10,7 +10,7 @@
 Three protocols, chosen from the URL and the response:
 
 - **WebSocket** (``ws://``, ``wss://``; Bluesky Jetstream, Mastodon streaming):
-  one record per text frame. When frames carry ``time_us`` (Jetstream), a
+  one record per message, text or binary. When frames carry ``time_us`` (Jetstream), a
   reconnect asks for ``cursor=<last time_us>``, and the frames the server
   sends again (at or before that time) are dropped, so each event comes once.
 - **Server-Sent Events** (``Content-Type: text/event-stream``; Mastodon
@@ -369,7 +369,9 @@ async def _websocket(
     headers: dict[str, str],
     read_timeout: float,
 ) -> AsyncGenerator[bytes, None]:
-    """Text frames of a WebSocket, with wsproto over an anyio stream.
+    """The messages of a WebSocket, with wsproto over an anyio stream: text,
+    and binary too (a record in UTF-8 JSON is one; any other, such as a
+    compressed one, is judged invalid by its bytes, never dropped unseen).
 
     No background task: pings are answered between reads, so the generator
     holds no task group or cancel scope across its yields.
@@ -377,6 +379,7 @@ async def _websocket(
     from wsproto import ConnectionType, WSConnection
     from wsproto.events import (
         AcceptConnection,
+        BytesMessage,
         CloseConnection,
         Ping,
         RejectConnection,
@@ -398,8 +401,8 @@ async def _websocket(
         path = (target.path or "/") + (f"?{target.query}" if target.query else "")
         extra = [(name.encode(), value.encode()) for name, value in headers.items()]
         await stream.send(ws.send(Request(host=target.netloc, target=path, extra_headers=extra)))
-        text: list[str] = []
-        size = 0  # characters of the message so far
+        parts: list[bytes] = []
+        size = 0  # characters (or bytes) of the message so far
         while True:
             with anyio.fail_after(read_timeout):
                 data = await stream.receive()
@@ -420,15 +423,16 @@ async def _websocket(
                 elif isinstance(event, CloseConnection):
                     await stream.send(ws.send(event.response()))
                     return
-                elif isinstance(event, TextMessage):
+                elif isinstance(event, TextMessage | BytesMessage):
                     if size <= MAX_LINE_BYTES:  # past it, the head is kept and the rest read past
-                        text.append(event.data)
-                        size += len(event.data)
+                        data = event.data
+                        # invalid UTF-8 comes back as the bytes it was (see _keep_invalid_text)
+                        parts.append(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
+                        size += len(data)
                     if not event.message_finished:
                         continue
-                    # invalid UTF-8 comes back as the bytes it was (see _keep_invalid_text)
-                    record = "".join(text).encode("utf-8", "surrogateescape")[:CLIPPED_LINE_BYTES]
-                    text, size = [], 0
+                    record = b"".join(parts)[:CLIPPED_LINE_BYTES]
+                    parts, size = [], 0
                     if _seen_before(record, resume):
                         continue
                     yield record

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, Request, TextMessage
+from wsproto.events import AcceptConnection, BytesMessage, Request, TextMessage
 
 _TIME_US_FIELD = re.compile(rb'"time_us"\s*:\s*(\d+)')
 
@@ -53,8 +53,10 @@ class StreamServer:
         refusals: Sequence[str] = (),
         interval: float = 0.0,
         ids: Sequence[bytes] | None = None,
+        binary: Sequence[int] = (),
     ) -> None:
         self.kind = kind
+        self.binary = set(binary)  # WebSocket: record positions sent as binary messages
         # SSE ids, one per record (default: its position from 1); one the client cannot
         # send back leaves the last usable one as the resume point
         self.ids = list(ids) if ids is not None else [b"%d" % (n + 1) for n in range(len(records))]
@@ -176,8 +178,11 @@ class StreamServer:
                 len(self.records),
             )
         for index in range(start, len(self.records)):
-            frame = _text_frame(self.records[index]) if not _utf8(self.records[index]) else None
-            frame = frame or ws.send(TextMessage(data=self.records[index].decode()))
+            record = self.records[index]
+            if index in self.binary:
+                frame = ws.send(BytesMessage(data=record))
+            else:
+                frame = _text_frame(record) if not _utf8(record) else ws.send(TextMessage(data=record.decode()))
             if self._drop_here(index):
                 await stream.send(frame[: len(frame) // 2])
                 return  # no close frame: the connection just breaks

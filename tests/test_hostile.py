@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
@@ -289,6 +290,34 @@ def test_a_redirect_loop_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "more than 10 redirects" in stderr and "unexpected" not in stderr
     assert "hunter2" not in stderr  # the token is redacted from every message
+
+
+def test_a_binary_websocket_message_is_a_record_too(tmp_path: Path) -> None:
+    # once dropped unseen: a post sent as binary (as some servers send JSON), and a compressed one
+    from .live_servers import StreamServer
+
+    compressed = zlib.compress(_post(3))
+    verdicts_path = tmp_path / "ws.jsonl"
+    with StreamServer("ws", [_post(1), _post(2), compressed, _post(4)], binary=[1, 2]) as server:
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "streamfilter", "follow", server.url, "--verdicts", str(verdicts_path)],
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+            not verdicts_path.exists() or len(verdicts_path.read_text().splitlines()) < 4
+        ):
+            time.sleep(0.1)
+        follow.send_signal(signal.SIGINT)  # a live stream never ends: stop it once the four are judged
+        _, stderr = follow.communicate(timeout=60)
+    verdicts = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
+    assert [(v["id"], v["verdict"]) for v in verdicts] == [
+        ("1", "novel"),
+        ("2", "novel"),
+        ("line:3", "invalid"),
+        ("4", "novel"),
+    ], stderr.decode()[-2000:]
+    assert "invalid UTF-8" in verdicts[2]["reason"]
 
 
 def test_follow_reads_past_an_oversized_websocket_message(tmp_path: Path) -> None:
