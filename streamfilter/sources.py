@@ -425,10 +425,11 @@ async def _websocket(
                     return
                 elif isinstance(event, TextMessage | BytesMessage):
                     if size <= MAX_LINE_BYTES:  # past it, the head is kept and the rest read past
-                        data = event.data
+                        piece = event.data
+                        size += len(piece)
                         # invalid UTF-8 comes back as the bytes it was (see _keep_invalid_text)
-                        parts.append(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
-                        size += len(data)
+                        piece = piece.encode("utf-8", "surrogateescape") if isinstance(piece, str) else piece
+                        parts.append(bytes(piece))
                     if not event.message_finished:
                         continue
                     record = b"".join(parts)[:CLIPPED_LINE_BYTES]
