@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import regex
@@ -18,6 +17,8 @@ __all__ = ["FilterConfig", "parse_duration"]
 # Bump when shingle hashing, MinHash permutations or band keys change.
 SKETCH_VERSION = 6  # 6: exact-words and start keys per post; id keys scoped by platform
 
+# The longest TTL: past it, expiry times overflow what Redis takes (0 is forever).
+MAX_TTL_SECONDS = 100 * 31_557_600
 _DURATION = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", regex.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -123,8 +124,8 @@ class FilterConfig:
             f"seed must be None (the index's own) or an integer in [0, 2**32), got {self.seed!r}",
         )
         _check(
-            isinstance(self.ttl_seconds, int | float) and math.isfinite(self.ttl_seconds) and self.ttl_seconds >= 0,
-            f"ttl_seconds must be a finite number >= 0 (0 = never expire), got {self.ttl_seconds!r}",
+            isinstance(self.ttl_seconds, int | float) and 0 <= self.ttl_seconds <= MAX_TTL_SECONDS,
+            f"ttl_seconds must be from 0 (never expire) to {MAX_TTL_SECONDS:,} (100 years), got {self.ttl_seconds!r}",
         )
         _check(
             isinstance(self.batch_size, int) and 1 <= self.batch_size <= 65536,

@@ -17,8 +17,10 @@ from streamfilter._config import parse_duration
         ({"shingle_size": "2"}, "shingle_size must be an integer"),
         ({"shingle_size": 99}, "shingle_size must be an integer from 1 to"),
         ({"num_perm": 0}, "num_perm must be an integer from 1 to 1024"),
-        ({"ttl_seconds": -5}, "ttl_seconds must be a finite number >= 0"),
-        ({"ttl_seconds": float("inf")}, "ttl_seconds must be a finite number"),
+        ({"ttl_seconds": -5}, "ttl_seconds must be from 0 (never expire) to"),
+        ({"ttl_seconds": float("inf")}, "ttl_seconds must be from 0 (never expire) to"),
+        # past what Redis takes as an expiry ("--ttl 99999999999999999999d" failed there, at the first batch)
+        ({"ttl_seconds": 8.64e24}, "to 3,155,760,000 (100 years), got 8.64e+24"),
         ({"retweet_policy": "ignore"}, "retweet_policy must be one of content, drop, keep"),
         ({"bands": 3}, "Give both, or neither"),
         ({"batch_size": 0}, "batch_size must be from 1"),
