@@ -238,6 +238,33 @@ def test_verdicts_of_another_stream_are_refused(tmp_path: Path) -> None:
         assert b"usage:" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        (b"not json at all", b"its line 3 is no JSON (Expecting value at character 0)"),
+        (b'{"id": "x", "verdict": "novel"}', b"its line 3 has no 'line'"),
+        (b'{"id": "x", "verdict": "novel", "line": "three"}', b"its line 3 is no verdict"),
+        (b"\xff\xfe", b"it is not UTF-8 text"),
+    ],
+)
+def test_a_broken_verdicts_file_names_its_broken_line(tmp_path: Path, broken: bytes, says: bytes) -> None:
+    verdicts = tmp_path / "v.jsonl"
+    subprocess.run(
+        replay_command(str(FIXTURES / "campaign.jsonl"), "--verdicts", str(verdicts), "--out", "/dev/null"),
+        check=True,
+        capture_output=True,
+    )
+    lines = verdicts.read_bytes().splitlines()
+    verdicts.write_bytes(b"\n".join([*lines[:2], broken, *lines[3:]]) + b"\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "streamfilter", "report", str(FIXTURES / "campaign.jsonl")]
+        + ["--verdicts", str(verdicts), "--json", str(tmp_path / "r.json")],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and says in done.stderr and b"Traceback" not in done.stderr, done.stderr
+
+
 def test_follow_records_its_stream_for_a_report(tmp_path: Path) -> None:
     from .live_servers import StreamServer
 

@@ -24,12 +24,25 @@ from ._parser import UsageError
 __all__ = ["run_report"]
 
 
+class _NotAVerdict(ValueError):
+    """A line of a verdicts file that no replay wrote."""
+
+
 def _verdicts(lines: IO[str]) -> Iterator[dict[str, Any]]:
-    for text in lines:
-        if text.strip():
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
             verdict = dict(json.loads(text))
             verdict["line"] = int(verdict["line"])
-            yield verdict
+            _ = verdict["id"], verdict["verdict"]
+        except json.JSONDecodeError as exc:
+            raise _NotAVerdict(f"its line {number} is no JSON ({exc.msg} at character {exc.pos})") from None
+        except KeyError as exc:
+            raise _NotAVerdict(f"its line {number} has no {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise _NotAVerdict(f"its line {number} is no verdict ({exc})") from None
+        yield verdict
 
 
 def _lines_taken(counts: dict[str, int]) -> str:
@@ -129,7 +142,11 @@ def run_report(args: argparse.Namespace) -> int:
             anyio.run(_collect, inputs, handles, verdicts, adapter, clusters, progress)
     except OSError as exc:
         raise UsageError(f"cannot read {args.verdicts}: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError) as exc:  # the data, not the command line: no usage line
+    except _NotAVerdict as exc:  # the data, not the command line: no usage line
+        raise StreamFilterError(f"{args.verdicts} is not a verdicts file of replay or follow: {exc}") from None
+    except UnicodeDecodeError:
+        raise StreamFilterError(f"{args.verdicts} is not a verdicts file: it is not UTF-8 text") from None
+    except (ValueError, KeyError, TypeError) as exc:
         raise StreamFilterError(f"{args.verdicts} is not a verdicts file of replay or follow ({exc!r})") from None
     finally:
         for handle in handles:
