@@ -8,6 +8,7 @@ import math
 import re
 import time
 from datetime import UTC, date, datetime
+from email.utils import parsedate_to_datetime
 
 import numpy as np
 
@@ -24,7 +25,8 @@ _HUGE = 10**20  # past this, an epoch number in any unit is centuries off
 
 def parse_timestamp(value: object, field: str = "timestamp") -> float:
     """Seconds since the epoch from epoch numbers (s, ms, µs or ns), ISO 8601,
-    Twitter's ``Wed Feb 24 11:35:00 +0000 2015``, a ``datetime`` (a pandas
+    Twitter's ``Wed Feb 24 11:35:00 +0000 2015``, RFC 2822's ``Tue, 14 Nov
+    2023 22:13:20 +0000`` (emails, HTTP, RSS), a ``datetime`` (a pandas
     ``Timestamp`` too; a naive one is read as UTC), a ``date`` (its midnight,
     UTC, as a date-only ISO string) or a numpy ``datetime64``; numpy's
     integers and floats count as numbers.
@@ -174,7 +176,16 @@ def _from_string(text: str, field: str) -> float:
         try:
             parsed = datetime.strptime(text, "%a %b %d %H:%M:%S %z %Y")
         except ValueError:
-            raise InvalidRecordError(f"cannot read {field} {shown(text)} as a date and time") from None
+            parsed = _from_rfc_2822(text, field)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+def _from_rfc_2822(text: str, field: str) -> datetime:
+    """An email's, an HTTP header's or an RSS feed's date (RFC 2822:
+    ``Tue, 14 Nov 2023 22:13:20 +0000``; a zone of ``-0000`` or none is UTC)."""
+    try:
+        return parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        raise InvalidRecordError(f"cannot read {field} {shown(text)} as a date and time") from None

@@ -90,3 +90,21 @@ def test_numpy_numbers_and_dates_read_as_python_s_do() -> None:
         parse_timestamp(np.bool_(True), "created_at")
     with pytest.raises(InvalidRecordError, match="far future"):
         parse_timestamp(np.uint64(2**63), "created_at")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tue, 14 Nov 2023 22:13:20 +0000",  # an RSS item's pubDate, an email's Date
+        "14 Nov 2023 22:13:20 GMT",
+        "Tue, 14 Nov 2023 23:13:20 +0100",
+        "Tue, 14 Nov 2023 22:13:20 -0000",  # no zone of its own: UTC
+    ],
+)
+def test_an_rfc_2822_date_reads_as_its_moment(text: str) -> None:
+    assert parse_timestamp(text, "pubDate") == 1_700_000_000.0
+
+
+def test_an_rfc_2822_date_that_no_calendar_has_is_refused() -> None:
+    with pytest.raises(InvalidRecordError, match="cannot read pubDate"):
+        parse_timestamp("Tue, 31 Feb 2023 22:13:20 +0000", "pubDate")

@@ -102,8 +102,11 @@ class GenericAdapter:
             )
         text = text_of(found, self.text_field)
         post_id = post_id_of(_first(record, self._id), f"id field {self.id_field}")
-        time_value = _first(record, self._time)
-        timestamp = None if time_value is None else parse_timestamp(time_value, self.time_field)
+        timestamp = None
+        for path in self._time:  # read and named by the field that holds it (the usual names: "timestamp")
+            if (time_value := lookup(record, path)) is not None:
+                timestamp = parse_timestamp(time_value, ".".join(path))
+                break
         return [
             Post(
                 post_id,

@@ -56,6 +56,8 @@ def test_a_line_that_is_a_json_string_is_the_text_it_holds() -> None:
         (b'{"text": "x", "created_at": 1e400}', "not a finite number"),
         (b'{"text": "x", "created_at": "NaN"}', "not a finite number"),
         (b'{"text": "x", "created_at": "yesterday-ish"}', "cannot read created_at"),
+        # a time under one of the usual names is named by it, not by the option's default
+        (b'{"text": "x", "timestamp": "yesterday-ish"}', "cannot read timestamp 'yesterday-ish'"),
         (b"   ", "empty line"),
     ],
 )
