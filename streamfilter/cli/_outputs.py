@@ -6,12 +6,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import IO
 
 from .._exceptions import InvalidRecordError
 from .._json import loads
-from .._post import Verdict, VerdictKind
+from .._post import VerdictKind
 from .._verdicts import Verdicts
 from .._wording import counted
 from ..adapters import page_of_posts
@@ -22,19 +22,19 @@ from ._parser import UsageError
 __all__ = ["Writer", "drop_torn_line", "summary"]
 
 
-def _novel_output(verdicts: Sequence[Verdict]) -> bytes | None:
-    """What --out gets for one input line: the line itself, byte for byte
-    (a CRLF line keeps its CR), when all its posts are novel; for a page with
-    some duplicates, the page cut to its novel posts; for an event that
-    wraps a status (Mastodon's streaming ``update``), the status itself."""
-    novel = [v for v in verdicts if v.kind is VerdictKind.NOVEL]
+def _novel_output(verdicts: Verdicts, start: int, end: int) -> bytes | None:
+    """What --out gets for one input line, rows ``start`` to ``end`` of a
+    batch's columns: the line itself, byte for byte (a CRLF line keeps its
+    CR), when all its posts are novel; for a page with some duplicates, the
+    page cut to its novel posts; for an event that wraps a status
+    (Mastodon's streaming ``update``), the status itself."""
+    novel = [at for at in range(start, end) if verdicts.kinds[at] is VerdictKind.NOVEL]
     if not novel:
         return None
-    raw = verdicts[0].raw
-    if len(novel) == len(verdicts) and isinstance(raw, bytes):
-        return _unwrapped(raw, novel[0].post.platform if novel[0].post is not None else None) or raw
-    post_record = novel[0].post.raw if novel[0].post is not None else None
-    page = page_of_posts(post_record, {v.post.id for v in novel if v.post is not None})
+    raw = verdicts.raws[start]
+    if len(novel) == end - start and isinstance(raw, bytes):
+        return _unwrapped(raw, verdicts.entries.platform(novel[0])) or raw
+    page = page_of_posts(raw, {verdicts.entries.ids[at] for at in novel})  # a line's posts share its record
     if page is not None:
         return page + b"\r" if isinstance(raw, bytes) and raw.endswith(b"\r") else page
     return raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "backslashreplace")
@@ -117,7 +117,7 @@ class Writer:
                 pass  # one duplicate, retweet or skipped record: nothing passes
             elif end == start + 1 and isinstance(raw, bytes):
                 output.append(_unwrapped(raw, verdicts.entries.platform(start)) or raw)  # one novel post: its line
-            elif (novel := _novel_output(verdicts[start:end])) is not None:
+            elif (novel := _novel_output(verdicts, start, end)) is not None:
                 output.append(novel)
             start = end
         # Runs inside the store transaction, before its commit: what the index
