@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ._exceptions import ConfigError, MissingDependencyError
 from ._redact import redact
 
-__all__ = ["import_redis", "split_redis_url"]
+__all__ = ["close_client", "import_redis", "split_redis_url"]
 
 
 def import_redis() -> Any:
@@ -23,6 +23,18 @@ def import_redis() -> Any:
     except ImportError as exc:
         raise MissingDependencyError("the Redis store (redis-py)", "redis") from exc
     return redis
+
+
+def close_client(client: Any) -> None:
+    """Close a redis-py client and its connections. A Cluster client's own
+    ``close`` leaves each node's pool connected (the pools are its own, not
+    the nodes' clients'), so their sockets stayed open until the collector
+    came, and warned then."""
+    nodes = client.get_nodes() if hasattr(client, "get_nodes") else []
+    client.close()
+    for node in nodes:
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()
 
 
 def split_redis_url(url: str, ours: Sequence[str], what: str) -> tuple[str, dict[str, str], float | None]:

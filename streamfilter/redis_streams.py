@@ -50,7 +50,7 @@ import anyio
 from ._backoff import Backoff
 from ._exceptions import ConfigError, InvalidRecordError, SourceError
 from ._redact import redact
-from ._redis_client import import_redis, split_redis_url
+from ._redis_client import close_client, import_redis, split_redis_url
 from .adapters._base import MAX_LINE_BYTES
 
 __all__ = ["StreamGroup"]
@@ -156,7 +156,7 @@ class StreamGroup:
 
     async def aclose(self) -> None:
         if self._client is not None:
-            self._client.close()
+            close_client(self._client)
             self._client = None
 
     def acknowledge(self, last_line: int) -> None:

@@ -10,11 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from streamfilter._redis_client import close_client
 
 from .conftest import distinct_text, replay_command, unique_prefix
 from .redis_servers import free_port
@@ -42,15 +45,28 @@ def cluster_of(record: bytes) -> str:
     return str(json.loads(record)["id"]).split("-")[0]
 
 
+_opened: list[Any] = []  # the clients a test opened, closed after it (_close_clients)
+
+
 def client(url: str) -> Any:
     import redis
     import redis.cluster
 
-    plain = redis.Redis.from_url(url)
-    if plain.info("cluster").get("cluster_enabled"):
-        plain.close()
-        return redis.cluster.RedisCluster.from_url(url)
-    return plain
+    opened: Any = redis.Redis.from_url(url)
+    if opened.info("cluster").get("cluster_enabled"):
+        opened.close()
+        opened = redis.cluster.RedisCluster.from_url(url)
+    _opened.append(opened)
+    return opened
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    # a client left open is closed by the collector, whenever it runs: its
+    # ResourceWarning then failed whichever test was running, or the session
+    yield
+    while _opened:
+        close_client(_opened.pop())
 
 
 def consume(url: str, stream: str, store: str, verdicts: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -257,6 +273,29 @@ async def test_the_library_source_acknowledges_what_was_committed(redis_server: 
     await group.aclose()
     assert kinds.count("novel") == 10 and kinds.count("duplicate") == 20 and kinds.count("invalid") == 1
     assert redis_client.xpending(stream, "lib")["pending"] == 0
+
+
+@pytest.mark.anyio
+async def test_a_closed_group_on_a_cluster_leaves_no_connection_open(redis_cluster: Any) -> None:
+    # redis-py's Cluster client leaves its nodes' pools connected on close:
+    # their sockets waited for the collector, which warned of each
+    import gc
+    import warnings
+
+    from streamfilter.redis_streams import StreamGroup
+
+    stream = f"posts{next(_streams)}"
+    client(redis_cluster.url).xadd(stream, {"data": campaign(1)[0]})
+    group = StreamGroup(f"{redis_cluster.url}?stream={stream}&group=lib", block=0.1)
+    async for _ in group:
+        group.stop()
+    group.acknowledge(1)
+    await group.aclose()
+    del group
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    assert not [warning for warning in caught if "unclosed <socket" in str(warning.message)]
 
 
 def test_a_consumer_stopped_under_load_leaves_nothing_pending(tmp_path: Path, server_url: str) -> None:

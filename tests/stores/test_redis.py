@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -347,6 +349,19 @@ def test_a_cluster_step_that_fails_on_one_node_leaves_no_answer_for_the_next(red
         store._read_fields("read records", [failing, *fine], [[b"first"]] * 3)
     assert store._read_fields("read records", fine, [[b"second"]] * 2) == [[b"2nd"], [b"2nd"]]
     store.close()
+
+
+def test_closing_a_cluster_store_closes_its_connections_to_every_node(redis_cluster) -> None:  # type: ignore[no-untyped-def]
+    # redis-py's Cluster client leaves its nodes' pools connected on close:
+    # their sockets waited for the collector, which warned of each
+    store = opened(unique_prefix(redis_cluster.url))
+    assert store.check_and_insert([sketch("a", 1000, TEXT)]) == [None]
+    store.close()
+    del store  # its scripts hold the client: with both gone, a socket still open warns as it is freed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    assert not [warning for warning in caught if "unclosed <socket" in str(warning.message)]
 
 
 def test_cluster_resharding_mid_stream_changes_no_verdict(tmp_path) -> None:  # type: ignore[no-untyped-def]

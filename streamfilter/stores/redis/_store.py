@@ -77,7 +77,7 @@ from ..._clock import checked_clock
 from ..._exceptions import ConfigError, StoreError, StreamFilterError
 from ..._judge import TransactionalStore, judge_batch
 from ..._redact import redact
-from ..._redis_client import import_redis, split_redis_url
+from ..._redis_client import close_client, import_redis, split_redis_url
 from ..._values import Matches, Sketches
 from .._base import IndexSettings, check_fingerprint, with_seed
 from ._layout import Layout
@@ -575,6 +575,6 @@ class RedisStore(TransactionalStore):
         """Close the index; what was committed stays. Safe to call twice."""
         if self._client is not None:
             with self._lock:
-                self._client.close()
+                close_client(self._client)
                 self._client = None
         self._settings = None
