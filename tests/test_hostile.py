@@ -292,51 +292,45 @@ def test_a_redirect_loop_is_a_clear_error(tmp_path: Path) -> None:
     assert "hunter2" not in stderr  # the token is redacted from every message
 
 
-def test_a_binary_websocket_message_is_a_record_too(tmp_path: Path) -> None:
-    # once dropped unseen: a post sent as binary (as some servers send JSON), and a compressed one
+def _follow_websocket(
+    records: list[bytes], tmp_path: Path, binary: tuple[int, ...] = ()
+) -> tuple[list[dict[str, Any]], str]:
+    """The verdicts of ``follow`` on a WebSocket that sends ``records`` (those
+    at ``binary`` as binary messages), stopped once each has one; and its stderr."""
     from .live_servers import StreamServer
 
-    compressed = zlib.compress(_post(3))
     verdicts_path = tmp_path / "ws.jsonl"
-    with StreamServer("ws", [_post(1), _post(2), compressed, _post(4)], binary=[1, 2]) as server:
+    with StreamServer("ws", records, binary=binary) as server:
         follow = subprocess.Popen(
             [sys.executable, "-m", "streamfilter", "follow", server.url, "--verdicts", str(verdicts_path)],
             stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (
-            not verdicts_path.exists() or len(verdicts_path.read_text().splitlines()) < 4
+            not verdicts_path.exists() or len(verdicts_path.read_text().splitlines()) < len(records)
         ):
             time.sleep(0.1)
-        follow.send_signal(signal.SIGINT)  # a live stream never ends: stop it once the four are judged
+        follow.send_signal(signal.SIGINT)  # a live stream never ends: stop it once every record is judged
         _, stderr = follow.communicate(timeout=60)
     verdicts = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
+    return verdicts, stderr.decode()[-2000:]
+
+
+def test_a_binary_websocket_message_is_a_record_too(tmp_path: Path) -> None:
+    # once dropped unseen: a post sent as binary (as some servers send JSON), and a compressed one
+    records = [_post(1), _post(2), zlib.compress(_post(3)), _post(4)]
+    verdicts, stderr = _follow_websocket(records, tmp_path, binary=(1, 2))
     assert [(v["id"], v["verdict"]) for v in verdicts] == [
         ("1", "novel"),
         ("2", "novel"),
         ("line:3", "invalid"),
         ("4", "novel"),
-    ], stderr.decode()[-2000:]
+    ], stderr
     assert "invalid UTF-8" in verdicts[2]["reason"]
 
 
 def test_follow_reads_past_an_oversized_websocket_message(tmp_path: Path) -> None:
-    from .live_servers import StreamServer
-
     huge = b'{"id": "big", "text": "' + b"y " * (3 << 20) + b'"}'
-    verdicts_path = tmp_path / "ws.jsonl"
-    with StreamServer("ws", [_post(1), huge, _post(2)]) as server:
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "streamfilter", "follow", server.url, "--verdicts", str(verdicts_path)],
-            stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (
-            not verdicts_path.exists() or len(verdicts_path.read_text().splitlines()) < 3
-        ):
-            time.sleep(0.1)
-        follow.send_signal(signal.SIGINT)  # a live stream never ends: stop it once the three are judged
-        _, stderr = follow.communicate(timeout=60)
-    verdicts = [json.loads(line) for line in verdicts_path.read_text().splitlines()]
-    assert [v["verdict"] for v in verdicts] == ["novel", "invalid", "novel"], stderr.decode()[-2000:]
+    verdicts, stderr = _follow_websocket([_post(1), huge, _post(2)], tmp_path)
+    assert [v["verdict"] for v in verdicts] == ["novel", "invalid", "novel"], stderr
     assert "over the 4194304 byte limit" in verdicts[1]["reason"]
