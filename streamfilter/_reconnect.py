@@ -9,7 +9,7 @@ import time
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 
-__all__ = ["Delivered", "Retryable", "describe", "retry_after"]
+__all__ = ["Delivered", "Retryable", "capped_count", "describe", "retry_after"]
 
 
 class Delivered:
@@ -56,14 +56,21 @@ def retry_after(value: str | None, now: float | None = None) -> float:
     and the source's own backoff decides."""
     text = (value or "").strip()
     if text.isascii() and text.isdigit():
-        digits = text.lstrip("0")  # not int(text) alone: Python refuses 4,300 digits and more
-        return RETRY_AFTER_MOST if len(digits) > 5 else min(float(digits or 0), RETRY_AFTER_MOST)
+        return float(capped_count(text, int(RETRY_AFTER_MOST)))
     try:
         date = parsedate_to_datetime(text)
         when = (date if date.tzinfo else date.replace(tzinfo=UTC)).timestamp()  # an HTTP date is in GMT
     except (TypeError, ValueError, IndexError, OverflowError):
         return 0.0
     return min(max(when - (time.time() if now is None else now), 0.0), RETRY_AFTER_MOST)
+
+
+def capped_count(digits: str | bytes, most: int) -> int:
+    """A count written in ASCII digits, at most ``most``, read without int()
+    of them all (Python refuses 4,300 digits and more)."""
+    kept = digits.decode("ascii") if isinstance(digits, bytes) else digits
+    kept = kept.lstrip("0")
+    return most if len(kept) > len(str(most)) else min(int(kept or 0), most)
 
 
 def describe(exc: BaseException) -> str:

@@ -63,7 +63,7 @@ import anyio
 
 from ._backoff import Backoff
 from ._exceptions import ConfigError, MissingDependencyError, SourceError
-from ._reconnect import Delivered, Retryable, describe, retry_after
+from ._reconnect import Delivered, Retryable, capped_count, describe, retry_after
 from ._redact import redact
 from ._wording import counted
 from .adapters._base import CLIPPED_LINE_BYTES, MAX_LINE_BYTES
@@ -545,8 +545,7 @@ async def _events(lines: AsyncIterator[bytes], resume: _Resume) -> AsyncGenerato
         elif field_name == b"id" and _usable_id(value):
             event_id = value.decode("utf-8")
         elif field_name == b"retry" and value.isdigit():  # ASCII digits: bytes have no others
-            digits = value.lstrip(b"0")  # not int() of them all: Python refuses 4,300 digits and more
-            resume.retry_ms = int(digits or 0) if len(digits) <= 9 else 10**9  # the backoff's largest wait caps it
+            resume.retry_ms = capped_count(value, 10**9)  # the backoff's largest wait caps it anyway
 
 
 def _usable_id(value: bytes) -> bool:

@@ -47,11 +47,16 @@ _USUAL = {
 
 
 def _first(record: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> Any:
+    return _found(record, paths)[0]
+
+
+def _found(record: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> tuple[Any, tuple[str, ...]]:
+    """The first value found under ``paths``, and its path; (None, ()) for none."""
     for path in paths:
         value = lookup(record, path)
         if value is not None:
-            return value
-    return None
+            return value, path
+    return None, ()
 
 
 class GenericAdapter:
@@ -102,11 +107,8 @@ class GenericAdapter:
             )
         text = text_of(found, self.text_field)
         post_id = post_id_of(_first(record, self._id), f"id field {self.id_field}")
-        timestamp = None
-        for path in self._time:  # read and named by the field that holds it (the usual names: "timestamp")
-            if (time_value := lookup(record, path)) is not None:
-                timestamp = parse_timestamp(time_value, ".".join(path))
-                break
+        time_value, time_path = _found(record, self._time)  # named by the field that holds it ("timestamp")
+        timestamp = None if time_value is None else parse_timestamp(time_value, ".".join(time_path))
         return [
             Post(
                 post_id,
