@@ -7,15 +7,18 @@ Takes 4,000 distinct airline tweets (../shared/data/airline, read in place: its
 licence keeps it out of the repo) and, for every other one, adds one copy a
 reader cannot tell from it: letters swapped for look-alikes from Armenian,
 Latin extensions, Cyrillic extensions, Cherokee or mathematical letters,
-small Greek letters, the Cherokee small letters, Greek, Cyrillic or Cherokee
-capitals in a text written in capitals,
+small Greek letters, right-to-left letters (Arabic heh for "o"), signs
+("pl℮ase", "e×tra"), a Cyrillic capital I for "l", the Cherokee small
+letters, Greek, Cyrillic or Cherokee capitals in a text written in capitals,
 digits of other scripts standing in for "o", the text written backwards
 after a right-to-left override (it displays as the original), ASCII digits
 for the letters they look like (leetspeak: "t0day", "w1n"), symbols for the
 letters they stand for ("w!n", "fr€€", "ca$h", "cl@im", "l|nk"), every word
 spelled out letter by letter, the words three spaces apart, or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
-boxed capitals, where two side by side could make a flag). Mentions and
+boxed capitals, where two side by side could make a flag), or a share of
+its letters each swapped for any of its look-alikes in Unicode's
+confusables data, as a homoglyph generator picks them. Mentions and
 links are left as they were, as a campaign keeps its links working. The stream goes
 through ``streamfilter replay``; a copy flagged duplicate is a hit, and any
 other post flagged is a false positive. Prints recall per kind of spoof, the
@@ -48,6 +51,13 @@ SWAPS = {
     "digits_for_o_thai": {"o": "\u0e50"},
     # small Greek letters by their own look (η is n, not the h of its capital Η)
     "greek_small": {"n": "\u03b7", "v": "\u03bd", "u": "\u03c5", "o": "\u03bf", "a": "\u03b1", "k": "\u03ba"},
+    # a right-to-left letter alone among Latin ones is shown where it stands
+    # (Arabic heh for o, Hebrew vav for l and tet for v)
+    "rtl_letters": {"o": "\u0647", "l": "\u05d5", "v": "\u05d8"},
+    # signs that look like letters: estimated, APL iota and rho, multiplication, logical or, divides
+    "signs": {"e": "\u212e", "i": "\u2373", "p": "\u2374", "x": "\u00d7", "v": "\u2228", "l": "\u2223"},
+    # a capital I's look-alike (Cyrillic) for a small l among small letters
+    "capital_i_for_l": {"l": "\u0406"},
 }
 # look-alike capitals, swapped into the text written in capitals
 CAPITALS = {
@@ -93,6 +103,22 @@ def _flag_letter(char: str) -> str:
     return char
 
 
+def _confusables() -> dict[str, list[str]]:
+    """Each ASCII letter -> every single character Unicode's confusables data
+    (UTS #39, as the package holds it) gives it as a look-alike."""
+    from importlib import resources
+
+    table: dict[str, list[str]] = {}
+    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
+    for line in data.splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) >= 2 and len(fields[0].split()) == 1 and len(fields[1].split()) == 1:
+            letter = chr(int(fields[1], 16))
+            if letter.isascii() and letter.isalpha():
+                table.setdefault(letter, []).append(chr(int(fields[0], 16)))
+    return table
+
+
 def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "rtl_override":  # a line break ends an override's span: each line is written backwards
         return "\n".join("\u202e" + line[::-1] for line in text.split("\n"))
@@ -105,6 +131,11 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
         return "   ".join(word if word.startswith(("@", "http")) else " ".join(word) for word in text.split(" "))
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
+    if kind == "any_confusable":  # as a homoglyph generator picks them
+        table = _confusables()
+        return _words_alone(
+            text, lambda word: "".join(rng.choice(table[c]) if c in table and rng.random() < 0.3 else c for c in word)
+        )
     if kind in CAPITALS:
         swaps, text = CAPITALS[kind], text.upper()
     else:
@@ -145,7 +176,8 @@ def with_copies(
 ) -> tuple[list[dict[str, str]], dict[str, Hashable]]:
     """Each text as an original (id ``o{n}``, label None), and after every
     other one its copy (id ``c{n}``), whose text and label ``copy(n, text)`` gives."""
-    records, labels = [], {}
+    records: list[dict[str, str]] = []
+    labels: dict[str, Hashable] = {}
     for n, text in enumerate(texts):
         records.append({"id": f"o{n}", "text": text})
         labels[f"o{n}"] = None
@@ -176,7 +208,7 @@ def main() -> int:
     with DATA.open(encoding="utf-8") as handle:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = texts[:4000]
-    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "symbols", "spaced_out", "flag_letters"]
+    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "symbols", "spaced_out", "flag_letters", "any_confusable"]
 
     def spoofed(n: int, text: str) -> tuple[str, str]:
         kind = kinds[(n // 2) % len(kinds)]

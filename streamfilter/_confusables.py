@@ -10,9 +10,10 @@ Devanagari zeros read as ``o``, Armenian ``ո`` as ``n``, Latin ``ɑ`` as ``a``,
 mathematical and Cherokee letters, ...). It is applied only to a word made
 of ASCII letters and such characters alone, the shape of a spoof: a word
 with any other letter, or none in ASCII, is text of its own script (Greek,
-Armenian, Cyrillic) and keeps its meaning. Characters of
-right-to-left scripts are left alone (they cannot sit inside a Latin word
-unseen), and so are ideographs, and the Greek and basic Cyrillic letters:
+Armenian, Cyrillic, Arabic) and keeps its meaning. A right-to-left letter
+between Latin ones is shown where it stands (a single one is never seen
+reordered): Arabic ``ه`` and Hebrew ``ס`` inside ``fهllow`` read as ``o``.
+Ideographs are left alone, and so are the Greek and basic Cyrillic letters:
 the fold of Cyrillic and Greek letters in ``_normalize`` runs before this,
 as it always did, and Russian or Greek text is left as that fold leaves it.
 
@@ -27,6 +28,9 @@ or a look-alike: each character by how it looks in its own case (``joiη
 whose words mostly begin with a capital, each by how its capital looks: its
 small look-alikes are mostly capitals that a case change made small
 (``Sηоuld Ηаvе``, a title-cased ``SΗОULD ΗАVЕ``, reads ``SHould HAvE``).
+A capital I's look-alike among small letters spoofs an ``l`` (``pІease``),
+and a sign that looks like a letter is one inside a word with a Latin
+letter (``pl℮ase``, ``e×tra``; ``2 × 3`` keeps its sign).
 A post in Greek, Cyrillic or Cherokee has letters of its script that look
 like no Latin letter, and keeps its words.
 
@@ -172,10 +176,10 @@ LETTER_LOOKALIKES = str.maketrans(
 _RLO, _LRO = "\u202e", "\u202d"  # the overrides; U+202C (PDF) ends their span
 _OVERRIDE_SPAN = regex.compile("([\u202e\u202d])([^\u202c\n]*)\u202c?")
 _RIGHT_TO_LEFT_LETTER = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}]")
-# Letters a look-alike is never taken from: right to left, ideographs, and the
-# Greek and basic Cyrillic letters, which _normalize's own fold already reads
-# (Russian and Greek text stays as it was; Cyrillic extensions such as ү, ԝ fold here).
-_KEPT = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}\u0370-\u03ff\u0400-\u045f]")
+# Letters a look-alike is never taken from: ideographs, and the Greek and
+# basic Cyrillic letters, which _normalize's own fold already reads (Russian
+# and Greek text stays as it was; Cyrillic extensions such as ү, ԝ fold here).
+_KEPT = regex.compile(r"[\p{Ideographic}\u0370-\u03ff\u0400-\u045f]")
 _ASCII_LETTER = regex.compile(r"[a-z]")
 # Letters ``spell_spoofs`` never reads as Latin: right to left, and ideographs.
 _FOREIGN = regex.compile(r"[\p{Bidi_Class=R}\p{Bidi_Class=AL}\p{Ideographic}]")
@@ -245,7 +249,7 @@ def _confusables() -> tuple[tuple[int, str], ...]:
 @functools.cache
 def _to_ascii() -> dict[int, str]:
     """``ascii_lookalikes`` without the letters of scripts the filter keeps as
-    their own (``_KEPT``: Greek, basic Cyrillic, right-to-left scripts, ideographs)."""
+    their own (``_KEPT``: Greek, basic Cyrillic, ideographs)."""
     return {code: prototype for code, prototype in ascii_lookalikes().items() if not _KEPT.match(chr(code))}
 
 
@@ -296,6 +300,7 @@ def build_tables() -> None:
     _lookalike_bits()
     _by_capital_look()
     _to_ascii()
+    _spoof_run()
 
 
 @functools.cache
@@ -349,6 +354,44 @@ _LETTER_RUN = regex.compile(r"[\p{L}\p{N}\p{M}]+")
 _LATIN = regex.compile(r"\p{Latin}")
 
 
+@functools.cache
+def _signs() -> frozenset[str]:
+    """The look-alikes that are signs, not letters, digits or marks (``℮``,
+    ``×``, ``∪``), but for currency signs (``US¥``, ``50¢``) and those that
+    NFKC folds to letters anyway (``ⓛ``)."""
+    return frozenset(char for char in _lookalikes() if _is_sign(char))
+
+
+def _is_sign(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category[0] not in "LNM" and category != "Sc" and not unicodedata.normalize("NFKC", char).isalnum()
+
+
+@functools.cache
+def _spoof_run() -> regex.Pattern[str]:
+    """A run of letters, digits, marks and look-alike signs: a word as ``spell_spoofs`` reads it."""
+    signs = "".join(f"\\U{ord(char):08x}" for char in sorted(_signs()))
+    return regex.compile(f"[\\p{{L}}\\p{{N}}\\p{{M}}{signs}]+")
+
+
+def _as_small_l(word: str, spelt: str) -> str:
+    """``spelt`` (``word`` spelled by look) with each capital I that a
+    look-alike spelled inside a word of small letters read as the ``l`` it
+    spoofs: after a letter, with a small one on either side (``pІease``,
+    ``FІight``; ``CLAІM`` and a word's first letter stay I). A styled I stays
+    one (``𝐜𝐡𝐞𝐜𝐤𝐈𝐧``, ``ｃｈｅｃｋＩｎ`` are ``checkIn``)."""
+    chars = list(spelt)
+    for at in reversed(range(1, min(len(word), len(chars)))):  # from the right: "FІІow" is "Follow"
+        if (
+            chars[at] == "I"
+            and chars[at - 1].isalpha()
+            and (chars[at - 1].islower() or at + 1 < len(chars) and chars[at + 1].islower())
+            and unicodedata.normalize("NFKC", word[at]) != "I"
+        ):
+            chars[at] = "l"
+    return "".join(chars)
+
+
 def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
     """``text`` with its spoofed words spelled by how they look (see the
     module docstring); any other text as it is. ``only_whole``: only a text
@@ -364,6 +407,7 @@ def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
     if not every_word and (only_whole or _LATIN.search(text) is None):
         return text
     tables: list[dict[int, str]] = []  # chosen at the first spoof: most posts with look-alikes have none
+    signs = _signs()
 
     def spelled(run: regex.Match[str]) -> str:
         word = str(run.group())
@@ -371,11 +415,14 @@ def spell_spoofs(text: str, *, only_whole: bool = False) -> str:
             all(map(_in_spoof_word, word)) and not lookalikes.isdisjoint(word) and (every_word or _LATIN.search(word))
         ):
             return word
+        if not signs.isdisjoint(word) and _LATIN.search(word) is None:
+            return word  # a sign among digits or on its own is what it is: "2×3"
         if not tables:
             tables.append(_by_capital_look() if _mostly_capitalised(text) else _by_look())
-        return word.translate(tables[0])
+        spelt = word.translate(tables[0])
+        return _as_small_l(word, spelt) if "I" in spelt else spelt
 
-    return str(_LETTER_RUN.sub(spelled, text))
+    return str(_spoof_run().sub(spelled, text))
 
 
 def fold_lookalikes(words: list[str]) -> list[str]:

@@ -96,7 +96,7 @@ __all__ = [
 # keys would silently stop matching new ones.
 # 12: symbols inside a word read as the letters they stand for (read_symbols)
 # 13: the shared blocks' combining marks dropped after a letter of any script
-NORMALIZER_VERSION = 13
+NORMALIZER_VERSION = 14
 
 
 def _emoji_code_points() -> frozenset[int]:

@@ -238,9 +238,25 @@ SPOOFS = {
         "\u13a2\u13beNIG\u13bb\u13a2",
     ),
     "greek capitals": ("HOME TEAM WINS", "\u0397\u039f\u039c\u0395 \u03a4\u0395\u0391\u039c WINS"),
+    # one right-to-left letter between Latin ones is shown where it stands: Arabic heh and
+    # Hebrew samekh as o, Arabic alef and Hebrew vav as l
+    "arabic and hebrew letters": (
+        "follow our official account to win a gold prize",
+        "f\u0647llow \u05e1ur \u05e1fficia\u05d5 acc\u0647unt to win a g\u0647\u0627d prize",
+    ),
+    # symbols that look like letters, inside a word: estimated for e, multiplication for x,
+    # union for u, logical or for v, down tack for T, power on for l
+    "symbols": (
+        "please vote for the extra union TODAY",
+        "p\u23fdease \u2228ote for the e\u00d7tra \u222anion \u22a4ODAY",
+    ),
+    # a capital I's look-alike among small letters spoofs an l (Cyrillic, Greek, Cyrillic palochka)
+    "capital i for small l": ("please Follow all", "p\u0406ease Fo\u0406\u0399ow a\u04c0l"),
 }
 # a capital's small letter can look like another Latin letter (Η is H, η is n): only the cases as typed
-AS_TYPED = {"greek capitals"}
+AS_TYPED = {"greek capitals", "capital i for small l"}
+# ... and a small letter's look-alike, or a capital's among small letters, spoofs nothing in capitals
+SMALL_LOOKS = {"greek small eta for n", "capital i for small l"}
 
 
 @pytest.mark.parametrize("name", sorted(SPOOFS))
@@ -248,7 +264,7 @@ AS_TYPED = {"greek capitals"}
 def test_look_alikes_read_as_the_latin_they_imitate_in_either_case(name: str, case: str) -> None:
     plain, spoof = SPOOFS[name]
     changed = {"as written": spoof, "lower": spoof.lower(), "upper": spoof.upper(), "casefold": spoof.casefold()}[case]
-    if case == "upper" and name == "greek small eta for n" or case in ("lower", "casefold") and name in AS_TYPED:
+    if case == "upper" and name in SMALL_LOOKS or case in ("lower", "casefold") and name in AS_TYPED:
         changed = spoof  # a capital eta is an H, a small one an n: each spoofs what it looks like
     assert normalize(changed) == normalize(plain)
 
@@ -260,11 +276,22 @@ def test_look_alikes_read_as_the_latin_they_imitate_in_either_case(name: str, ca
         "Привет всем, это тест на новом телефоне",  # Russian
         "Բարեւ ձեզ, այսօր լավ օր է",  # Armenian
         "ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ",  # Cherokee
+        "هههه مرحبا بكم، هذا اختبار",  # Arabic: heh and alef as themselves
+        "שלום לכולם, זה מבחן",  # Hebrew: samekh and vav as themselves
     ],
 )
 def test_text_in_its_own_script_keeps_its_words_in_both_cases(text: str) -> None:
     assert normalize(text.upper()) == normalize(text.lower())
     assert not normalize(text).isascii()  # not spelled out in Latin as a spoof would be
+
+
+def test_a_styled_capital_i_among_small_letters_stays_an_i() -> None:
+    assert normalize("\U0001d41c\U0001d421\U0001d41e\U0001d41c\U0001d424\U0001d408\U0001d427") == "checkin"
+    assert normalize("ｃｈｅｃｋＩｎ") == "checkin"
+
+
+def test_symbols_read_as_letters_only_inside_a_word_with_a_latin_letter() -> None:
+    assert normalize("2 × 3 = 6, 5¢ or US¥ 500, A ∪ B") == normalize("2 3 = 6, 5 or US 500, A B")
 
 
 PLAIN = "Win a brand new phone today! Just follow our account and retweet this post to enter the giveaway"
