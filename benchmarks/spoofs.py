@@ -14,7 +14,8 @@ digits of other scripts standing in for "o", the text written backwards
 after a right-to-left override (it displays as the original), ASCII digits
 for the letters they look like (leetspeak: "t0day", "w1n"), symbols for the
 letters they stand for ("w!n", "fr€€", "ca$h", "cl@im", "l|nk"), every word
-spelled out letter by letter, the words three spaces apart, or every letter
+spelled out letter by letter, the words three spaces apart, the letters of
+each word joined by one mark ("F.R.E.E", "c-l-a-i-m"), or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
 boxed capitals, where two side by side could make a flag), or a share of
 its letters each swapped for any of its look-alikes in Unicode's
@@ -129,6 +130,9 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
         )
     if kind == "spaced_out":
         return "   ".join(word if word.startswith(("@", "http")) else " ".join(word) for word in text.split(" "))
+    if kind == "marked":  # one mark between the letters of each word: "F.R.E.E", "c-l-a-i-m"
+        mark = rng.choice(".-*·")
+        return " ".join(word if word.startswith(("@", "http")) else mark.join(word) for word in text.split(" "))
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind == "any_confusable":  # as a homoglyph generator picks them
@@ -208,7 +212,17 @@ def main() -> int:
     with DATA.open(encoding="utf-8") as handle:
         texts = list(dict.fromkeys(row["text"] for row in csv.DictReader(handle) if len(row["text"].split()) >= 6))
     texts = texts[:4000]
-    kinds = [*SWAPS, *CAPITALS, "rtl_override", "leetspeak", "symbols", "spaced_out", "flag_letters", "any_confusable"]
+    kinds = [
+        *SWAPS,
+        *CAPITALS,
+        "rtl_override",
+        "leetspeak",
+        "symbols",
+        "spaced_out",
+        "marked",
+        "flag_letters",
+        "any_confusable",
+    ]
 
     def spoofed(n: int, text: str) -> tuple[str, str]:
         kind = kinds[(n // 2) % len(kinds)]

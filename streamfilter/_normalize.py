@@ -78,6 +78,7 @@ from ._confusables import (
     spoof_spelling,
 )
 from ._hashtags import before_trailing_tags
+from ._spelled import close_up_marked, close_up_spaced, join_spelled_out, spelled_out
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -96,7 +97,7 @@ __all__ = [
 # keys would silently stop matching new ones.
 # 12: symbols inside a word read as the letters they stand for (read_symbols)
 # 13: the shared blocks' combining marks dropped after a letter of any script
-NORMALIZER_VERSION = 14
+NORMALIZER_VERSION = 15
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -249,51 +250,6 @@ def _fold(text: str) -> str:
     text = _ACCENTS.sub("", _FORMAT.sub("", text))
     text = text.casefold().translate(LETTER_LOOKALIKES).translate(_ARABIC_LETTERS)
     return unicodedata.normalize("NFKC", text)
-
-
-# A run of three or more characters, one space apart, with white space or the
-# text's ends around it: a word spelled out, its digits and punctuation too
-# ("y o u ' v e", "7 5 7"), which ends where a wider gap begins; and two
-# characters one space apart between wider gaps ("t o", "m y").
-# (``_join_spelled_out`` joins the runs of letters whose gaps are all alike.)
-_SPELLED_OUT_RUN = regex.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)|(?<=^|\s\s)\S \S(?=\s\s|$)")
-
-
-def _closed_up(run: regex.Match[str]) -> str:
-    return str(run.group()).replace(" ", "")
-
-
-def _spelled_out(words: list[str]) -> bool:
-    """Whether three one-character words follow each other (a plain loop:
-    a regular expression over the text cost as much as the rest of normalising)."""
-    run = 0
-    for word in words:
-        if len(word) == 1:
-            run += 1
-            if run == 3:
-                return True
-        else:
-            run = 0
-    return False
-
-
-def _join_spelled_out(words: list[str]) -> list[str]:
-    """Runs of three or more one-letter words joined into one word: a word
-    spelled out letter by letter ("f r e e") is the word."""
-    joined: list[str] = []
-    run: list[str] = []
-    for word in [*words, ""]:
-        if len(word) == 1 and word.isalpha():
-            run.append(word)
-            continue
-        if len(run) >= 3:
-            joined.append("".join(run))
-        else:
-            joined.extend(run)
-        run = []
-        if word:
-            joined.append(word)
-    return joined
 
 
 def _tokens(words: list[str]) -> list[str]:
@@ -500,7 +456,7 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
         # letters; a spoof spelled by its letters' looks
         text = spell_spoofs(read_indicators(displayed(text)))
     if "  " in text:  # letters spaced out, words set apart by wider gaps: "F R E E  M O N E Y"
-        text = _SPELLED_OUT_RUN.sub(_closed_up, text)  # gaps as written, before anything is taken out
+        text = close_up_spaced(text)  # gaps as written, before anything is taken out
     truncated = is_cut_off(text)
     cut = truncated or ends_in_a_cut(text)
     if "&" in text:
@@ -516,6 +472,7 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
     if "&" in text:
         # again: folding can make an entity (＆amp;), and some clients escape twice (&amp;amp;)
         text = html.unescape(text)
+    text = close_up_marked(text)  # "F.R.E.E M.O.N.E.Y", "c-l-a-i-m": folded, zero-width characters out
     text = read_symbols(text)  # "W!n a fr€€ g!ft", folded: before punctuation and mentions go
     if "/" in text or "www." in text:
         text = _strip_urls(text)
@@ -529,8 +486,8 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
         words = _ascii_words(text)
     if truncated and len(words) > 1:
         words.pop()
-    if _spelled_out(words):
-        words = _join_spelled_out(words)
+    if spelled_out(words):
+        words = join_spelled_out(words)
     if may_hold_leet(text) is not None:
         words = read_leet(words)
     return words, cut
@@ -550,8 +507,8 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
     # a cut word is dropped; in an unspaced script "…" falls between whole characters
     if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
         words.pop()
-    if _spelled_out(words):
-        words = _join_spelled_out(words)
+    if spelled_out(words):
+        words = join_spelled_out(words)
     if _ASCII_LETTER.search(kept) is None:  # only a word with an ASCII letter is folded or read as leetspeak
         return _tokens(words)
     tokens = _tokens(fold_lookalikes(words))  # after the join: a word spelled out is one word to fold

@@ -238,6 +238,21 @@ def test_a_text_spelled_out_letter_by_letter_keeps_its_words_where_wider_gaps_pa
     assert normalize("f 🔥 r 🔥 e 🔥 e") == "free"
 
 
+@pytest.mark.parametrize("mark", [".", "-", "*", "_", "·", "•"])
+def test_words_whose_letters_one_mark_joins_keep_their_words(mark: str) -> None:
+    plain = "claim your free prize now at our store you've seen it"
+    assert normalize(" ".join(mark.join(word) for word in plain.split())) == normalize(plain)
+    assert normalize(f"c{mark}\u200bl{mark}a{mark}i{mark}m y{mark}o{mark}u{mark}r") == "claim your"
+    assert normalize(f"О{mark}т{mark}л{mark}и{mark}ч{mark}н{mark}о") == normalize("Отлично")
+
+
+def test_marks_between_letters_that_are_no_spelled_word_stay_punctuation() -> None:
+    # mixed marks, a version, a host name, words with more after their letters
+    assert normalize("x.y-z v2.0.1 dl.a.b.c.net well-known e-mail") == "xyz v2 0 1 dl abc net well known e mail"
+    # a word of two letters so spelled stays two, as it reads with the marks taken out
+    assert normalize("call me a.s.a.p at 9 a.m. и т.д.") == normalize("call me a s a p at 9 a m и т д")
+
+
 def test_flags_stay_emoji_where_their_letters_would_make_a_word() -> None:
     # FR and EE are flags, shown as flags: no letters a reader sees
     assert normalize("\U0001f1eb\U0001f1f7\U0001f1ea\U0001f1ea money") == "money"
