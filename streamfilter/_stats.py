@@ -23,6 +23,7 @@ __all__ = ["ATTACK_SIGNALS", "BATCH_SECONDS_BUCKETS", "FilterStats", "LatencyHis
 # (docs/guides/production.md has an alert for each):
 ATTACK_SIGNALS = {
     "dated_ahead": "posts dated ahead of the stream's clock, judged at the clock's time",
+    "dated_behind": "posts dated more than a TTL behind the stream's clock, judged at the clock's time",
     "full_buckets": "band keys found holding as many live posts as a look-up offers",
     "verification_capped": "posts with more candidates than the verification bound",
     "cross_platform_deletes": "delete notices ignored, naming only another platform's post",

@@ -4,6 +4,12 @@
 recorded at (``_clock.EventClock``'s rule), gives undated posts the
 stream's time, and warns, with the post's place in its input, where a post
 is dated ahead of the clock or arrives more than a TTL off it.
+
+A post dated more than a TTL behind the newest post judged would be
+expired on arrival: nothing after it could match it, and a campaign dated
+back past the TTL would pass every copy as novel. It is judged and
+recorded at the stream's time instead, as a post dated ahead is placed at
+it, and counted as dated behind.
 """
 
 from __future__ import annotations
@@ -59,15 +65,15 @@ class Timeline:
         A dated post later than the corroborated time plus the slack is
         judged and recorded at that limit, and counted as dated ahead: a few
         posts dated tomorrow cannot expire the index. One more than a TTL
-        behind the clock is recorded already expired: nothing after it can
-        match it (posts replayed into an index that saw newer ones)."""
+        behind the newest post judged is judged and recorded at the stream's
+        time, and counted as dated behind (see the module docstring)."""
         if not judged:
             return
         if len(judged) < _FEW:
             self._place_each(entries, judged, times, where)
             return
         undated = entries.undated
-        if any(undated[at] for at in judged) or not np.isfinite(times).all():
+        if any(undated[at] for at in judged) or not np.isfinite(times).all() or self._may_be_behind(times):
             self._place_each(entries, judged, times, where)
             return
         # Every post dated: the clock places them all at once, and the rare
@@ -87,22 +93,25 @@ class Timeline:
             notes.append(
                 (first, 0, _dated_ahead(float(stamps[first]) - stream_time, stream_time, float(placed[first])))
             )
-        ttl = self.ttl_seconds
-        if ttl > 0:
+        if self.ttl_seconds > 0:
             known = np.isfinite(before)
-            for index in np.flatnonzero(known & (placed - before > ttl)).tolist():
+            for index in np.flatnonzero(known & (placed - before > self.ttl_seconds)).tolist():
                 notes.append((index, 1, _newer_than_all(float(placed[index] - before[index]))))
-            behind = np.flatnonzero(known & (before - placed > ttl))
-            if len(behind) and not self._warned_behind:
-                self._warned_behind = True
-                index = int(behind[0])
-                notes.append((index, 1, _older_than_newest(float(before[index] - placed[index]))))
         for index, order, what in sorted(notes):
             self._warn(entries, judged[index], where, float(stamps[index] if order == 0 else placed[index]), what)
         if len(ahead):
             self._noticed(dated_ahead=len(ahead))
         newest = float(placed.max())
         self.latest, self.latest_dated = max(self.latest, newest), max(self.latest_dated, newest)
+
+    def _may_be_behind(self, times: npt.NDArray[np.float64]) -> bool:
+        """Whether a post of a batch dated ``times`` may be more than a TTL
+        behind the newest judged before it (the clock only ever places a post
+        earlier than its date, so none is where none is dated so far back)."""
+        if self.ttl_seconds <= 0:
+            return False
+        newest_before = np.maximum.accumulate(np.concatenate(([self.latest], times[:-1])))
+        return bool((newest_before - times > self.ttl_seconds).any())
 
     def _place_each(
         self, entries: Entries, judged: list[int], times: npt.NDArray[np.float64], where: Callable[[int], str]
@@ -114,7 +123,7 @@ class Timeline:
         clock = self.clock
         latest, dated = self.latest, self.latest_dated
         waiting: list[int] = []  # undated, before the stream's first dated post
-        ahead = 0
+        ahead = behind = 0
         stamps = times.tolist()
         for index, at in enumerate(judged):
             timestamp = stamps[index]
@@ -142,20 +151,24 @@ class Timeline:
                     stamps[undated] = timestamp
                 waiting.clear()
                 dated = max(dated, timestamp)
-            stamps[index] = timestamp
             if ttl > 0 and math.isfinite(latest):
                 if timestamp - latest > ttl:
                     self._warn(entries, at, where, timestamp, _newer_than_all(timestamp - latest))
-                elif latest - timestamp > ttl and not self._warned_behind:
-                    self._warned_behind = True
-                    self._warn(entries, at, where, timestamp, _older_than_newest(latest - timestamp))
+                elif latest - timestamp > ttl:  # expired on arrival: judged at the stream's time
+                    behind += 1
+                    placed = max(timestamp, clock.stream_time)
+                    if not self._warned_behind:
+                        self._warned_behind = True
+                        self._warn(entries, at, where, timestamp, _older_than_newest(latest - timestamp, placed))
+                    timestamp = placed
+            stamps[index] = timestamp
             latest = max(latest, timestamp)
         for undated in waiting:  # no dated post yet: the wall clock, as the sketcher stamped it
             stamps[undated] = clock.place(stamps[undated])
             latest = max(latest, stamps[undated])
         times[:] = stamps
-        if ahead:
-            self._noticed(dated_ahead=ahead)
+        if ahead or behind:
+            self._noticed(dated_ahead=ahead, dated_behind=behind)
         self.latest, self.latest_dated = latest, dated
 
     def _warn(self, entries: Entries, at: int, where: Callable[[int], str], timestamp: float, what: str) -> None:
@@ -179,10 +192,11 @@ def _newer_than_all(gap: float) -> str:
     )
 
 
-def _older_than_newest(gap: float) -> str:
+def _older_than_newest(gap: float, placed: float) -> str:
     return (
-        f"is {_span(gap)} older than the newest post the index has seen, more than the TTL: it is recorded "
-        "already expired, and no later post can match it (later such posts are not reported)"
+        f"is {_span(gap)} older than the newest post the index has seen, more than the TTL: it is judged and "
+        f"recorded at the stream's time ({_utc(placed)}), so that its copies match it (later such posts are "
+        "counted in the stats, not reported)"
     )
 
 

@@ -13,7 +13,7 @@ Series (all prefixed ``streamfilter_``): ``posts_total{verdict}``,
 verdicts), ``index_posts``, ``purged_total`` (not for Redis, which expires
 keys itself), ``reconnects_total``, ``source_lag_seconds``,
 ``source_connected``, ``last_commit_timestamp_seconds``, the attack
-signals (``dated_ahead_total``, ``full_buckets_total``,
+signals (``dated_ahead_total``, ``dated_behind_total``, ``full_buckets_total``,
 ``verification_capped_total``, ``cross_platform_deletes_total``: see
 ``_stats.ATTACK_SIGNALS``), and the process's own ``process_*`` series.
 """

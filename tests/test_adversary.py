@@ -158,6 +158,26 @@ def test_a_flood_of_look_alike_posts_costs_each_post_a_bounded_number_of_verific
     assert sum(v.kind.value == "novel" for v in verdicts) > 1400  # unrelated posts stay novel
 
 
+def test_a_campaign_dated_more_than_a_ttl_back_is_caught_among_itself(tmp_path: Path) -> None:
+    # Copies dated a month before the stream's posts, with a TTL of a day:
+    # each was recorded already expired, and every copy came out novel.
+    rng = random.Random(3)
+    words = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6)) for _ in range(400)]
+    stream = [_record(f"p{n}", " ".join(rng.sample(words, 12)), n) for n in range(40)]
+    copies = [
+        {"id": f"c{n}", "text": f"@user{n} {ORIGINAL} https://t.co/{n}", "created_at": f"2024-02-01T10:00:0{n}Z"}
+        for n in range(5)
+    ]
+    with StreamFilter(FilterConfig(ttl_seconds=86400, seed=SEED), path=tmp_path / "index") as sf:
+        assert all(v.is_novel for v in sf.check_many(stream))
+        verdicts = sf.check_many(copies)
+        assert [(v.kind.value, v.duplicate_of) for v in verdicts] == [("novel", None)] + [("duplicate", "c0")] * 4
+        assert sf.stats().signals["dated_behind"] == 5
+        # and later posts of the stream's own time match them too
+        later = sf.check({"id": "late", "text": ORIGINAL, "created_at": "2024-03-01T10:01:00Z"})
+        assert (later.kind.value, later.duplicate_of) == ("duplicate", "c0")
+
+
 def test_a_delete_forgets_only_a_post_of_its_own_platform(tmp_path: Path) -> None:
     import subprocess
 

@@ -352,9 +352,9 @@ def test_a_few_posts_dated_ahead_anywhere_leave_every_verdict_as_it_was(tmp_path
 
 def test_a_stream_that_moves_on_moves_the_clock(tmp_path: Path) -> None:
     # The stream moved on (a second recording, years later): once as many
-    # posts as the clock needs are dated there, it moves, every earlier post
-    # expires, and the copies after it pass as novel. stderr names the post
-    # that moved it.
+    # posts as the clock needs are dated there, it moves, and every earlier
+    # post expires: the copies after it match none of them. stderr names the
+    # post that moved it.
     lines = (FIXTURES / "campaign.jsonl").read_bytes().splitlines()
     later = []
     for index in range(CORROBORATION):
@@ -369,8 +369,10 @@ def test_a_stream_that_moves_on_moves_the_clock(tmp_path: Path) -> None:
         result.stderr.decode()
     )
     assert "every earlier post has expired" in warnings[0]
-    judged = [json.loads(line)["verdict"] for line in (tmp_path / "v").read_text().splitlines()]
-    assert judged[4 + CORROBORATION :].count("duplicate") == 0  # the originals expired with the move
+    judged = [json.loads(line) for line in (tmp_path / "v").read_text().splitlines()]
+    before_the_move = {verdict["id"] for verdict in judged[:4]}
+    assert not any(verdict["duplicate_of"] in before_the_move for verdict in judged[4 + CORROBORATION :])
+    assert judged[4 + CORROBORATION]["verdict"] == "novel"  # the originals expired with the move
 
 
 def test_a_quiet_spell_longer_than_a_short_ttl_expires_what_came_before(tmp_path: Path) -> None:
@@ -433,8 +435,9 @@ def test_an_undated_line_takes_the_time_of_the_stream_around_it(tmp_path: Path) 
 
 def test_old_posts_replayed_into_an_index_that_saw_newer_ones_are_named(tmp_path: Path) -> None:
     # The index's clock comes from its last run: 2012 posts replayed after
-    # newer ones arrive expired and match nothing later. The verdicts follow
-    # the rules; stderr names the first such line, once.
+    # newer ones would arrive expired. They are judged at the stream's time
+    # instead, so they match each other as in an index of their own; stderr
+    # names the first such line, once.
     db = str(tmp_path / "index")
     newer = replay(str(FIXTURES / "twitter_v1_search.jsonl"), "--db", db)
     assert newer.returncode == 0, newer.stderr.decode()
@@ -445,9 +448,12 @@ def test_old_posts_replayed_into_an_index_that_saw_newer_ones_are_named(tmp_path
     assert warnings[0].startswith(
         f"streamfilter: {campaign}:1 (post 200000000000000001, dated 2012-05-04 14:07:00Z) is "
     )
-    assert "it is recorded already expired, and no later post can match it" in warnings[0]
+    assert "it is judged and recorded at the stream's time (" in warnings[0]
     fresh = replay(str(FIXTURES / "campaign.jsonl"), "--db", str(tmp_path / "fresh"))
     assert b"older than the newest post" not in fresh.stderr
+    # the same novel posts come out as from an index of their own, and the campaign's copies not
+    assert older.stdout == fresh.stdout
+    assert len(fresh.stdout.splitlines()) < len(campaign.read_bytes().splitlines())
 
 
 def test_db_persists_between_runs_and_pins_its_settings(tmp_path: Path) -> None:

@@ -304,7 +304,7 @@ def test_cli_follow_writes_novel_posts_and_stops_on_sigint(tmp_path: Path) -> No
     log = stderr.decode()
     assert log.count("connection lost") == 2 and "resuming after id 20" in log and "resuming after id 60" in log
     assert "record 31: invalid: streaming update payload: broken JSON" in log
-    assert f"{len(statuses)} posts, {len(expected)} novel, 1 duplicate, 0 retweets, 1 invalid" in log
+    assert f"{len(statuses)} posts, {len(expected)} novel, 5 duplicates, 0 retweets, 1 invalid" in log
 
 
 async def test_a_websocket_text_frame_that_is_not_utf8_is_one_invalid_record() -> None:
