@@ -40,6 +40,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+from confusables import look_alikes
+
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "airline" / "Tweets.csv"
 
 # look-alikes a folding of Cyrillic and Greek alone does not cover
@@ -104,22 +106,6 @@ def _flag_letter(char: str) -> str:
     return char
 
 
-def _confusables() -> dict[str, list[str]]:
-    """Each ASCII letter -> every single character Unicode's confusables data
-    (UTS #39, as the package holds it) gives it as a look-alike."""
-    from importlib import resources
-
-    table: dict[str, list[str]] = {}
-    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
-    for line in data.splitlines():
-        fields = line.split("#", 1)[0].split(";")
-        if len(fields) >= 2 and len(fields[0].split()) == 1 and len(fields[1].split()) == 1:
-            letter = chr(int(fields[1], 16))
-            if letter.isascii() and letter.isalpha():
-                table.setdefault(letter, []).append(chr(int(fields[0], 16)))
-    return table
-
-
 def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "rtl_override":  # a line break ends an override's span: each line is written backwards
         return "\n".join("\u202e" + line[::-1] for line in text.split("\n"))
@@ -136,7 +122,7 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind == "any_confusable":  # as a homoglyph generator picks them
-        table = _confusables()
+        table = look_alikes()
         return _words_alone(
             text, lambda word: "".join(rng.choice(table[c]) if c in table and rng.random() < 0.3 else c for c in word)
         )

@@ -159,8 +159,8 @@ def test_a_flood_of_look_alike_posts_costs_each_post_a_bounded_number_of_verific
 
 
 def test_a_campaign_dated_more_than_a_ttl_back_is_caught_among_itself(tmp_path: Path) -> None:
-    # Copies dated a month before the stream's posts, with a TTL of a day:
-    # each was recorded already expired, and every copy came out novel.
+    # Copies dated a month before the stream's posts, with a TTL of a day,
+    # would arrive expired: none could match another, each would pass as novel.
     rng = random.Random(3)
     words = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6)) for _ in range(400)]
     stream = [_record(f"p{n}", " ".join(rng.sample(words, 12)), n) for n in range(40)]
@@ -264,9 +264,9 @@ SPOOFS = {
         "follow our official account to win a gold prize",
         "f\u0647llow \u05e1ur \u05e1fficia\u05d5 acc\u0647unt to win a g\u0647\u0627d prize",
     ),
-    # symbols that look like letters, inside a word: estimated for e, multiplication for x,
+    # signs that look like letters, inside a word: estimated for e, multiplication for x,
     # union for u, logical or for v, down tack for T, power on for l
-    "symbols": (
+    "signs": (
         "please vote for the extra union TODAY",
         "p\u23fdease \u2228ote for the e\u00d7tra \u222anion \u22a4ODAY",
     ),
@@ -310,7 +310,7 @@ def test_a_styled_capital_i_among_small_letters_stays_an_i() -> None:
     assert normalize("ｃｈｅｃｋＩｎ") == "checkin"
 
 
-def test_symbols_read_as_letters_only_inside_a_word_with_a_latin_letter() -> None:
+def test_signs_read_as_letters_only_inside_a_word_with_a_latin_letter() -> None:
     assert normalize("2 × 3 = 6, 5¢ or US¥ 500, A ∪ B") == normalize("2 3 = 6, 5 or US 500, A B")
 
 

@@ -1,0 +1,61 @@
+"""Which of Unicode's look-alikes of ASCII letters the normaliser reads as their letter.
+
+    python benchmarks/confusables.py
+
+For each single character that Unicode's confusables data (UTS #39, as the
+package holds it) gives as a look-alike of one ASCII letter, put it in place
+of that letter in a word of a plain sentence ("we say please to all of
+you", a capital word for a capital letter) and normalise the sentence. Prints
+how many characters were tried, how many left their word misread, and each
+of those with what it was read as. Nothing is judged: this is the
+normaliser alone, one character at a time.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from importlib import resources
+
+from streamfilter import normalize
+
+# a word for each letter of the alphabet, the first of these that holds it
+WORDS = "please follow this account and claim your free prize today winning money bonus join now quickly vote zebra jackpot extra"
+
+
+def look_alikes() -> dict[str, list[str]]:
+    """Each ASCII letter -> the single characters the confusables data gives for it."""
+    table: dict[str, list[str]] = {}
+    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
+    for line in data.splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) >= 2 and len(fields[0].split()) == 1 and len(fields[1].split()) == 1:
+            letter = chr(int(fields[1], 16))
+            if letter.isascii() and letter.isalpha():
+                table.setdefault(letter, []).append(chr(int(fields[0], 16)))
+    return table
+
+
+def main() -> int:
+    word_of: dict[str, str] = {}
+    for word in WORDS.split():
+        for letter in word:
+            word_of.setdefault(letter, word)
+    tried, misread = 0, []
+    for letter, characters in sorted(look_alikes().items()):
+        word = word_of[letter.lower()]
+        word = word.upper() if letter.isupper() else word
+        for character in characters:
+            tried += 1
+            read = normalize(f"we say {word.replace(letter, character, 1)} to all of you")
+            if read != f"we say {word.lower()} to all of you":
+                misread.append((letter, character, read))
+    print(f"{tried:,} look-alikes of ASCII letters, {len(misread)} leave their word misread")
+    for letter, character, read in misread:
+        name = unicodedata.name(character, "?")
+        print(f"  {letter}  U+{ord(character):04X} {name}: {read!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
