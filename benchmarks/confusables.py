@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import sys
 import unicodedata
-from importlib import resources
 
 from streamfilter import normalize
+from streamfilter._confusables import _confusables
 
 # a word for each letter of the alphabet, the first of these that holds it
 WORDS = "please follow this account and claim your free prize today winning money bonus join now quickly vote zebra jackpot extra"
@@ -26,13 +26,9 @@ WORDS = "please follow this account and claim your free prize today winning mone
 def look_alikes() -> dict[str, list[str]]:
     """Each ASCII letter -> the single characters the confusables data gives for it."""
     table: dict[str, list[str]] = {}
-    data = resources.files("streamfilter").joinpath("data/confusables.txt").read_text(encoding="utf-8-sig")
-    for line in data.splitlines():
-        fields = line.split("#", 1)[0].split(";")
-        if len(fields) >= 2 and len(fields[0].split()) == 1 and len(fields[1].split()) == 1:
-            letter = chr(int(fields[1], 16))
-            if letter.isascii() and letter.isalpha():
-                table.setdefault(letter, []).append(chr(int(fields[0], 16)))
+    for code_point, prototype in _confusables():
+        if len(prototype) == 1 and prototype.isascii() and prototype.isalpha():
+            table.setdefault(prototype, []).append(chr(code_point))
     return table
 
 

@@ -78,7 +78,7 @@ from ._confusables import (
     spoof_spelling,
 )
 from ._hashtags import before_trailing_tags
-from ._spelled import close_up_marked, close_up_spaced, join_spelled_out, spelled_out
+from ._spelled import close_up_marked, close_up_spaced, join_spelled_out
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -94,9 +94,7 @@ __all__ = [
 ]
 
 # Bump when normalize() changes its output: indexes pin it, because old band
-# keys would silently stop matching new ones.
-# 12: symbols inside a word read as the letters they stand for (read_symbols)
-# 13: the shared blocks' combining marks dropped after a letter of any script
+# keys would silently stop matching new ones (CHANGELOG.md says what each changed).
 NORMALIZER_VERSION = 15
 
 
@@ -486,8 +484,7 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
         words = _ascii_words(text)
     if truncated and len(words) > 1:
         words.pop()
-    if spelled_out(words):
-        words = join_spelled_out(words)
+    words = join_spelled_out(words)
     if may_hold_leet(text) is not None:
         words = read_leet(words)
     return words, cut
@@ -507,8 +504,7 @@ def _words_beyond_ascii(text: str, truncated: bool) -> list[str]:
     # a cut word is dropped; in an unspaced script "…" falls between whole characters
     if truncated and len(words) > 1 and _UNSPACED_CHAR.search(words[-1]) is None:
         words.pop()
-    if spelled_out(words):
-        words = join_spelled_out(words)
+    words = join_spelled_out(words)
     if _ASCII_LETTER.search(kept) is None:  # only a word with an ASCII letter is folded or read as leetspeak
         return _tokens(words)
     tokens = _tokens(fold_lookalikes(words))  # after the join: a word spelled out is one word to fold

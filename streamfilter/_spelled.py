@@ -26,7 +26,7 @@ import re
 
 import regex
 
-__all__ = ["close_up_marked", "close_up_spaced", "join_spelled_out", "spelled_out"]
+__all__ = ["close_up_marked", "close_up_spaced", "join_spelled_out"]
 
 # A run of three or more characters, one space apart, with white space or the
 # text's ends around it: a word spelled out, its digits and punctuation too
@@ -72,23 +72,12 @@ def _unmarked(word: re.Match[str]) -> str:
     return word.group().replace(word.group(1), "")
 
 
-def spelled_out(words: list[str]) -> bool:
-    """Whether three one-character words follow each other (a plain loop:
-    a regular expression over the text cost as much as the rest of normalising)."""
-    run = 0
-    for word in words:
-        if len(word) == 1:
-            run += 1
-            if run == 3:
-                return True
-        else:
-            run = 0
-    return False
-
-
 def join_spelled_out(words: list[str]) -> list[str]:
     """Runs of three or more one-letter words joined into one word: a word
-    spelled out letter by letter ("f r e e") is the word."""
+    spelled out letter by letter ("f r e e") is the word; ``words`` itself
+    where there is none, as in nearly every text."""
+    if not _spelled_out(words):
+        return words
     joined: list[str] = []
     run: list[str] = []
     for word in [*words, ""]:
@@ -103,3 +92,17 @@ def join_spelled_out(words: list[str]) -> list[str]:
         if word:
             joined.append(word)
     return joined
+
+
+def _spelled_out(words: list[str]) -> bool:
+    """Whether three one-character words follow each other (a plain loop:
+    a regular expression over the text cost as much as the rest of normalising)."""
+    run = 0
+    for word in words:
+        if len(word) == 1:
+            run += 1
+            if run == 3:
+                return True
+        else:
+            run = 0
+    return False
