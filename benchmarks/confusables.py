@@ -5,10 +5,11 @@
 For each single character that Unicode's confusables data (UTS #39, as the
 package holds it) gives as a look-alike of one ASCII letter, put it in place
 of that letter in a word of a plain sentence ("we say please to all of
-you", a capital word for a capital letter) and normalise the sentence. Prints
-how many characters were tried, how many left their word misread, and each
-of those with what it was read as. Nothing is judged: this is the
-normaliser alone, one character at a time.
+you", a capital word for a capital letter) and normalise the sentence, its
+words then read as the filter hashes them (an l as an i). Prints how many
+characters were tried, how many left their word misread, and each of those
+with what it was read as. Nothing is judged: this is the normaliser alone,
+one character at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import unicodedata
 
 from streamfilter import normalize
 from streamfilter._confusables import _confusables
+from streamfilter._shingle import hashed_form
 
 # a word for each letter of the alphabet, the first of these that holds it
 WORDS = "please follow this account and claim your free prize today winning money bonus join now quickly vote zebra jackpot extra"
@@ -44,7 +46,7 @@ def main() -> int:
         for character in characters:
             tried += 1
             read = normalize(f"we say {word.replace(letter, character, 1)} to all of you")
-            if read != f"we say {word.lower()} to all of you":
+            if hashed_form(read) != hashed_form(f"we say {word.lower()} to all of you"):
                 misread.append((letter, character, read))
     print(f"{tried:,} look-alikes of ASCII letters, {len(misread)} leave their word misread")
     for letter, character, read in misread:

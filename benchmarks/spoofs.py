@@ -23,9 +23,9 @@ confusables data, as a homoglyph generator picks them. Mentions and
 links are left as they were, as a campaign keeps its links working. The stream goes
 through ``streamfilter replay``; a copy flagged duplicate is a hit, and any
 other post flagged is a false positive. Prints recall per kind of spoof, the
-share of copies that normalise to the very text of their original (a copy
-can be caught with a few words misread; this says none was), and precision
-over all.
+share of copies whose words the filter reads as its original's very words
+(normalised, and hashed with l as i: a copy can be caught with a few words
+misread; this says none was), and precision over all.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ SWAPS = {
     "signs": {"e": "\u212e", "i": "\u2373", "p": "\u2374", "x": "\u00d7", "v": "\u2228", "l": "\u2223"},
     # a capital I's look-alike (Cyrillic) for a small l among small letters
     "capital_i_for_l": {"l": "\u0406"},
+    # the ASCII capital I for a small l ("PayPaI", "pIease"), which case folding makes an i
+    "ascii_capital_i_for_l": {"l": "I"},
 }
 # look-alike capitals, swapped into the text written in capitals
 CAPITALS = {
@@ -217,17 +219,21 @@ def main() -> int:
     records, labels = with_copies(texts, spoofed)
     flagged = replayed(records)
     from streamfilter import normalize
+    from streamfilter._shingle import hashed_form
+
+    def compared(text: str) -> str:  # the words as the filter hashes them
+        return hashed_form(normalize(text))
 
     originals = {record["id"][1:]: record["text"] for record in records if record["id"].startswith("o")}
     exact = Counter(
         labels[record["id"]]
         for record in records
-        if record["id"].startswith("c") and normalize(record["text"]) == normalize(originals[record["id"][1:]])
+        if record["id"].startswith("c") and compared(record["text"]) == compared(originals[record["id"][1:]])
     )
     hits, totals, false_positives = tallied(labels, flagged)
     precision, recall = scores(hits, totals, false_positives)
     print(f"{len(records):,} posts, {sum(totals.values()):,} spoofed copies")
-    print("| spoof | copies | recall | normalised to the original's very text |\n|---|---|---|---|")
+    print("| spoof | copies | recall | read as the original's very words |\n|---|---|---|---|")
     for kind in kinds:
         print(f"| {kind} | {totals[kind]} | {hits[kind] / totals[kind]:.3f} | {exact[kind] / totals[kind]:.3f} |")
     print(f"precision {precision:.4f}  recall {recall:.4f}  ({false_positives} originals flagged)")

@@ -14,8 +14,9 @@ from ._shingle import MAX_SHINGLE_SIZE
 
 __all__ = ["FilterConfig", "parse_duration"]
 
-# Bump when shingle hashing, MinHash permutations or band keys change.
-SKETCH_VERSION = 6  # 6: exact-words and start keys per post; id keys scoped by platform
+# Bump when word or shingle hashing, MinHash permutations or band keys change
+# (CHANGELOG.md says what each changed).
+SKETCH_VERSION = 7
 
 # The longest TTL: past it, expiry times overflow what Redis takes (0 is forever).
 MAX_TTL_SECONDS = 100 * 31_557_600

@@ -10,8 +10,9 @@
  * _json.depth_ok's depth, and _time._from_twitter.
  * tests/test_kernel.py holds each to it, on generated text in every script,
  * generated word lists, runs and JSON-like texts. Word hashes are
- * MurmurHash3 x86 32-bit of the word's UTF-8, as mmh3.hash(word, seed,
- * signed=False) computes them. Arrays cross as bytearrays of native-endian
+ * MurmurHash3 x86 32-bit of the word's UTF-8 with each l read as an i, as
+ * mmh3.hash(word.replace("l", "i"), seed, signed=False) computes them
+ * (_shingle.hashed_form). Arrays cross as bytearrays of native-endian
  * integers, which _sketching.py wraps as numpy arrays without a copy.
  */
 #include <stdlib.h>
@@ -27,13 +28,18 @@ static const uint64_t BAND_MULTIPLIER = 0x9E3779B97F4A7C15ULL;
 
 static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
-static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
+/* A byte of a word as its hash reads it: an l as an i. An ASCII byte never
+ * stands inside a multi-byte UTF-8 character, so only the letter changes. */
+static inline uint32_t hashed_byte(uint8_t byte) { return byte == 'l' ? 'i' : byte; }
+
+/* The hash of a word's UTF-8 (see the top of this file). */
+static uint32_t word_hash(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
     uint32_t h1 = seed, k1;
     Py_ssize_t blocks = len / 4, i;
     for (i = 0; i < blocks; i++) {
-        k1 = (uint32_t)data[i * 4] | (uint32_t)data[i * 4 + 1] << 8 | (uint32_t)data[i * 4 + 2] << 16 |
-             (uint32_t)data[i * 4 + 3] << 24;
+        k1 = hashed_byte(data[i * 4]) | hashed_byte(data[i * 4 + 1]) << 8 | hashed_byte(data[i * 4 + 2]) << 16 |
+             hashed_byte(data[i * 4 + 3]) << 24;
         k1 *= c1;
         k1 = rotl32(k1, 15);
         k1 *= c2;
@@ -45,11 +51,11 @@ static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     k1 = 0;
     switch (len & 3) {
     case 3:
-        k1 ^= (uint32_t)tail[2] << 16; /* fall through */
+        k1 ^= hashed_byte(tail[2]) << 16; /* fall through */
     case 2:
-        k1 ^= (uint32_t)tail[1] << 8; /* fall through */
+        k1 ^= hashed_byte(tail[1]) << 8; /* fall through */
     case 1:
-        k1 ^= tail[0];
+        k1 ^= hashed_byte(tail[0]);
         k1 *= c1;
         k1 = rotl32(k1, 15);
         k1 *= c2;
@@ -199,7 +205,7 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
                 Py_DECREF(offsets);
                 goto fail_lists;
             }
-            out[at++] = murmur3_32((const uint8_t *)utf8, size, (uint32_t)seed);
+            out[at++] = word_hash((const uint8_t *)utf8, size, (uint32_t)seed);
         }
         ends[p + 1] = at;
     }

@@ -1,6 +1,9 @@
 """Word hashes, their k-shingles for MinHash, and the sets verification compares.
 
-Each word is hashed once with mmh3 (32 bits, ``words``). A k-shingle's
+Each word is hashed once with mmh3 (32 bits, ``words``), its l's read as
+i's (``hashed_form``): case folding makes the capital I that passes for an l
+an i (``PayPaI``, ``pIease``), and leetspeak's 1 reads as either, so to the
+filter the two letters are one. A k-shingle's
 64-bit hash combines the hashes of its k words with position-dependent odd
 multipliers and a 64-bit finaliser, all in numpy over a whole batch; MinHash
 and the band keys are computed from those. A post with fewer than k words
@@ -36,6 +39,7 @@ __all__ = [
     "ShingleSets",
     "WordHasher",
     "hash_words",
+    "hashed_form",
     "minhash_shingles",
     "shingle_batch",
     "shingle_words",
@@ -108,6 +112,14 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
     return shingles_of_words(words, word_offsets, shingle_size)
 
 
+_HASHED_FORM = str.maketrans("l", "i")
+
+
+def hashed_form(text: str) -> str:
+    """``text`` as its words are hashed: each l an i."""
+    return text.translate(_HASHED_FORM)
+
+
 def hash_words(word_lists: Sequence[Sequence[str]], seed: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
     """Every post's word hashes, in order, as CSR arrays (hashes, offsets)."""
     return WordHasher(seed)(word_lists)
@@ -143,7 +155,7 @@ class WordHasher:
             for word in words:
                 value = known.get(word)
                 if value is None:
-                    value = known[word] = hash32(word, seed, False)  # unsigned
+                    value = known[word] = hash32(word.translate(_HASHED_FORM), seed, False)  # unsigned
                 hashes.append(value)
         word_offsets = np.zeros(len(word_lists) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_lists], out=word_offsets[1:])

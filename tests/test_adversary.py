@@ -343,6 +343,17 @@ def test_a_campaign_in_leetspeak_is_a_duplicate_of_its_text(copies: list[str]) -
             assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "plain"), copy
 
 
+def test_a_campaign_with_capital_is_or_ones_for_its_ls_is_a_duplicate_of_its_text() -> None:
+    # "PayPaI": case folding makes the capital I an i, and a 1 reads as i or l
+    plain = "Please follow all the links below and claim a small gift while it is still available online"
+    copies = [plain.replace("l", "I"), plain.replace("l", "1"), plain.replace("I", "l").replace("i", "l").upper()]
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": plain}).is_novel
+        for at, copy in enumerate(copies):
+            verdict = sf.check({"id": f"copy{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
+
+
 def test_a_campaign_spelled_in_regional_indicators_is_a_duplicate_of_its_text() -> None:
     # 🇦 to 🇿 set apart show as boxed capitals (a pair that names a region would show as its flag)
     plain = "Win a brand new phone today, just follow our account and retweet this post"
@@ -372,25 +383,31 @@ def test_a_campaign_whose_copies_carry_tags_of_their_own_is_a_duplicate_of_its_f
 
 
 def test_a_campaign_hidden_among_chaff_words_is_a_duplicate_of_its_text() -> None:
-    # words drawn anew for each copy, up to twice the text's own: too many for
-    # the Jaccard (0.34 and under), not for the text standing whole among them
-    rng = random.Random(62)
-    vocabulary = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6)) for _ in range(500)]
+    # words drawn anew for each copy, as many as the text's own or twice as
+    # many: too many for the Jaccard (0.34 and under), not for the text
+    # standing whole among them. Only the bands find a copy whose chaff comes
+    # first, so the odds depend on the seed: 20 seeds, as benchmarks/chaff.py
+    # measures on real tweets (about 0.95 with as many words, 0.7 with twice)
     words = ORIGINAL.split()
     copies: dict[str, Callable[[list[str]], list[str]]] = {
         "after": lambda chaff: [*words, *chaff],
         "before": lambda chaff: [*chaff, *words],
         "around": lambda chaff: [*chaff[:10], *words, *chaff[10:]],
     }
-    with StreamFilter(FilterConfig(seed=SEED)) as sf:
-        assert sf.check(_record("orig", ORIGINAL, 0)).is_novel
-        for at, (where, made) in enumerate(copies.items(), 1):
-            for amount in (len(words), 2 * len(words)):
-                text = " ".join(made(rng.sample(vocabulary, amount)))
-                verdict = sf.check(_record(f"{where}{amount}", f"@fan{at} {text} https://t.co/x{at}", at))
-                assert (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "orig"), (where, amount)
-        cut = sf.check(_record("cut", " ".join(words[:8]), 10))  # 8 of its 20 words, and no "…"
-    assert (cut.kind.value, cut.duplicate_of, cut.similarity) == ("duplicate", "orig", 1.0)
+    caught = {amount: 0 for amount in (len(words), 2 * len(words))}
+    for seed in range(1, 21):
+        rng = random.Random(seed)
+        vocabulary = ["".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(6)) for _ in range(500)]
+        with StreamFilter(FilterConfig(seed=seed)) as sf:
+            assert sf.check(_record("orig", ORIGINAL, 0)).is_novel
+            for at, made in enumerate(copies.values(), 1):
+                for amount in caught:
+                    text = " ".join(made(rng.sample(vocabulary, amount)))
+                    verdict = sf.check(_record(f"{at}-{amount}", f"@fan{at} {text} https://t.co/x{at}", at))
+                    caught[amount] += (verdict.kind.value, verdict.duplicate_of) == ("duplicate", "orig")
+            cut = sf.check(_record("cut", " ".join(words[:8]), 10))  # 8 of its 20 words, and no "…"
+        assert (cut.kind.value, cut.duplicate_of, cut.similarity) == ("duplicate", "orig", 1.0)
+    assert caught[len(words)] >= 57 and caught[2 * len(words)] >= 45, caught  # of 60 each
 
 
 def test_a_short_phrase_inside_a_longer_post_does_not_make_it_a_copy() -> None:
@@ -419,10 +436,14 @@ def test_a_copy_cut_short_at_a_platform_s_limit_finds_its_original_by_its_start(
         "was late or when it would leave"
     )
     copy = "RT @traveller: " + original[:28].rstrip() + "…"
-    sketcher = Sketcher(FilterConfig(seed=SEED), record_adapter("auto"))
-    bands = [set(_band_keys(sketcher, normalize(text).split())) for text in (original, copy)]
-    assert not bands[0] & bands[1]
-    with StreamFilter(FilterConfig(seed=SEED)) as sf:
+
+    def shares_a_band(seed: int) -> bool:
+        sketcher = Sketcher(FilterConfig(seed=seed), record_adapter("auto"))
+        bands = [set(_band_keys(sketcher, normalize(text).split())) for text in (original, copy)]
+        return bool(bands[0] & bands[1])
+
+    seed = next(seed for seed in range(1, 100) if not shares_a_band(seed))  # most seeds
+    with StreamFilter(FilterConfig(seed=seed)) as sf:
         sf.check(_record("orig", original, 0))
         verdict = sf.check(_record("cut", copy, 30))
         short = sf.check(_record("short", "We waited four hours at the gate…", 31))  # 7 words
