@@ -29,6 +29,8 @@ CASES = {
     "RT @a RT @a …": lambda n: "RT @a " * (n // 6),
     "via via via …": lambda n: "via " * (n // 4),
     "one word a!a!a…": lambda n: "a!" * (n // 2),
+    "broken words ab.cd ab.cd…": lambda n: "ab.cd " * (n // 6),
+    "a.a.a…1": lambda n: "a." * (n // 2) + "1",
     "symbol words w!n w!n…": lambda n: "w!n " * (n // 4),
     "@@@@…": lambda n: "@" * n,
     "emoji and joiners": lambda n: "\U0001f600\u200d" * (n // 2),

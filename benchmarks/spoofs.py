@@ -15,7 +15,8 @@ after a right-to-left override (it displays as the original), ASCII digits
 for the letters they look like (leetspeak: "t0day", "w1n"), symbols for the
 letters they stand for ("w!n", "fr€€", "ca$h", "cl@im", "l|nk"), every word
 spelled out letter by letter, the words three spaces apart, the letters of
-each word joined by one mark ("F.R.E.E", "c-l-a-i-m"), or every letter
+each word joined by one mark ("F.R.E.E", "c-l-a-i-m"), each word of letters
+broken by one mark ("cl.aim yo,ur"), or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
 boxed capitals, where two side by side could make a flag), or a share of
 its letters each swapped for any of its look-alikes in Unicode's
@@ -121,6 +122,15 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "marked":  # one mark between the letters of each word: "F.R.E.E", "c-l-a-i-m"
         mark = rng.choice(".-*·")
         return " ".join(word if word.startswith(("@", "http")) else mark.join(word) for word in text.split(" "))
+    if kind == "broken":  # each word broken by one mark: "cl.aim yo,ur fr-ee"
+
+        def broken(word: str) -> str:
+            if len(word) < 2 or not word.isalpha():
+                return word
+            cut = rng.randrange(1, len(word))
+            return word[:cut] + rng.choice(".,-;/") + word[cut:]
+
+        return _words_alone(text, broken)
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind == "any_confusable":  # as a homoglyph generator picks them
@@ -208,6 +218,7 @@ def main() -> int:
         "symbols",
         "spaced_out",
         "marked",
+        "broken",
         "flag_letters",
         "any_confusable",
     ]

@@ -78,7 +78,7 @@ from ._confusables import (
     spoof_spelling,
 )
 from ._hashtags import before_trailing_tags
-from ._spelled import close_up_marked, close_up_spaced, join_spelled_out
+from ._spelled import close_up_broken, close_up_marked, close_up_spaced, join_spelled_out
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -95,7 +95,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 15
+NORMALIZER_VERSION = 16
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -474,6 +474,7 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
     text = read_symbols(text)  # "W!n a fr€€ g!ft", folded: before punctuation and mentions go
     if "/" in text or "www." in text:
         text = _strip_urls(text)
+    text = close_up_broken(text)  # "cl.aim yo,ur fr-ee", its links out
     if text.isascii():
         words = _ascii_words_without_mentions(text)
     else:

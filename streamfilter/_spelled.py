@@ -16,6 +16,14 @@ Pure functions over a post's text or words, for ``_normalize``.
   (``t.o m.y``). A word that goes on past its letters (``v1.2.3``,
   ``www.a.b.c.com``, ``e-mail``) is no such word. It runs after zero-width
   characters are taken out, which would otherwise end a word early.
+- Words broken by a mark inside them (``cl.aim yo,ur fr-ee pr.i.ze``): in a
+  text with three such words or more, each is closed up
+  (``close_up_broken``). A word is runs of letters joined by single marks,
+  any of ``. , ; : - * _ · • /``, with no digit, no other mark and no part
+  of an address or a mention on either side. One or two such words are
+  what honest text has (``front-end``, ``and/or``, ``help.She``) and keep
+  their words; three or more are closed up alike in every copy, so such a
+  text still matches itself.
 - A run of three or more one-letter words left after punctuation is taken
   out (``f r e e``) is one word (``join_spelled_out``).
 """
@@ -26,7 +34,7 @@ import re
 
 import regex
 
-__all__ = ["close_up_marked", "close_up_spaced", "join_spelled_out"]
+__all__ = ["close_up_broken", "close_up_marked", "close_up_spaced", "join_spelled_out"]
 
 # A run of three or more characters, one space apart, with white space or the
 # text's ends around it: a word spelled out, its digits and punctuation too
@@ -70,6 +78,36 @@ def close_up_marked(text: str) -> str:
 
 def _unmarked(word: re.Match[str]) -> str:
     return word.group().replace(word.group(1), "")
+
+
+_BREAK = r"[.,;:\-*·•_/]"
+_RUN = r"\p{L}[\p{L}\p{M}'’]*"  # letters, the marks on them and apostrophes
+# A mark with a letter or digit before it and a letter after it: where a
+# broken word may be (a test that starts at a mark, as _MAY_BE_MARKED's does).
+_MAY_BE_BROKEN = re.compile(rf"{_BREAK}(?<=[^\W_].)(?=[^\W\d_])")
+# Runs of letters joined by single marks, nothing of a word, a number, an
+# address or a mention on either side (a mark that ends a sentence may follow).
+_BROKEN_WORD = regex.compile(
+    rf"(?<![\p{{L}}\p{{M}}\p{{N}}_@#'’.,;:\-*·•/]){_RUN}(?:{_BREAK}{_RUN})+"
+    rf"(?![\p{{L}}\p{{M}}\p{{N}}_@'’]|{_BREAK}[\p{{L}}\p{{M}}\p{{N}}])"
+)
+_BROKEN_WORDS_TO_CLOSE = 3
+_BREAKS = regex.compile(_BREAK)
+
+
+def close_up_broken(text: str) -> str:
+    """``text`` with its words broken by marks closed up, where it has three
+    or more (see the module docstring)."""
+    if _MAY_BE_BROKEN.search(text) is None:
+        return text
+    broken = _BROKEN_WORD.findall(text)
+    if len(broken) < _BROKEN_WORDS_TO_CLOSE:
+        return text
+    return str(_BROKEN_WORD.sub(_unbroken, text))
+
+
+def _unbroken(word: regex.Match[str]) -> str:
+    return str(_BREAKS.sub("", word.group()))
 
 
 def join_spelled_out(words: list[str]) -> list[str]:

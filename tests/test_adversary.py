@@ -354,6 +354,24 @@ def test_a_campaign_with_capital_is_or_ones_for_its_ls_is_a_duplicate_of_its_tex
             assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
 
 
+def test_a_campaign_with_a_mark_inside_each_word_is_a_duplicate_of_its_text() -> None:
+    # "cl.aim yo,ur": each word broken in two, a new place and mark for each copy
+    rng = random.Random(7)
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": PLAIN}).is_novel
+        for at in range(5):
+
+            def broken(word: str) -> str:
+                if len(word) < 2 or not word.isalpha():
+                    return word
+                cut = rng.randrange(1, len(word))
+                return word[:cut] + rng.choice(".,-;/·") + word[cut:]
+
+            copy = " ".join(broken(word) for word in PLAIN.split())
+            verdict = sf.check({"id": f"copy{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
+
+
 def test_a_campaign_spelled_in_regional_indicators_is_a_duplicate_of_its_text() -> None:
     # 🇦 to 🇿 set apart show as boxed capitals (a pair that names a region would show as its flag)
     plain = "Win a brand new phone today, just follow our account and retweet this post"

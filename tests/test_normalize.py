@@ -248,9 +248,22 @@ def test_words_whose_letters_one_mark_joins_keep_their_words(mark: str) -> None:
 
 def test_marks_between_letters_that_are_no_spelled_word_stay_punctuation() -> None:
     # mixed marks, a version, a host name, words with more after their letters
-    assert normalize("x.y-z v2.0.1 dl.a.b.c.net well-known e-mail") == "xyz v2 0 1 dl abc net well known e mail"
+    # (two broken words a text at most: three are closed up, as the next test holds)
+    assert normalize("x.y-z v2.0.1 dl.a.b.c.net") == "xyz v2 0 1 dl abc net"
+    assert normalize("well-known e-mail") == "well known e mail"
     # a word of two letters so spelled stays two, as it reads with the marks taken out
     assert normalize("call me a.s.a.p at 9 a.m. и т.д.") == normalize("call me a s a p at 9 a m и т д")
+
+
+def test_words_broken_by_a_mark_inside_are_closed_up_in_a_text_with_three() -> None:
+    plain = "claim your free prize now at our store"
+    assert normalize("cl.aim yo,ur fr-ee pr;iz:e no/w at o_ur st·ore") == normalize(plain)
+    assert normalize("c.la.im YO.UR fr.ee. Pri.ze!") == "claim your free prize"
+    # one or two, as honest text has them, keep their words
+    assert normalize("a front-end and/or design") == "a front end and or design"
+    # numbers, times and mentions are no broken words, and a link goes first
+    text = "v1.2 and 3.14 at 10:30 by @a_b https://x.com/y.z fr.ee gi.ft no.w"
+    assert normalize(text) == "vi 2 and 3 14 at 10 30 by free gift now"
 
 
 def test_flags_stay_emoji_where_their_letters_would_make_a_word() -> None:
