@@ -25,7 +25,9 @@ lines a replay cuts, in alternating order:
 - JSON and normaliser: the part of that loop that is streamfilter's own
   code too (``json.loads`` and ``words_and_cut``).
 
-Start-up is timed as whole processes: an empty replay (its worker process
+The store side is also given by sixth of the stream: it grows with the index,
+as posts find more candidates, more of them beyond the recent posts kept in
+memory. Start-up is timed as whole processes: an empty replay (its worker process
 included), and a process that imports rensa and the normaliser and
 normalises one post, as peers.py's does. Each figure is the median of the
 rounds, in microseconds a post (start-up in seconds).
@@ -54,10 +56,12 @@ from streamfilter import FilterConfig, LMDBStore  # noqa: E402
 from streamfilter._engine import Engine, PreparedBatch  # noqa: E402
 from streamfilter._launch import pace_collector_for_batches  # noqa: E402
 from streamfilter._normalize import load_tables, words_and_cut  # noqa: E402
+from streamfilter._post import VerdictKind  # noqa: E402
 from streamfilter._protocol import FRAME_HEADER, frame, from_frame  # noqa: E402
 from streamfilter.adapters import record_adapter  # noqa: E402
 
 BATCH = 1024  # the replay's default --batch-size
+NOVEL = VerdictKind.NOVEL
 
 
 def batches(stream: str) -> list[list[tuple[int, bytes]]]:
@@ -77,21 +81,24 @@ def worker_side(engine: Engine, sent: list[bytes]) -> tuple[float, list[bytes]]:
     return time.perf_counter() - started, answers
 
 
-def store_side(directory: Path, cut: list[list[tuple[int, bytes]]], answers: list[bytes]) -> float:
-    """Seconds the replay's process spends judging the worker's answers into a new index."""
+def store_side(directory: Path, cut: list[list[tuple[int, bytes]]], answers: list[bytes]) -> list[float]:
+    """Seconds the replay's process spends judging each of the worker's answers into a new index."""
     engine = Engine(FilterConfig(), LMDBStore(directory), record_adapter("auto"))
     verdict_lines = io.BytesIO()
     output = io.BytesIO()
+    seconds = []
     try:
-        started = time.perf_counter()
         for records, answer in zip(cut, answers, strict=True):
+            started = time.perf_counter()
             frame(records)  # sending the batch to the worker
             _, wire = from_frame(answer[FRAME_HEADER.size :])
             verdicts = engine.commit(PreparedBatch.from_wire(wire, records))
-            verdict_lines.write("".join([verdict.json_line() + "\n" for verdict in verdicts]).encode())
-            novel = [verdict.raw for verdict in verdicts if verdict.is_novel]
-            output.write(b"\n".join(novel) + b"\n")
-        return time.perf_counter() - started
+            # the lines from the verdict columns, as the command writes them (cli/_outputs)
+            verdict_lines.write(verdicts.json_lines())
+            novel = [raw for kind, raw in zip(verdicts.kinds, verdicts.raws, strict=True) if kind is NOVEL]
+            output.write(b"\n".join(raw for raw in novel if isinstance(raw, bytes)) + b"\n")
+            seconds.append(time.perf_counter() - started)
+        return seconds
     finally:
         engine.close()
 
@@ -141,7 +148,11 @@ def main() -> None:
 
         def sides(round_: int) -> dict[str, float]:
             worker, answers = worker_side(sketching, sent)
-            return {"worker": worker, "store": store_side(Path(directory) / f"store-{round_}", cut, answers)}
+            store = store_side(Path(directory) / f"store-{round_}", cut, answers)
+            sixths = {
+                f"store {at + 1}/6": sum(store[at * len(store) // 6 : (at + 1) * len(store) // 6]) for at in range(6)
+            }
+            return {"worker": worker, "store": sum(store), **sixths}
 
         parts: list[Callable[[int], dict[str, float]]] = [
             sides,
@@ -168,6 +179,12 @@ def main() -> None:
     print(f"| streamfilter, store side (LMDB transaction, verification, verdicts) | {per_post['store']:.1f} |")
     print(f"| rensa's loop (JSON, normaliser, pairs, RMinHash, LSH) | {per_post['rensa']:.1f} |")
     print(f"| of which JSON and streamfilter's normaliser | {per_post['json+normaliser']:.1f} |")
+    # the store side grows with the index: more candidates, and more of them read from LMDB
+    sixth_posts = [
+        sum(len(records) for records in cut[at * len(cut) // 6 : (at + 1) * len(cut) // 6]) for at in range(6)
+    ]
+    by_sixth = [median[f"store {at + 1}/6"] / sixth_posts[at] * 1e6 for at in range(6) if sixth_posts[at]]
+    print("store side by sixth of the stream, µs a post: " + ", ".join(f"{value:.1f}" for value in by_sixth))
     shared = max(per_post["store"], (per_post["worker"] + per_post["store"]) / 2)
     ours = median["replay start-up"] + shared * posts / 1e6
     theirs = median["rensa start-up"] + median["rensa"]
