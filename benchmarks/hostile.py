@@ -36,6 +36,7 @@ CASES = {
     "emoji and joiners": lambda n: "\U0001f600\u200d" * (n // 2),
     "Han run": lambda n: "漢字" * (n // 2),
     "one-letter words": lambda n: "a " * (n // 2),
+    "a\\nb c\\n…": lambda n: "a\nb c\n" * (n // 6),
     "ellipsis and links": lambda n: "word… " + "http://x.co/ " * (n // 13),
     "html entities": lambda n: "&amp;" * (n // 5),
 }

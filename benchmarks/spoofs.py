@@ -14,7 +14,8 @@ digits of other scripts standing in for "o", the text written backwards
 after a right-to-left override (it displays as the original), ASCII digits
 for the letters they look like (leetspeak: "t0day", "w1n"), symbols for the
 letters they stand for ("w!n", "fr€€", "ca$h", "cl@im", "l|nk"), every word
-spelled out letter by letter, the words three spaces apart, the letters of
+spelled out letter by letter, the words three spaces apart, a letter a line
+with a blank line between words, the letters of
 each word joined by one mark ("F.R.E.E", "c-l-a-i-m"), each word of letters
 broken by one mark ("cl.aim yo,ur"), or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
@@ -119,6 +120,8 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
         )
     if kind == "spaced_out":
         return "   ".join(word if word.startswith(("@", "http")) else " ".join(word) for word in text.split(" "))
+    if kind == "vertical":  # a letter a line, a blank line between words
+        return "\n\n".join(word if word.startswith(("@", "http")) else "\n".join(word) for word in text.split(" "))
     if kind == "marked":  # one mark between the letters of each word: "F.R.E.E", "c-l-a-i-m"
         mark = rng.choice(".-*·")
         return " ".join(word if word.startswith(("@", "http")) else mark.join(word) for word in text.split(" "))
@@ -217,6 +220,7 @@ def main() -> int:
         "leetspeak",
         "symbols",
         "spaced_out",
+        "vertical",
         "marked",
         "broken",
         "flag_letters",

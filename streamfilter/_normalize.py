@@ -95,7 +95,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 16
+NORMALIZER_VERSION = 17
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -453,8 +453,9 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
         # a span under a bidi override as a reader sees it, boxed letters as
         # letters; a spoof spelled by its letters' looks
         text = spell_spoofs(read_indicators(displayed(text)))
-    if "  " in text:  # letters spaced out, words set apart by wider gaps: "F R E E  M O N E Y"
-        text = close_up_spaced(text)  # gaps as written, before anything is taken out
+    # letters spaced out, words set apart by wider gaps ("F R E E  M O N E Y"),
+    # or a letter a line: gaps as written, before anything is taken out
+    text = close_up_spaced(text)
     truncated = is_cut_off(text)
     cut = truncated or ends_in_a_cut(text)
     if "&" in text:

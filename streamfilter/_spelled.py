@@ -2,8 +2,9 @@
 
 Pure functions over a post's text or words, for ``_normalize``.
 
-- Letters one space apart, words set apart by wider gaps (``F R E E  M O N E Y``):
-  each run is closed up before anything else is taken out (``close_up_spaced``).
+- Letters one space apart, words set apart by wider gaps (``F R E E  M O N E Y``),
+  or a letter a line, words set apart by blank lines: each run is closed up
+  before anything else is taken out (``close_up_spaced``).
 - The letters of each word joined by one mark, the same one throughout
   (``F.R.E.E M.O.N.E.Y``, ``c-l-a-i-m``, ``О-т-л-и-ч-н-о``, ``U.S.A.``): each
   word is closed up (``close_up_marked``), where taking the marks out as
@@ -36,12 +37,10 @@ import regex
 
 __all__ = ["close_up_broken", "close_up_marked", "close_up_spaced", "join_spelled_out"]
 
-# A run of three or more characters, one space apart, with white space or the
-# text's ends around it: a word spelled out, its digits and punctuation too
-# ("y o u ' v e", "7 5 7"), which ends where a wider gap begins; and two
-# characters one space apart between wider gaps ("t o", "m y").
-# (``join_spelled_out`` joins the runs of letters whose gaps are all alike.)
-_SPELLED_OUT_RUN = regex.compile(r"(?<!\S)\S(?: \S){2,}(?!\S)|(?<=^|\s\s)\S \S(?=\s\s|$)")
+# White space other than a space, a tab or a line feed: a text with any may hold a run to close up.
+_OTHER_SPACE = re.compile("[\v\f\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_GAPS = re.compile(r"(\s+)")
+
 
 _MARK = r"[.\-*·•_]"
 _LETTER = r"(?:[^\W_]|['’])"  # a letter or digit, or an apostrophe
@@ -59,12 +58,76 @@ _MARKED_SHORT_WORD = re.compile(rf"{_ALONE}[^\W_]({_MARK}){_LETTER}(?:\1{_LETTER
 
 
 def close_up_spaced(text: str) -> str:
-    """``text`` with each run of characters one space apart closed up (see the module docstring)."""
-    return str(_SPELLED_OUT_RUN.sub(_closed_up, text))
+    """``text`` with each run of characters one gap apart closed up: a word
+    spelled out, its digits and punctuation too (``y o u ' v e``, ``7 5 7``,
+    a letter a line). A run's gaps are all of one kind, one space (a tab or
+    any other white space too) or one line break, and it ends where another
+    gap begins, wider (``F R E E  M O N E Y``) or of the other kind (a line
+    break after letters a space apart); a character between two runs goes to
+    the longer.
+    A run of two is closed up only between such other gaps (``t o``, ``m y``)."""
+    if not _may_be_spaced(text):
+        return text
+    parts = _GAPS.split(text)  # words at even places, the gaps between them at odd ones
+    words, gaps = parts[0::2], parts[1::2]
+    runs = _runs(words, gaps)
+    if not runs:
+        return text
+    for first, last in reversed(runs):
+        parts[2 * first : 2 * last + 1] = ["".join(words[first : last + 1])]
+    return "".join(parts)
 
 
-def _closed_up(run: regex.Match[str]) -> str:
-    return str(run.group()).replace(" ", "")
+def _may_be_spaced(text: str) -> bool:
+    """Whether ``text`` may hold a run to close up: a gap wider than one
+    space, a line break, or a gap of another white space (substring tests and
+    one class of characters, which cost far less than the split into words)."""
+    return "  " in text or "\n" in text or "\t" in text or _OTHER_SPACE.search(text) is not None
+
+
+def _runs(words: list[str], gaps: list[str]) -> list[tuple[int, int]]:
+    """The runs to close up, as (first, last) indexes of ``words``, in order."""
+    linked = [  # the kind of gap that links word i to word i + 1 in a run, or None
+        _kind(gap) if len(word) == 1 and len(after) == 1 else None
+        for word, gap, after in zip(words, gaps, words[1:], strict=False)
+    ]
+    spans = []  # the longest stretches of links alike, as (first, last) words
+    at = 0
+    while at < len(linked):
+        if linked[at] is None:
+            at += 1
+            continue
+        end = at
+        while end + 1 < len(linked) and linked[end + 1] == linked[at]:
+            end += 1
+        spans.append((at, end + 1))
+        at = end + 1
+    taken: set[int] = set()
+    kept = []
+    for first, last in sorted(spans, key=lambda span: span[0] - span[1]):  # the longest first
+        first += first in taken
+        last -= last in taken
+        if last - first >= 2 or last - first == 1 and _apart(gaps, first, last):
+            kept.append((first, last))
+            taken.update(range(first, last + 1))
+    return sorted(kept)
+
+
+def _apart(gaps: list[str], first: int, last: int) -> bool:
+    """Whether the two words ``first`` and ``last`` have other gaps than theirs around them."""
+    own = _kind(gaps[first])
+    return (first == 0 or _kind(gaps[first - 1]) != own) and (last >= len(gaps) or _kind(gaps[last]) != own)
+
+
+_LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _kind(gap: str) -> str | None:
+    """A gap of one: a line break ("line") or any one space ("space", a tab
+    or a Unicode space as well, which a text may mix); a wider gap: None."""
+    if gap == "\r\n" or len(gap) == 1 and gap in _LINE_BREAKS:
+        return "line"
+    return "space" if len(gap) == 1 else None
 
 
 def close_up_marked(text: str) -> str:

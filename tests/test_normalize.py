@@ -233,6 +233,15 @@ def test_a_text_spelled_out_letter_by_letter_keeps_its_words_where_wider_gaps_pa
     assert normalize("y o u ' v e   g o t   t o   s e e   g a t e   7 3") == "youve got to see gate 73"
     # with every gap alike, a run is one word, as before
     assert normalize("get f r e e stuff") == "get free stuff"
+    # a letter a line, words set apart by blank lines; letters a space apart, a word a line
+    assert normalize("\n\n".join("\n".join(word) for word in plain.split())) == plain
+    assert normalize("\r\n\r\n".join("\r\n".join(word) for word in plain.split())) == plain
+    assert normalize("\n".join(" ".join(word) for word in plain.split())) == plain
+    assert normalize("w\ti\tn\u3000\u3000t\u2003o\u2003d\u2003a\u2003y") == "win today"
+    # with any white space there is, a gap of two parts the words
+    spaces = [chr(code) for code in range(0x110000) if chr(code).isspace()]
+    for space in spaces:
+        assert normalize(f"{space.join('claim')}{space * 2}{space.join('now')}") == "claim now", hex(ord(space))
     # a gap made by what normalising takes out (tatweel, emoji) is no wider gap
     assert normalize("ا ل س خ ر ي ـ ـ ـ ه") == normalize("السخريه")
     assert normalize("f 🔥 r 🔥 e 🔥 e") == "free"
