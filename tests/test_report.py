@@ -650,6 +650,13 @@ def test_a_members_cell_that_may_run_as_a_formula_is_written_after_a_quote(cell:
         ("Flight UA1234 on the 3rd, mp3 and covid19 news", []),  # numbers are not tricks
         ("\U0001f1fc\u200b\U0001f1ee\u200b\U0001f1f3 a free cruise", ["zero-width characters", "flag letters"]),
         ("Cruise fans \U0001f1fa\U0001f1f8 \U0001f1eb\U0001f1f7 welcome", []),  # flags are no trick
+        ("W\nI\nN\nS\n\na free cruise", ["letters spaced out"]),
+        ("W!n a fr€€ cruise, ca$h too", ["symbols for letters"]),
+        ("Save $30 today!Great cruise", []),  # an amount, a sentence run on
+        ("F.R.E.E cruise in the U.S.A.", ["letters joined by marks"]),
+        ("Cl.aim yo,ur fr-ee cruise", ["words broken by marks"]),
+        ("a front-end and/or back end", []),  # two, as honest text has them
+        ("\u202eesiurc eerf a niW", ["reversed text"]),
     ],
 )
 def test_a_variant_is_flagged_for_each_trick_in_it(text: str, flags: list[str]) -> None:

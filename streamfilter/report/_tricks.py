@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .._confusables import ascii_lookalikes, read_indicators
+from .._confusables import ascii_lookalikes, read_indicators, read_symbols
+from .._spelled import close_up_broken
 
 __all__ = ["tricks"]
 
@@ -13,14 +14,20 @@ _LOOKALIKES = frozenset(ascii_lookalikes())
 # a digit the normaliser reads as a letter, between two letters of a word ("t0day", "fo11ow"),
 # not a number at a word's end or start ("mp3", "3rd", "covid19")
 _DIGITS_FOR_LETTERS = re.compile(r"[A-Za-z][013457]+[A-Za-z]")
-# four or more letters one space apart: a word spelled out ("F R E E")
-_SPACED_OUT = re.compile(r"(?<!\S)[^\W\d_](?: [^\W\d_]){3,}(?!\S)")
+# four or more letters one gap apart, the same gap throughout: a word spelled
+# out ("F R E E", a letter a line)
+_SPACED_OUT = re.compile(r"(?<!\S)[^\W\d_](\s)[^\W\d_](?:\1[^\W\d_]){2,}(?!\S)")
+# four or more letters one mark apart, the same mark throughout ("F.R.E.E", "c-l-a-i-m";
+# not an abbreviation of three, "U.S.A.")
+_MARKED = re.compile(r"(?<![\w.\-*·•])[^\W\d_]([.\-*·•_])[^\W\d_](?:\1[^\W\d_]){2,}(?![^\W_])")
+_OVERRIDES = ("\u202d", "\u202e")  # bidi overrides: text shown in the other direction
 
 
 def tricks(text: str) -> list[str]:
     """The evasion tricks in a text: letters that look like Latin ones, zero-width
-    characters, full-width forms, regional indicators for letters, digits for
-    letters, letters spaced out."""
+    characters, full-width forms, regional indicators for letters, text shown
+    reversed, digits for letters, symbols for letters, letters spaced out,
+    letters joined by marks, words broken by marks."""
     found = []
     if not text.isascii():
         # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
@@ -35,8 +42,16 @@ def tricks(text: str) -> list[str]:
             found.append("full-width forms")
         if read_indicators(text) != text:  # 🇼 🇮 🇳: boxed capitals, not flags
             found.append("flag letters")
+        if any(override in text for override in _OVERRIDES):
+            found.append("reversed text")
     if _DIGITS_FOR_LETTERS.search(text):
         found.append("digits for letters")
+    if read_symbols(text) != text:  # "W!n", "ca$h"; not "$30" nor "great!Thanks"
+        found.append("symbols for letters")
     if _SPACED_OUT.search(text):
         found.append("letters spaced out")
+    if _MARKED.search(text):
+        found.append("letters joined by marks")
+    if close_up_broken(text) != text:  # "cl.aim yo,ur fr-ee"
+        found.append("words broken by marks")
     return found
