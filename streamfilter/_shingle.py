@@ -155,7 +155,7 @@ class WordHasher:
             for word in words:
                 value = known.get(word)
                 if value is None:
-                    value = known[word] = hash32(word.translate(_HASHED_FORM), seed, False)  # unsigned
+                    value = known[word] = hash32(hashed_form(word), seed, False)  # unsigned
                 hashes.append(value)
         word_offsets = np.zeros(len(word_lists) + 1, dtype=np.int64)
         np.cumsum([len(words) for words in word_lists], out=word_offsets[1:])

@@ -35,7 +35,7 @@ import re
 
 import regex
 
-__all__ = ["close_up_broken", "close_up_marked", "close_up_spaced", "join_spelled_out"]
+__all__ = ["close_up_broken", "close_up_marked", "close_up_spaced", "join_spelled_out", "marked_words"]
 
 # White space other than a space, a tab or a line feed: a text with any may hold a run to close up.
 _OTHER_SPACE = re.compile("[\v\f\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
@@ -141,6 +141,14 @@ def close_up_marked(text: str) -> str:
 
 def _unmarked(word: re.Match[str]) -> str:
     return word.group().replace(word.group(1), "")
+
+
+def marked_words(text: str) -> list[str]:
+    """The words of three or more that ``text`` spells with a mark between
+    their letters, closed up (``F.R.E.E`` is ``FREE``)."""
+    if _MAY_BE_MARKED.search(text) is None:
+        return []
+    return [_unmarked(word) for word in _MARKED_WORD.finditer(text)]
 
 
 _BREAK = r"[.,;:\-*·•_/]"

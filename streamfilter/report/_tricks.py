@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from .._confusables import ascii_lookalikes, read_indicators, read_symbols
-from .._spelled import close_up_broken
+from .._spelled import close_up_broken, marked_words
 
 __all__ = ["tricks"]
 
@@ -17,9 +17,6 @@ _DIGITS_FOR_LETTERS = re.compile(r"[A-Za-z][013457]+[A-Za-z]")
 # four or more letters one gap apart, the same gap throughout: a word spelled
 # out ("F R E E", a letter a line)
 _SPACED_OUT = re.compile(r"(?<!\S)[^\W\d_](\s)[^\W\d_](?:\1[^\W\d_]){2,}(?!\S)")
-# four or more letters one mark apart, the same mark throughout ("F.R.E.E", "c-l-a-i-m";
-# not an abbreviation of three, "U.S.A.")
-_MARKED = re.compile(r"(?<![\w.\-*·•])[^\W\d_]([.\-*·•_])[^\W\d_](?:\1[^\W\d_]){2,}(?![^\W_])")
 _OVERRIDES = ("\u202d", "\u202e")  # bidi overrides: text shown in the other direction
 
 
@@ -50,7 +47,7 @@ def tricks(text: str) -> list[str]:
         found.append("symbols for letters")
     if _SPACED_OUT.search(text):
         found.append("letters spaced out")
-    if _MARKED.search(text):
+    if any(len(word) >= 4 for word in marked_words(text)):  # "F.R.E.E"; not an abbreviation, "U.S.A."
         found.append("letters joined by marks")
     if close_up_broken(text) != text:  # "cl.aim yo,ur fr-ee"
         found.append("words broken by marks")
