@@ -8,7 +8,6 @@ import math
 import re
 import time
 from datetime import UTC, date, datetime
-from email.utils import parsedate_to_datetime
 
 import numpy as np
 
@@ -185,6 +184,8 @@ def _from_string(text: str, field: str) -> float:
 def _from_rfc_2822(text: str, field: str) -> datetime:
     """An email's, an HTTP header's or an RSS feed's date (RFC 2822:
     ``Tue, 14 Nov 2023 22:13:20 +0000``; a zone of ``-0000`` or none is UTC)."""
+    from email.utils import parsedate_to_datetime  # here: rare, and its import is a start-up cost
+
     try:
         return parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):

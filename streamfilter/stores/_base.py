@@ -7,7 +7,6 @@ differential test runs every store over the same streams."""
 from __future__ import annotations
 
 import functools
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -188,6 +187,8 @@ def with_seed(requested: Mapping[str, object]) -> dict[str, object]:
     in the index, so nobody can compute its band keys offline."""
     pinned = dict(requested)
     if pinned.get("seed") is None:
+        import secrets  # here: only a new index draws one, and its import is a start-up cost
+
         pinned["seed"] = secrets.randbelow(2**32)
     return pinned
 
