@@ -6,7 +6,7 @@ For each single character that Unicode's confusables data (UTS #39, as the
 package holds it) gives as a look-alike of one ASCII letter, put it in place
 of that letter in a word of a plain sentence ("we say please to all of
 you", a capital word for a capital letter) and normalise the sentence, its
-words then read as the filter hashes them (an l as an i). Prints how many
+words then read as the filter hashes them (an l as an i, an m as rn). Prints how many
 characters were tried, how many left their word misread, and each of those
 with what it was read as. Nothing is judged: this is the normaliser alone,
 one character at a time.

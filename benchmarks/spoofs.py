@@ -8,7 +8,7 @@ licence keeps it out of the repo) and, for every other one, adds one copy a
 reader cannot tell from it: letters swapped for look-alikes from Armenian,
 Latin extensions, Cyrillic extensions, Cherokee or mathematical letters,
 small Greek letters, right-to-left letters (Arabic heh for "o"), signs
-("pl℮ase", "e×tra"), a Cyrillic capital I for "l", the Cherokee small
+("pl℮ase", "e×tra"), a Cyrillic capital I for "l", "rn" for every "m", the Cherokee small
 letters, Greek, Cyrillic or Cherokee capitals in a text written in capitals,
 digits of other scripts standing in for "o", the text written backwards
 after a right-to-left override (it displays as the original), ASCII digits
@@ -26,7 +26,7 @@ links are left as they were, as a campaign keeps its links working. The stream g
 through ``streamfilter replay``; a copy flagged duplicate is a hit, and any
 other post flagged is a false positive. Prints recall per kind of spoof, the
 share of copies whose words the filter reads as its original's very words
-(normalised, and hashed with l as i: a copy can be caught with a few words
+(normalised, and hashed with l as i and m as rn: a copy can be caught with a few words
 misread; this says none was), and precision over all.
 """
 
@@ -65,6 +65,8 @@ SWAPS = {
     "capital_i_for_l": {"l": "\u0406"},
     # the ASCII capital I for a small l ("PayPaI", "pIease"), which case folding makes an i
     "ascii_capital_i_for_l": {"l": "I"},
+    # two letters for one, as Unicode's confusables data has it: "rn" for "m" ("arnazon")
+    "rn_for_m": {"m": "rn"},
 }
 # look-alike capitals, swapped into the text written in capitals
 CAPITALS = {
@@ -87,7 +89,7 @@ CAPITALS = {
     ),
 }
 # kinds that swap every letter they can: a share would leave enough words whole to match
-EVERY_LETTER = {"greek_small", "cherokee_small", *CAPITALS}
+EVERY_LETTER = {"greek_small", "cherokee_small", "rn_for_m", *CAPITALS}
 # Cherokee small letters (what case folding makes of the capitals), swapped into lowercase text
 SWAPS["cherokee_small"] = {latin.lower(): cherokee.lower() for latin, cherokee in CAPITALS["cherokee_capitals"].items()}
 

@@ -10,9 +10,9 @@
  * _json.depth_ok's depth, and _time._from_twitter.
  * tests/test_kernel.py holds each to it, on generated text in every script,
  * generated word lists, runs and JSON-like texts. Word hashes are
- * MurmurHash3 x86 32-bit of the word's UTF-8 with each l read as an i, as
- * mmh3.hash(word.replace("l", "i"), seed, signed=False) computes them
- * (_shingle.hashed_form). Arrays cross as bytearrays of native-endian
+ * MurmurHash3 x86 32-bit of the word's UTF-8 with each l read as an i and
+ * each m as rn, as mmh3.hash(hashed_form(word), seed, signed=False)
+ * computes them (_shingle.hashed_form). Arrays cross as bytearrays of native-endian
  * integers, which _sketching.py wraps as numpy arrays without a copy.
  */
 #include <stdlib.h>
@@ -28,38 +28,28 @@ static const uint64_t BAND_MULTIPLIER = 0x9E3779B97F4A7C15ULL;
 
 static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
-/* A byte of a word as its hash reads it: an l as an i. An ASCII byte never
- * stands inside a multi-byte UTF-8 character, so only the letter changes. */
+/* A byte of a word as its hash reads it: an l as an i (an m is two bytes,
+ * word_hash_with_m). An ASCII byte never stands inside a multi-byte UTF-8
+ * character, so only the letter changes. */
 static inline uint32_t hashed_byte(uint8_t byte) { return byte == 'l' ? 'i' : byte; }
 
-/* The hash of a word's UTF-8 (see the top of this file). */
-static uint32_t word_hash(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
-    const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
-    uint32_t h1 = seed, k1;
-    Py_ssize_t blocks = len / 4, i;
-    for (i = 0; i < blocks; i++) {
-        k1 = hashed_byte(data[i * 4]) | hashed_byte(data[i * 4 + 1]) << 8 | hashed_byte(data[i * 4 + 2]) << 16 |
-             hashed_byte(data[i * 4 + 3]) << 24;
-        k1 *= c1;
-        k1 = rotl32(k1, 15);
-        k1 *= c2;
-        h1 ^= k1;
-        h1 = rotl32(h1, 13);
-        h1 = h1 * 5 + 0xe6546b64;
-    }
-    const uint8_t *tail = data + blocks * 4;
-    k1 = 0;
-    switch (len & 3) {
-    case 3:
-        k1 ^= hashed_byte(tail[2]) << 16; /* fall through */
-    case 2:
-        k1 ^= hashed_byte(tail[1]) << 8; /* fall through */
-    case 1:
-        k1 ^= hashed_byte(tail[0]);
-        k1 *= c1;
-        k1 = rotl32(k1, 15);
-        k1 *= c2;
-        h1 ^= k1;
+static const uint32_t MURMUR_C1 = 0xcc9e2d51, MURMUR_C2 = 0x1b873593;
+
+static inline uint32_t murmur_block(uint32_t h1, uint32_t k1) {
+    k1 *= MURMUR_C1;
+    k1 = rotl32(k1, 15);
+    k1 *= MURMUR_C2;
+    h1 ^= k1;
+    h1 = rotl32(h1, 13);
+    return h1 * 5 + 0xe6546b64;
+}
+
+static inline uint32_t murmur_end(uint32_t h1, uint32_t tail, Py_ssize_t tail_len, Py_ssize_t len) {
+    if (tail_len) {
+        tail *= MURMUR_C1;
+        tail = rotl32(tail, 15);
+        tail *= MURMUR_C2;
+        h1 ^= tail;
     }
     h1 ^= (uint32_t)len;
     h1 ^= h1 >> 16;
@@ -68,6 +58,52 @@ static uint32_t word_hash(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
     h1 *= 0xc2b2ae35;
     h1 ^= h1 >> 16;
     return h1;
+}
+
+/* word_hash of a word that holds an m, which its hash reads as the two
+ * letters rn (Unicode's confusables data gives "rn" as the look of "m"): the
+ * bytes it reads, fed one at a time. */
+static uint32_t word_hash_with_m(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
+    uint32_t h1 = seed, block = 0;
+    Py_ssize_t read = 0, i;
+    for (i = 0; i < len; i++) {
+        uint8_t pair[2] = {'r', 'n'}, *bytes = pair;
+        int count = 2;
+        if (data[i] != 'm') {
+            pair[0] = (uint8_t)hashed_byte(data[i]);
+            count = 1;
+        }
+        for (int b = 0; b < count; b++, read++) {
+            block |= (uint32_t)bytes[b] << (8 * (read & 3));
+            if ((read & 3) == 3) {
+                h1 = murmur_block(h1, block);
+                block = 0;
+            }
+        }
+    }
+    return murmur_end(h1, block, read & 3, read);
+}
+
+/* The hash of a word's UTF-8 (see the top of this file). */
+static uint32_t word_hash(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
+    if (memchr(data, 'm', (size_t)len) != NULL)
+        return word_hash_with_m(data, len, seed);
+    uint32_t h1 = seed;
+    Py_ssize_t blocks = len / 4, i;
+    for (i = 0; i < blocks; i++)
+        h1 = murmur_block(h1, hashed_byte(data[i * 4]) | hashed_byte(data[i * 4 + 1]) << 8 |
+                                  hashed_byte(data[i * 4 + 2]) << 16 | hashed_byte(data[i * 4 + 3]) << 24);
+    const uint8_t *tail = data + blocks * 4;
+    uint32_t k1 = 0;
+    switch (len & 3) {
+    case 3:
+        k1 ^= hashed_byte(tail[2]) << 16; /* fall through */
+    case 2:
+        k1 ^= hashed_byte(tail[1]) << 8; /* fall through */
+    case 1:
+        k1 ^= hashed_byte(tail[0]);
+    }
+    return murmur_end(h1, k1, len & 3, len);
 }
 
 static inline uint64_t finalize64(uint64_t v) {

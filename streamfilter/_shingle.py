@@ -3,7 +3,8 @@
 Each word is hashed once with mmh3 (32 bits, ``words``), its l's read as
 i's (``hashed_form``): case folding makes the capital I that passes for an l
 an i (``PayPaI``, ``pIease``), and leetspeak's 1 reads as either, so to the
-filter the two letters are one. A k-shingle's
+filter the two letters are one. Its m's are read as the rn that Unicode's
+confusables data gives as their look (``arnazon``). A k-shingle's
 64-bit hash combines the hashes of its k words with position-dependent odd
 multipliers and a 64-bit finaliser, all in numpy over a whole batch; MinHash
 and the band keys are computed from those. A post with fewer than k words
@@ -112,11 +113,12 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
     return shingles_of_words(words, word_offsets, shingle_size)
 
 
-_HASHED_FORM = str.maketrans("l", "i")
+_HASHED_FORM = str.maketrans({"l": "i", "m": "rn"})
 
 
 def hashed_form(text: str) -> str:
-    """``text`` as its words are hashed: each l an i."""
+    """``text`` as its words are hashed: each l an i, and each m the rn
+    that Unicode's confusables data gives as its look (``arnazon``)."""
     return text.translate(_HASHED_FORM)
 
 

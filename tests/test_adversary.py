@@ -354,6 +354,18 @@ def test_a_campaign_with_capital_is_or_ones_for_its_ls_is_a_duplicate_of_its_tex
             assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
 
 
+def test_a_campaign_with_rn_for_each_m_is_a_duplicate_of_its_text() -> None:
+    # "arnazon": Unicode's confusables data gives rn as the look of an m
+    plain = "Claim your Amazon premium membership team reward from my member program, limited time offer"
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": plain}).is_novel
+        for at, copy in enumerate([plain.replace("m", "rn"), plain.upper().replace("M", "RN")]):
+            verdict = sf.check({"id": f"copy{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
+        # and "rn" is a look-alike of "m" to the filter alone: normalize still prints both
+        assert "burn" in normalize("we burn the bum") and "bum" in normalize("we burn the bum")
+
+
 def test_a_campaign_with_a_mark_inside_each_word_is_a_duplicate_of_its_text() -> None:
     # "cl.aim yo,ur": each word broken in two, a new place and mark for each copy
     rng = random.Random(7)
