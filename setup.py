@@ -19,6 +19,8 @@ setup(
                 "streamfilter/_kernel_lmdb.c",
                 "streamfilter/_kernel_verdicts.c",
                 "streamfilter/_kernel_cache.c",
+                "streamfilter/_kernel_json.c",
+                "streamfilter/_kernel_time.c",
                 "streamfilter/_kernel_clock.c",
                 "streamfilter/_kernel_lsh.c",
             ],

@@ -17,7 +17,8 @@ letters they stand for ("w!n", "fr€€", "ca$h", "cl@im", "l|nk"), every word
 spelled out letter by letter, the words three spaces apart, a letter a line
 with a blank line between words, the letters of
 each word joined by one mark ("F.R.E.E", "c-l-a-i-m"), each word of letters
-broken by one mark ("cl.aim yo,ur"), or every letter
+broken by one mark ("cl.aim yo,ur"), a letter of most words drawn out
+("freeeee"), or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
 boxed capitals, where two side by side could make a flag), or a share of
 its letters each swapped for any of its look-alikes in Unicode's
@@ -136,6 +137,16 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
             return word[:cut] + rng.choice(".,-;/") + word[cut:]
 
         return _words_alone(text, broken)
+    if kind == "elongated":  # a letter of most words drawn out, as a reader stresses it: "freeeee", "sooo"
+
+        def drawn_out(word: str) -> str:
+            letters = [at for at, char in enumerate(word) if char.isalpha()]
+            if len(letters) < 2 or rng.random() < 0.3:
+                return word
+            at = rng.choice(letters)
+            return word[: at + 1] + word[at] * rng.randint(2, 5) + word[at + 1 :]
+
+        return _words_alone(text, drawn_out)
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind == "any_confusable":  # as a homoglyph generator picks them
@@ -225,6 +236,7 @@ def main() -> int:
         "vertical",
         "marked",
         "broken",
+        "elongated",
         "flag_letters",
         "any_confusable",
     ]

@@ -16,7 +16,7 @@ __all__ = ["FilterConfig", "parse_duration"]
 
 # Bump when word or shingle hashing, MinHash permutations or band keys change
 # (CHANGELOG.md says what each changed).
-SKETCH_VERSION = 8
+SKETCH_VERSION = 9
 
 # The longest TTL: past it, expiry times overflow what Redis takes (0 is forever).
 MAX_TTL_SECONDS = 100 * 31_557_600

@@ -1,20 +1,18 @@
-/* The per-post loops, compiled: word hashes, k-shingles, MinHash signatures,
- * band keys and verification sets (sketching); the scan that tells which
- * JSON texts orjson reads as json does (_json.py); and Twitter's times
- * (_time.py). The verification of candidates by _rules.py's rules is in
- * _kernel_rules.c, the ranking of a batch's candidates in _kernel_judge.c,
- * the LMDB index's loops in _kernel_lmdb.c.
+/* The per-post loops of sketching, compiled: word hashes, k-shingles,
+ * MinHash signatures, band keys and verification sets. The verification of
+ * candidates by _rules.py's rules is in _kernel_rules.c, the ranking of a
+ * batch's candidates in _kernel_judge.c, the LMDB index's loops in
+ * _kernel_lmdb.c, the JSON scan in _kernel_json.c, Twitter's times in
+ * _kernel_time.c.
  *
  * Each function computes exactly what its Python reference does, value for
- * value: _shingle.py, _minhash.py and _lsh.py for sketching,
- * _json.depth_ok's depth, and _time._from_twitter.
- * tests/test_kernel.py holds each to it, on generated text in every script,
- * generated word lists, runs and JSON-like texts. Word hashes are
- * MurmurHash3 x86 32-bit of the word's UTF-8 with each l read as an i and
- * each m as rn, as mmh3.hash(hashed_form(word), seed, signed=False)
- * computes them (_shingle.hashed_form). Arrays cross as bytearrays of native-endian
- * integers, which _sketching.py wraps as numpy arrays without a copy.
- */
+ * value: _shingle.py, _minhash.py and _lsh.py. tests/test_kernel.py holds
+ * each to it, on generated text in every script and generated word lists.
+ * Word hashes are MurmurHash3 x86 32-bit of the word's UTF-8 as
+ * mmh3.hash(hashed_form(word), seed, signed=False) computes them: each l
+ * read as an i, each rn as an m, and a letter drawn out as that letter once
+ * (_shingle.hashed_form). Arrays cross as bytearrays of native-endian
+ * integers, which _sketching.py wraps as numpy arrays without a copy. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,11 +25,6 @@ static const uint64_t POSITION_MULTIPLIERS[MAX_SHINGLE] = {
 static const uint64_t BAND_MULTIPLIER = 0x9E3779B97F4A7C15ULL;
 
 static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
-
-/* A byte of a word as its hash reads it: an l as an i (an m is two bytes,
- * word_hash_with_m). An ASCII byte never stands inside a multi-byte UTF-8
- * character, so only the letter changes. */
-static inline uint32_t hashed_byte(uint8_t byte) { return byte == 'l' ? 'i' : byte; }
 
 static const uint32_t MURMUR_C1 = 0xcc9e2d51, MURMUR_C2 = 0x1b873593;
 
@@ -56,52 +49,97 @@ static inline uint32_t murmur_end(uint32_t h1, uint32_t tail, Py_ssize_t tail_le
     h1 *= 0x85ebca6b;
     h1 ^= h1 >> 13;
     h1 *= 0xc2b2ae35;
-    h1 ^= h1 >> 16;
-    return h1;
+    return h1 ^ (h1 >> 16);
 }
 
-/* word_hash of a word that holds an m, which its hash reads as the two
- * letters rn (Unicode's confusables data gives "rn" as the look of "m"): the
- * bytes it reads, fed one at a time. */
-static uint32_t word_hash_with_m(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
-    uint32_t h1 = seed, block = 0;
-    Py_ssize_t read = 0, i;
-    for (i = 0; i < len; i++) {
-        uint8_t pair[2] = {'r', 'n'}, *bytes = pair;
-        int count = 2;
-        if (data[i] != 'm') {
-            pair[0] = (uint8_t)hashed_byte(data[i]);
-            count = 1;
+/* Whether the character of ``size`` bytes at ``utf8`` is a decimal digit
+ * (what \d matches in Python's re, Unicode's Nd). */
+static int is_decimal(const uint8_t *utf8, Py_ssize_t size) {
+    if (size == 1)
+        return utf8[0] >= '0' && utf8[0] <= '9';
+    Py_UCS4 code = utf8[0] & (0x7F >> size);
+    for (Py_ssize_t i = 1; i < size; i++)
+        code = code << 6 | (utf8[i] & 0x3F);
+    return Py_UNICODE_ISDECIMAL(code);
+}
+
+/* One pass of a word's reading (see the top of this file) from in to out,
+ * which may be in itself (it never grows); returns its length. The first
+ * pass reads each l as an i, and sets *rn where it writes an rn; the second
+ * reads each rn as an m. Each reads a run of one character other than a
+ * decimal digit as that character once. */
+static Py_ssize_t read_pass(const uint8_t *in, Py_ssize_t len, uint8_t *out, int second, int *rn) {
+    Py_ssize_t at = 0, i = 0, last = 0, last_size = 0; /* where the last character written starts, its size */
+    while (i < len) {
+        uint8_t byte = in[i];
+        if (byte < 0x80) { /* most characters: one byte, no call */
+            if (!second && byte == 'l')
+                byte = 'i';
+            else if (second && byte == 'r' && i + 1 < len && in[i + 1] == 'n')
+                byte = 'm', i++;
+            i++;
+            if (last_size == 1 && out[last] == byte && (byte < '0' || byte > '9'))
+                continue;
+            if (!second && byte == 'n' && last_size == 1 && out[last] == 'r')
+                *rn = 1;
+            last = at, last_size = 1;
+            out[at++] = byte;
+            continue;
         }
-        for (int b = 0; b < count; b++, read++) {
-            block |= (uint32_t)bytes[b] << (8 * (read & 3));
-            if ((read & 3) == 3) {
-                h1 = murmur_block(h1, block);
-                block = 0;
-            }
+        Py_ssize_t size = byte < 0xE0 ? 2 : byte < 0xF0 ? 3 : 4;
+        if (size > len - i)
+            size = len - i;
+        uint8_t bytes[4] = {0}; /* read first: out may be in, behind it */
+        Py_ssize_t b, same = size == last_size;
+        for (b = 0; b < size; b++) {
+            bytes[b] = in[i + b];
+            same = same && out[last + b] == bytes[b];
         }
+        i += size;
+        if (same && !is_decimal(bytes, size))
+            continue;
+        for (b = 0; b < size; b++)
+            out[at + b] = bytes[b];
+        last = at, last_size = size;
+        at += size;
     }
-    return murmur_end(h1, block, read & 3, read);
+    return at;
 }
 
-/* The hash of a word's UTF-8 (see the top of this file). */
-static uint32_t word_hash(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
-    if (memchr(data, 'm', (size_t)len) != NULL)
-        return word_hash_with_m(data, len, seed);
-    uint32_t h1 = seed;
+/* Whether a word's hash reads it as it is written: ASCII with no l, no rn
+ * and no character twice in a row (most words; hashed_bytes reads the rest). */
+static int read_as_written(const uint8_t *data, Py_ssize_t len) {
+    uint8_t before = 0;
+    for (Py_ssize_t i = 0; i < len; before = data[i++])
+        if (data[i] >= 0x80 || data[i] == 'l' || data[i] == before || (before == 'r' && data[i] == 'n'))
+            return 0;
+    return 1;
+}
+
+/* A word's UTF-8 as its hash reads it, written to out (room for len bytes). */
+static Py_ssize_t hashed_bytes(const uint8_t *data, Py_ssize_t len, uint8_t *out) {
+    int rn = 0;
+    Py_ssize_t read = read_pass(data, len, out, 0, &rn);
+    return rn ? read_pass(out, read, out, 1, &rn) : read;
+}
+
+/* MurmurHash3 x86 32-bit of len bytes. */
+static uint32_t murmur3_32(const uint8_t *data, Py_ssize_t len, uint32_t seed) {
+    uint32_t h1 = seed, k1 = 0;
     Py_ssize_t blocks = len / 4, i;
-    for (i = 0; i < blocks; i++)
-        h1 = murmur_block(h1, hashed_byte(data[i * 4]) | hashed_byte(data[i * 4 + 1]) << 8 |
-                                  hashed_byte(data[i * 4 + 2]) << 16 | hashed_byte(data[i * 4 + 3]) << 24);
+    for (i = 0; i < blocks; i++) {
+        memcpy(&k1, data + i * 4, 4); /* little-endian, as the kernel is only built where uint32s are */
+        h1 = murmur_block(h1, k1);
+    }
     const uint8_t *tail = data + blocks * 4;
-    uint32_t k1 = 0;
+    k1 = 0;
     switch (len & 3) {
     case 3:
-        k1 ^= hashed_byte(tail[2]) << 16; /* fall through */
+        k1 ^= (uint32_t)tail[2] << 16; /* fall through */
     case 2:
-        k1 ^= hashed_byte(tail[1]) << 8; /* fall through */
+        k1 ^= (uint32_t)tail[1] << 8; /* fall through */
     case 1:
-        k1 ^= hashed_byte(tail[0]);
+        k1 ^= tail[0];
     }
     return murmur_end(h1, k1, len & 3, len);
 }
@@ -227,7 +265,8 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
     }
     uint32_t *out = (uint32_t *)PyByteArray_AS_STRING(words);
     int64_t *ends = (int64_t *)PyByteArray_AS_STRING(offsets);
-    Py_ssize_t at = 0;
+    Py_ssize_t at = 0, room = 256;
+    uint8_t small[256], *read = small; /* a word as its hash reads it: on the heap past 256 bytes */
     ends[0] = 0;
     for (p = 0; p < posts; p++) {
         PyObject *inner = PyList_GET_ITEM(inner_lists, p);
@@ -236,15 +275,29 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
         for (w = 0; w < count; w++) {
             Py_ssize_t size;
             const char *utf8 = PyUnicode_AsUTF8AndSize(word_items[w], &size);
-            if (utf8 == NULL) {
+            if (utf8 != NULL && size > room) {
+                uint8_t *larger = PyMem_Malloc(size);
+                if (larger == NULL)
+                    PyErr_NoMemory();
+                if (read != small)
+                    PyMem_Free(read);
+                read = larger, room = larger == NULL ? 0 : size;
+            }
+            if (utf8 == NULL || read == NULL) {
+                if (read != small)
+                    PyMem_Free(read);
                 Py_DECREF(words);
                 Py_DECREF(offsets);
                 goto fail_lists;
             }
-            out[at++] = word_hash((const uint8_t *)utf8, size, (uint32_t)seed);
+            const uint8_t *word = (const uint8_t *)utf8;
+            out[at++] = read_as_written(word, size) ? murmur3_32(word, size, (uint32_t)seed)
+                                                    : murmur3_32(read, hashed_bytes(word, size, read), (uint32_t)seed);
         }
         ends[p + 1] = at;
     }
+    if (read != small)
+        PyMem_Free(read);
     Py_DECREF(inner_lists);
     Py_DECREF(outer);
     return Py_BuildValue("(NN)", words, offsets);
@@ -359,123 +412,6 @@ done:
     return result;
 }
 
-/* json_scan(text) -> (depth, long_number), for _json.loads, in one pass
- * over a str's characters (no UTF-8 needed, lone surrogates and all), or
- * over the bytes of UTF-8 text (a multi-byte character's bytes are all
- * 0x80 or above, so the ASCII that counts reads the same either way):
- * depth, how deep the brackets outside strings go at most (_json.depth_ok's
- * running depth, exactly: an unterminated string runs to the end); and
- * long_number, whether a run of 20 or more ASCII digits, or a '-' and 19 or
- * more, stands outside strings: an integer that may lie past 64 bits, which
- * orjson reads as a float where json reads it exactly. */
-struct json_scan {
-    Py_ssize_t depth, deepest, run;
-    int in_string, negative, long_number;
-};
-
-/* One character of the scan; 1 when the character after it is escaped. */
-static inline int json_step(struct json_scan *scan, Py_UCS4 c) {
-    if (scan->in_string) {
-        if (c == '\\')
-            return 1; /* the escaped character, whatever it is, is skipped */
-        if (c == '"')
-            scan->in_string = 0;
-        return 0;
-    }
-    if (c >= '0' && c <= '9') {
-        scan->run++;
-        if (scan->run >= 20 || (scan->negative && scan->run >= 19))
-            scan->long_number = 1;
-        return 0;
-    }
-    scan->negative = c == '-';
-    scan->run = 0;
-    if (c == '"')
-        scan->in_string = 1;
-    else if (c == '[' || c == '{') {
-        if (++scan->depth > scan->deepest)
-            scan->deepest = scan->depth;
-    } else if (c == ']' || c == '}')
-        scan->depth--;
-    return 0;
-}
-
-static PyObject *json_scan(PyObject *self, PyObject *arg) {
-    struct json_scan scan = {0};
-    Py_ssize_t i;
-    if (PyUnicode_Check(arg)) {
-        int kind = PyUnicode_KIND(arg);
-        const void *data = PyUnicode_DATA(arg);
-        Py_ssize_t size = PyUnicode_GET_LENGTH(arg);
-        for (i = 0; i < size; i++)
-            i += json_step(&scan, PyUnicode_READ(kind, data, i));
-    } else if (PyBytes_Check(arg)) {
-        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(arg);
-        Py_ssize_t size = PyBytes_GET_SIZE(arg);
-        for (i = 0; i < size; i++)
-            i += json_step(&scan, data[i]);
-    } else {
-        PyErr_SetString(PyExc_TypeError, "json_scan takes a str or bytes");
-        return NULL;
-    }
-    return Py_BuildValue("(nO)", scan.deepest, scan.long_number ? Py_True : Py_False);
-}
-
-/* Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard
- * Hinnant's days_from_civil), as calendar.timegm counts them. */
-static int64_t days_from_civil(int64_t year, int month, int day) {
-    year -= month <= 2;
-    int64_t era = (year >= 0 ? year : year - 399) / 400;
-    int64_t of_era = year - era * 400;
-    int64_t of_year = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
-    return era * 146097 + of_era * 365 + of_era / 4 - of_era / 100 + of_year - 719468;
-}
-
-/* The value of text[at..at+width) as ASCII digits, or -1. */
-static int digits(const char *text, int at, int width) {
-    int value = 0;
-    for (int i = at; i < at + width; i++) {
-        if (text[i] < '0' || text[i] > '9')
-            return -1;
-        value = value * 10 + (text[i] - '0');
-    }
-    return value;
-}
-
-/* twitter_time(text) -> float or None: the seconds since the epoch of a
- * Twitter v1.1 time of the usual shape, "Wed Feb 24 11:35:00 +0000 2015"
- * (30 ASCII characters, a day of 2 digits, a year from 1900), when it names
- * a real time; None for anything else, which _time._from_twitter reads
- * whole, refusing what it must. Its answer for these, exactly. */
-static PyObject *twitter_time(PyObject *self, PyObject *text) {
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    static const int month_days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "twitter_time takes a str");
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(text) || PyUnicode_GET_LENGTH(text) != 30)
-        Py_RETURN_NONE;
-    const char *t = (const char *)PyUnicode_DATA(text);
-    int month = 0, day = digits(t, 8, 2), hour = digits(t, 11, 2), minute = digits(t, 14, 2);
-    int second = digits(t, 17, 2), shift_hours = digits(t, 21, 2), shift_minutes = digits(t, 23, 2);
-    int year = digits(t, 26, 4);
-    for (int m = 0; m < 12; m++)
-        if (memcmp(t + 4, months + 3 * m, 3) == 0)
-            month = m + 1;
-    if (t[0] == ' ' || t[1] == ' ' || t[2] == ' ' || t[3] != ' ' || t[7] != ' ' || t[10] != ' ' || t[13] != ':' ||
-        t[16] != ':' || t[19] != ' ' || (t[20] != '+' && t[20] != '-') || t[25] != ' ' || month == 0 || day < 1 ||
-        hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59 || shift_hours < 0 ||
-        shift_hours > 23 || shift_minutes < 0 || shift_minutes > 59 || year < 1900)
-        Py_RETURN_NONE;
-    int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    if (day > month_days[month - 1] + (month == 2 && leap))
-        Py_RETURN_NONE;
-    int64_t shift = shift_hours * 3600 + shift_minutes * 60;
-    int64_t midnight = days_from_civil(year, month, day) * 86400 + (t[20] == '+' ? -shift : shift);
-    return PyFloat_FromDouble((double)(midnight + hour * 3600 + minute * 60 + second));
-}
-
 /* sketch_posts(word_lists, seed, shingle_size, multipliers, increments, bands, rows, firsts, post_ids)
  *   -> (word hashes, their offsets, verification hashes, their offsets, keys)
  * hash_words, then sketch, then each post's keys in one row of
@@ -546,11 +482,11 @@ static PyMethodDef methods[] = {
     {"id_keys", sf_id_keys, METH_VARARGS, "Posts' id keys (MurmurHash3 x64 128 of their ids, as _lsh.id_keys)."},
     {"sketch", sketch, METH_VARARGS, "Verification sets and band keys of posts given by their word hashes."},
     {"sketch_posts", sketch_posts, METH_VARARGS, "Word hashes, verification sets and every key of posts (sketch_posts)."},
-    {"json_scan", json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
+    {"json_scan", sf_json_scan, METH_O, "How deep a JSON text nests, and whether it may hold an integer past 64 bits."},
     {"ascii_words", sf_ascii_words, METH_O, "The words of an ASCII text, mentions out (_normalize._ascii_words)."},
     {"fold_runs", sf_fold_runs, METH_VARARGS, "A text with its non-ASCII runs folded (_normalize._fold_run)."},
     {"holds_any", sf_holds_any, METH_VARARGS, "Whether a text holds a code point of a bitmap (_confusables)."},
-    {"twitter_time", twitter_time, METH_O, "Seconds since the epoch of a Twitter v1.1 time of the usual shape, or None."},
+    {"twitter_time", sf_twitter_time, METH_O, "Seconds since the epoch of a Twitter v1.1 time of the usual shape, or None."},
     {"word_edits", sf_word_edits, METH_VARARGS, "Word-level edit distance within a limit (_rules.word_edits)."},
     {"best_match", sf_best_match, METH_VARARGS, "The candidate a post duplicates, by the rules (_rules.best_match)."},
     {"find_in_run", sf_find_in_run, METH_VARARGS, "The band keys found in one LMDB run, and where (Run.find)."},

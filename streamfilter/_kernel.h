@@ -150,5 +150,8 @@ void sf_recent_prefetch(PyObject *recent, int64_t serial);
 int sf_keep_recent(PyObject *recent, int64_t serial, PyObject *post);
 int sf_add_recent_posts(PyObject *module);
 PyObject *sf_recorded_items(PyObject *self, PyObject *args);
+/* _kernel_json.c, _kernel_time.c */
+PyObject *sf_json_scan(PyObject *self, PyObject *arg);
+PyObject *sf_twitter_time(PyObject *self, PyObject *text);
 
 #endif

@@ -3,8 +3,10 @@
 Each word is hashed once with mmh3 (32 bits, ``words``), its l's read as
 i's (``hashed_form``): case folding makes the capital I that passes for an l
 an i (``PayPaI``, ``pIease``), and leetspeak's 1 reads as either, so to the
-filter the two letters are one. Its m's are read as the rn that Unicode's
-confusables data gives as their look (``arnazon``). A k-shingle's
+filter the two letters are one. An rn is read as the m it passes for in
+Unicode's confusables data (``arnazon``), and a letter drawn out as that
+letter once (``freeeee``, ``goood``, and so ``good`` and ``god`` are one
+word to the filter; a number keeps its digits). A k-shingle's
 64-bit hash combines the hashes of its k words with position-dependent odd
 multipliers and a 64-bit finaliser, all in numpy over a whole batch; MinHash
 and the band keys are computed from those. A post with fewer than k words
@@ -30,6 +32,7 @@ post with no words has empty sets; what that means is decided by the filter
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import mmh3
@@ -113,13 +116,16 @@ def shingle_batch(word_lists: Sequence[Sequence[str]], shingle_size: int, seed: 
     return shingles_of_words(words, word_offsets, shingle_size)
 
 
-_HASHED_FORM = str.maketrans({"l": "i", "m": "rn"})
+_HASHED_FORM = str.maketrans("l", "i")
+_DRAWN_OUT = re.compile(r"(\D)\1+")  # a run of one character, digits aside: a number keeps its digits
 
 
 def hashed_form(text: str) -> str:
-    """``text`` as its words are hashed: each l an i, and each m the rn
-    that Unicode's confusables data gives as its look (``arnazon``)."""
-    return text.translate(_HASHED_FORM)
+    """``text`` as its words are hashed: each l an i, each rn the m it
+    passes for (Unicode's confusables data gives rn as the look of an m:
+    ``arnazon``), and a character drawn out once (``freeeee``, ``sooo``)."""
+    # drawn-out letters first, so that "morrrrning" holds the rn of "morning"
+    return _DRAWN_OUT.sub(r"\1", _DRAWN_OUT.sub(r"\1", text.translate(_HASHED_FORM)).replace("rn", "m"))
 
 
 def hash_words(word_lists: Sequence[Sequence[str]], seed: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:

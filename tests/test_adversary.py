@@ -366,6 +366,26 @@ def test_a_campaign_with_rn_for_each_m_is_a_duplicate_of_its_text() -> None:
         assert "burn" in normalize("we burn the bum") and "bum" in normalize("we burn the bum")
 
 
+def test_a_campaign_that_draws_out_its_letters_is_a_duplicate_of_its_text() -> None:
+    # "freeeee", "sooo": a letter drawn out, a new one and a new length in each copy
+    rng = random.Random(3)
+
+    def drawn_out(word: str) -> str:
+        at = rng.randrange(len(word))
+        return word[: at + 1] + word[at] * rng.randint(2, 6) + word[at + 1 :]
+
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": PLAIN}).is_novel
+        for at in range(5):
+            copy = " ".join(drawn_out(word) for word in PLAIN.split())
+            verdict = sf.check({"id": f"copy{at}", "text": f"@user{at} {copy} https://t.co/x{at}"})
+            assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
+        # a number keeps its digits: gate 110 is not gate 1100
+        assert sf.check({"id": "gate 1100", "text": "Gate 1100 closed"}).is_novel
+        assert sf.check({"id": "gate 110", "text": "Gate 110 closed"}).is_novel
+        assert sf.check({"id": "again", "text": "Gaaate 1100 closssed!"}).duplicate_of == "gate 1100"
+
+
 def test_a_campaign_with_a_mark_inside_each_word_is_a_duplicate_of_its_text() -> None:
     # "cl.aim yo,ur": each word broken in two, a new place and mark for each copy
     rng = random.Random(7)

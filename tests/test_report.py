@@ -309,7 +309,7 @@ def test_the_coordination_graph_ranks_planted_groups_first(tmp_path: Path) -> No
                 records.append((at + rng.uniform(0, 30), account, f"@x{rng.randrange(999)} {text}"))
     organic = [f"person{n}" for n in range(60)]
     for n, account in enumerate(organic):
-        words = " ".join(f"w{n}x{i}" for i in range(10))
+        words = " ".join(f"w{n:02d}x{i}" for i in range(10))  # two digits: read as leetspeak, w5 would be w55
         records.append((start + rng.uniform(0, 6 * 3600), account, f"my own thoughts on the day {words}"))
     for account in rng.sample(organic, 8):  # a viral line, shared by chance, hours apart
         records.append((start + rng.uniform(0, 6 * 3600), account, "the early bird catches the worm, they say"))

@@ -26,7 +26,7 @@ from streamfilter.stores.lmdb._caches import KeyFilter, RunCache, RunMasks
 from streamfilter.stores.lmdb._runs import KEY_BITS, Run, decode_run, encode_run
 
 from ..conftest import distinct_text
-from .test_conformance import CONFIG, TEXT, _mutated_stream, settings, sketch
+from .test_conformance import CONFIG, TEXT, _mutated_stream, settings, sketch, spelled
 
 
 def test_lmdb_config_mismatch_names_the_settings(tmp_path: Path) -> None:
@@ -226,15 +226,18 @@ def test_lmdb_runs_of_another_process_are_found(tmp_path: Path, monkeypatch: pyt
     if variant == "kept-runs":
         tuning = LMDBTuning(cached_run_bytes=4096)
 
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(240)]
+    texts = [
+        f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} w{spelled(i * 7)} about it"
+        for i in range(240)
+    ]
     store = LMDBStore(tmp_path / "index", durable=False, tuning=tuning)
     store.open(settings())
     writer = (
-        "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch\n"
+        "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch, spelled\n"
         "store = LMDBStore(sys.argv[1], durable=False); store.open(settings())\n"
         "start = int(sys.argv[2])\n"
         "for i in range(start, start + 40, 10):\n"
-        "    texts = [f'post {j} x{j * 31} y{j * 17} z{j * 13} w{j * 7} about it' for j in range(i, i + 10)]\n"
+        "    texts = [f'post {j} x{spelled(j * 31)} y{spelled(j * 17)} z{spelled(j * 13)} w{spelled(j * 7)} about it' for j in range(i, i + 10)]\n"
         "    assert store.check_and_insert([sketch(f'a{j}', j, t) for j, t in zip(range(i, i + 10), texts)]) == [None] * 10\n"
     )
     for start in range(0, 240, 40):  # alternate with another process, so merges combine runs of both
@@ -303,7 +306,10 @@ def test_lmdb_large_run_purged_small_is_still_searched(
     # must go into the bits: the large run's were never there, and the posts
     # of it that are still live would never be found.
     tuning = LMDBTuning(filtered_run=600, inline_merged_entries=0 if merges == "merge-thread" else 1 << 15)
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i * 7} about it" for i in range(60)]
+    texts = [
+        f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} w{spelled(i * 7)} about it"
+        for i in range(60)
+    ]
     store = LMDBStore(tmp_path / "index", durable=False, tuning=tuning)
     store.open(settings(ttl=55))
     # a large run: 40 posts, one a second, 18 keys each (720 entries)
@@ -330,7 +336,9 @@ def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path
 
     store = LMDBStore(tmp_path / "index", durable=False)
     store.open(settings())
-    first = [sketch(f"a{i}", i, f"first batch post {i} x{i * 31} y{i * 17} about it") for i in range(10)]
+    first = [
+        sketch(f"a{i}", i, f"first batch post {i} x{spelled(i * 31)} y{spelled(i * 17)} about it") for i in range(10)
+    ]
     assert store.check_and_insert(first) == [None] * 10
 
     def fail(matches: Sequence[Match | None]) -> None:
@@ -339,7 +347,7 @@ def test_lmdb_run_of_an_aborted_batch_does_not_hide_another_process_run(tmp_path
     with pytest.raises(RuntimeError):
         store.check_and_insert([sketch("lost", 20, "an aborted post that no reader ever saw")], deliver=fail)
     writer = (
-        "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch\n"
+        "import sys; from tests.stores.test_conformance import LMDBStore, settings, sketch, spelled\n"
         "store = LMDBStore(sys.argv[1], durable=False); store.open(settings())\n"
         "assert store.check_and_insert([sketch('other', 21, 'written by another process instead')]) == [None]\n"
     )
@@ -496,7 +504,7 @@ def test_an_empty_or_damaged_index_file_is_a_clear_error(tmp_path: Path) -> None
     damaged = tmp_path / "damaged"
     store = LMDBStore(damaged)
     store.open(settings())
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(300)]
+    texts = [f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} about it" for i in range(300)]
     assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(300)]) == [None] * 300
     store.close()
     data = bytearray((damaged / "data.mdb").read_bytes())
@@ -518,7 +526,7 @@ def test_a_damaged_post_record_is_a_clear_error_and_commits_nothing(tmp_path: Pa
 
     store = LMDBStore(tmp_path / "index")
     store.open(settings())
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(40)]
+    texts = [f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} about it" for i in range(40)]
     assert store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(40)]) == [None] * 40
     store.close()
     env = lmdb.open(str(tmp_path / "index"), max_dbs=4, subdir=True)

@@ -22,7 +22,7 @@ from streamfilter.stores.lmdb import _store as lmdb_store_module
 from streamfilter.stores.lmdb._batch import Batch
 from streamfilter.stores.lmdb._runs import Run
 
-from .test_conformance import settings, sketch
+from .test_conformance import settings, sketch, spelled
 
 
 def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
@@ -41,7 +41,7 @@ def test_lmdb_large_merges_run_on_the_merge_thread_and_keep_runs_few(
     monkeypatch.setattr(Batch, "_put_entries", counted)
     store = LMDBStore(tmp_path / "index", durable=False, tuning=LMDBTuning(inline_merged_entries=200))
     store.open(settings())
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(1000)]
+    texts = [f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} about it" for i in range(1000)]
     for start in range(0, 1000, 5):
         batch = [sketch(f"a{i}", i, texts[i]) for i in range(start, start + 5)]
         assert store.check_and_insert(batch) == [None] * 5
@@ -64,7 +64,10 @@ def test_lmdb_merge_thread_runs_below_the_batches_priority(tmp_path: Path) -> No
     store.open(settings())
     try:
         for start in range(0, 200, 5):
-            batch = [sketch(f"a{i}", i, f"post {i} x{i * 31} y{i * 17} about it") for i in range(start, start + 5)]
+            batch = [
+                sketch(f"a{i}", i, f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} about it")
+                for i in range(start, start + 5)
+            ]
             store.check_and_insert(batch)
         store._merger.settle()
         thread = store._merger._thread
@@ -86,7 +89,10 @@ def test_lmdb_merge_thread_error_is_raised_by_the_next_batch(tmp_path: Path, mon
     store.open(settings())
     for start in range(0, 40, 5):  # 85 entries a batch: the second batch wants a merge of 170
         store.check_and_insert(
-            [sketch(f"a{i}", i, f"post {i} x{i * 31} y{i * 17} about it") for i in range(start, start + 5)]
+            [
+                sketch(f"a{i}", i, f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} about it")
+                for i in range(start, start + 5)
+            ]
         )
         store._merger.settle()
         if store._merger.error is not None:
@@ -106,7 +112,7 @@ def test_lmdb_batch_merges_a_cascade_at_once_into_the_runs_pairwise_merges_make(
     # the very one that merging pair by pair makes, purged posts and all.
     # (The merge thread is kept out: its transactions would number the runs.)
     tuning = LMDBTuning(inline_merged_entries=3000, max_merged_entries=3000)
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i % 7} about it" for i in range(600)]
+    texts = [f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} w{i % 7} about it" for i in range(600)]
     cascades: list[int] = []
     write_cascade = Batch._write_cascade
 
@@ -142,7 +148,7 @@ def test_lmdb_runs_whose_serials_lie_2_to_the_32_apart_stay_apart(tmp_path: Path
     # never merge into one, however their sizes call for it, nor lose a post.
     store = LMDBStore(tmp_path / "index", durable=False, tuning=LMDBTuning(inline_merged_entries=3000))
     store.open(settings())
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} about it" for i in range(40)]
+    texts = [f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} about it" for i in range(40)]
     store.check_and_insert([sketch(f"a{i}", i, texts[i]) for i in range(10)])
     env = store._require_env()
     with env.begin(write=True) as txn:  # serials jump 2**32 ahead, as after 4 G posts
@@ -179,7 +185,9 @@ def test_lmdb_merge_thread_merges_a_carry_at_once_into_the_runs_pairs_make(
         planned = plan(runs, tuning)
         return None if planned is None else (planned[1] - 2, planned[1])
 
-    texts = [f"post {i} x{i * 31} y{i * 17} z{i * 13} w{i % 7} about it" for i in range(1200)]
+    texts = [
+        f"post {i} x{spelled(i * 31)} y{spelled(i * 17)} z{spelled(i * 13)} w{i % 7} about it" for i in range(1200)
+    ]
     contents = []
     for planner in (counted, pairwise):
         with monkeypatch.context() as patched:
