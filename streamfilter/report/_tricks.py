@@ -18,13 +18,17 @@ _DIGITS_FOR_LETTERS = re.compile(r"[A-Za-z][013457]+[A-Za-z]")
 # out ("F R E E", a letter a line)
 _SPACED_OUT = re.compile(r"(?<!\S)[^\W\d_](\s)[^\W\d_](?:\1[^\W\d_]){2,}(?!\S)")
 _OVERRIDES = ("\u202d", "\u202e")  # bidi overrides: text shown in the other direction
+# a letter three times or more in a row ("freeee", "sooo"), which the filter reads once; not a
+# Roman numeral's III
+_DRAWN_OUT = re.compile(r"((?!I)[^\W\d_])\1{2,}")
+_ADDRESSES = ("http", "www.", "@")  # a link's www, a handle's letters: no trick
 
 
 def tricks(text: str) -> list[str]:
     """The evasion tricks in a text: letters that look like Latin ones, zero-width
     characters, full-width forms, regional indicators for letters, text shown
     reversed, digits for letters, symbols for letters, letters spaced out,
-    letters joined by marks, words broken by marks."""
+    letters joined by marks, words broken by marks, letters drawn out."""
     found = []
     if not text.isascii():
         # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
@@ -51,4 +55,6 @@ def tricks(text: str) -> list[str]:
         found.append("letters joined by marks")
     if close_up_broken(text) != text:  # "cl.aim yo,ur fr-ee"
         found.append("words broken by marks")
+    if any(_DRAWN_OUT.search(word) for word in text.split() if not word.lower().startswith(_ADDRESSES)):
+        found.append("letters drawn out")
     return found
