@@ -34,6 +34,8 @@ CASES = {
     "symbol words w!n w!n…": lambda n: "w!n " * (n // 4),
     "@@@@…": lambda n: "@" * n,
     "emoji and joiners": lambda n: "\U0001f600\u200d" * (n // 2),
+    "letters joined by emoji": lambda n: "a\U0001f525" * (n // 5),
+    "a🔥b🔥c… ending a😀": lambda n: "a\U0001f525" * (n // 5) + "a\U0001f600",
     "Han run": lambda n: "漢字" * (n // 2),
     "one-letter words": lambda n: "a " * (n // 2),
     "a\\nb c\\n…": lambda n: "a\nb c\n" * (n // 6),

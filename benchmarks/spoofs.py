@@ -18,7 +18,7 @@ spelled out letter by letter, the words three spaces apart, a letter a line
 with a blank line between words, the letters of
 each word joined by one mark ("F.R.E.E", "c-l-a-i-m"), each word of letters
 broken by one mark ("cl.aim yo,ur"), a letter of most words drawn out
-("freeeee"), or every letter
+("freeeee"), the letters of each word joined by one emoji ("f🔥r🔥e🔥e"), or every letter
 as a regional indicator, each set apart by a zero-width space (shown as
 boxed capitals, where two side by side could make a flag), or a share of
 its letters each swapped for any of its look-alikes in Unicode's
@@ -147,6 +147,9 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
             return word[: at + 1] + word[at] * rng.randint(2, 5) + word[at + 1 :]
 
         return _words_alone(text, drawn_out)
+    if kind == "emoji_joined":  # the letters of each word joined by one emoji: "f🔥r🔥e🔥e"
+        emoji = rng.choice(["🔥", "❤️", "👉", "💰", "✨"])
+        return _words_alone(text, lambda word: emoji.join(word) if word.isalpha() else word)
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind == "any_confusable":  # as a homoglyph generator picks them
@@ -237,6 +240,7 @@ def main() -> int:
         "marked",
         "broken",
         "elongated",
+        "emoji_joined",
         "flag_letters",
         "any_confusable",
     ]

@@ -78,7 +78,7 @@ from ._confusables import (
     spoof_spelling,
 )
 from ._hashtags import before_trailing_tags
-from ._spelled import close_up_broken, close_up_marked, close_up_spaced, join_spelled_out
+from ._spelled import close_up_broken, close_up_emoji_joined, close_up_marked, close_up_spaced, join_spelled_out
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -95,7 +95,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 17
+NORMALIZER_VERSION = 18
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -451,8 +451,8 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
     """``words_and_cut`` of a text as a whole, in one pass."""
     if not text.isascii():
         # a span under a bidi override as a reader sees it, boxed letters as
-        # letters; a spoof spelled by its letters' looks
-        text = spell_spoofs(read_indicators(displayed(text)))
+        # letters; a spoof spelled by its letters' looks; letters joined by an emoji ("f🔥r🔥e🔥e")
+        text = close_up_emoji_joined(spell_spoofs(read_indicators(displayed(text))))
     # letters spaced out, words set apart by wider gaps ("F R E E  M O N E Y"),
     # or a letter a line: gaps as written, before anything is taken out
     text = close_up_spaced(text)

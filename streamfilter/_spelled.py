@@ -25,6 +25,12 @@ Pure functions over a post's text or words, for ``_normalize``.
   what honest text has (``front-end``, ``and/or``, ``help.She``) and keep
   their words; three or more are closed up alike in every copy, so such a
   text still matches itself.
+- The letters of a word joined by one emoji, the same throughout
+  (``f🔥r🔥e🔥e m🔥o🔥n🔥e🔥y``): each word is closed up before the emoji are
+  taken out (``close_up_emoji_joined``), which would leave one-letter words
+  that ran on into the next word's. An emoji between words (``free 👏
+  money``) or inside a word of more letters (``I❤️NY``) is left to be taken
+  out as any other.
 - A run of three or more one-letter words left after punctuation is taken
   out (``f r e e``) is one word (``join_spelled_out``).
 """
@@ -35,7 +41,14 @@ import re
 
 import regex
 
-__all__ = ["close_up_broken", "close_up_marked", "close_up_spaced", "join_spelled_out", "marked_words"]
+__all__ = [
+    "close_up_broken",
+    "close_up_emoji_joined",
+    "close_up_marked",
+    "close_up_spaced",
+    "join_spelled_out",
+    "marked_words",
+]
 
 # White space other than a space, a tab or a line feed: a text with any may hold a run to close up.
 _OTHER_SPACE = re.compile("[\v\f\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
@@ -179,6 +192,32 @@ def close_up_broken(text: str) -> str:
 
 def _unbroken(word: regex.Match[str]) -> str:
     return str(_BREAKS.sub("", word.group()))
+
+
+_EMOJI = r"\p{Extended_Pictographic}\uFE0F?"
+# A letter, a character that may be an emoji, and a letter: where letters joined by an emoji may
+# be. The class holds every Extended_Pictographic character and some others; the standard
+# library's re finds it several times faster than regex finds the property.
+_MAY_BE_EMOJI_JOINED = re.compile(
+    "[\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001ffff](?<=[^\\W_].)\ufe0f?[^\\W_]"
+)
+# Three letters or more (two, in a text so written), each alone, joined by one emoji, the same throughout.
+_EMOJI_JOINED_WORD = regex.compile(rf"(?<![^\W_])[^\W_]({_EMOJI})[^\W_](?:\1[^\W_])+(?![^\W_])")
+_EMOJI_JOINED_SHORT_WORD = regex.compile(rf"(?<![^\W_])[^\W_]({_EMOJI})[^\W_](?:\1[^\W_])*(?![^\W_])")
+
+
+def close_up_emoji_joined(text: str) -> str:
+    """``text`` with each word spelled with one emoji between its letters
+    closed up (see the module docstring); in a text with two such words or
+    more, its words of two letters too (``m🔥y``), as ``close_up_marked`` does."""
+    if _MAY_BE_EMOJI_JOINED.search(text) is None:
+        return text
+    joined = _EMOJI_JOINED_WORD if len(_EMOJI_JOINED_WORD.findall(text)) < 2 else _EMOJI_JOINED_SHORT_WORD
+    return str(joined.sub(_without_emoji, text))
+
+
+def _without_emoji(word: regex.Match[str]) -> str:
+    return str(word.group()).replace(word.group(1), "")
 
 
 def join_spelled_out(words: list[str]) -> list[str]:

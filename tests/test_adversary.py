@@ -386,6 +386,18 @@ def test_a_campaign_that_draws_out_its_letters_is_a_duplicate_of_its_text() -> N
         assert sf.check({"id": "again", "text": "Gaaate 1100 closssed!"}).duplicate_of == "gate 1100"
 
 
+@pytest.mark.parametrize("emoji", ["🔥", "❤️", "💰"])
+def test_a_campaign_that_joins_its_letters_by_an_emoji_is_a_duplicate_of_its_text(emoji: str) -> None:
+    # "f🔥r🔥e🔥e m🔥o🔥n🔥e🔥y": taken out, the emoji would leave one-letter words run together
+    copy = " ".join(emoji.join(word) if word.isalpha() else word for word in PLAIN.split())
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": PLAIN}).is_novel
+        verdict = sf.check({"id": "copy", "text": f"@user {copy} https://t.co/x"})
+        assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
+    # an emoji between words, or inside a word of more letters, is taken out as any other
+    assert normalize("I❤️NY so 👏 much") == "i ny so much"
+
+
 def test_a_campaign_with_a_mark_inside_each_word_is_a_duplicate_of_its_text() -> None:
     # "cl.aim yo,ur": each word broken in two, a new place and mark for each copy
     rng = random.Random(7)
