@@ -38,8 +38,12 @@ Pure functions over a post's text or words, for ``_normalize``.
 from __future__ import annotations
 
 import re
+from typing import TypeAlias
 
 import regex
+
+# A pattern of words whose letters one joiner joins (its first group): a mark, or an emoji.
+Joined: TypeAlias = "re.Pattern[str] | regex.Pattern[str]"
 
 __all__ = [
     "close_up_broken",
@@ -147,13 +151,18 @@ def close_up_marked(text: str) -> str:
     """``text`` with each word spelled with a mark between its letters closed up (see the module docstring)."""
     if _MAY_BE_MARKED.search(text) is None:
         return text
-    if len(_MARKED_WORD.findall(text)) < 2:
-        return _MARKED_WORD.sub(_unmarked, text)
-    return _MARKED_SHORT_WORD.sub(_unmarked, text)  # a text so written: its short words too
+    return _closed_up(text, _MARKED_WORD, _MARKED_SHORT_WORD)
 
 
-def _unmarked(word: re.Match[str]) -> str:
-    return word.group().replace(word.group(1), "")
+def _closed_up(text: str, word: Joined, short_word: Joined) -> str:
+    """``text`` with each ``word`` (its joiner its first group) closed up; in
+    a text with two such words or more, written so throughout, each
+    ``short_word`` too (a word of two letters)."""
+    return str((word if len(word.findall(text)) < 2 else short_word).sub(_unmarked, text))
+
+
+def _unmarked(word: re.Match[str] | regex.Match[str]) -> str:
+    return str(word.group()).replace(word.group(1), "")
 
 
 def marked_words(text: str) -> list[str]:
@@ -196,8 +205,9 @@ def _unbroken(word: regex.Match[str]) -> str:
 
 _EMOJI = r"\p{Extended_Pictographic}\uFE0F?"
 # A letter, a character that may be an emoji, and a letter: where letters joined by an emoji may
-# be. The class holds every Extended_Pictographic character and some others; the standard
-# library's re finds it several times faster than regex finds the property.
+# be. The class holds every Extended_Pictographic character and some others: the standard
+# library's re finds such a class faster than regex finds the property (a test every non-ASCII
+# text takes).
 _MAY_BE_EMOJI_JOINED = re.compile(
     "[\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001ffff](?<=[^\\W_].)\ufe0f?[^\\W_]"
 )
@@ -212,12 +222,7 @@ def close_up_emoji_joined(text: str) -> str:
     more, its words of two letters too (``m🔥y``), as ``close_up_marked`` does."""
     if _MAY_BE_EMOJI_JOINED.search(text) is None:
         return text
-    joined = _EMOJI_JOINED_WORD if len(_EMOJI_JOINED_WORD.findall(text)) < 2 else _EMOJI_JOINED_SHORT_WORD
-    return str(joined.sub(_without_emoji, text))
-
-
-def _without_emoji(word: regex.Match[str]) -> str:
-    return str(word.group()).replace(word.group(1), "")
+    return _closed_up(text, _EMOJI_JOINED_WORD, _EMOJI_JOINED_SHORT_WORD)
 
 
 def join_spelled_out(words: list[str]) -> list[str]:
