@@ -235,6 +235,55 @@ Py_ssize_t sf_runs_of(const uint32_t *post, Py_ssize_t count, int shingle_size, 
     return kept;
 }
 
+/* A word's UTF-8, of *size bytes: an ASCII word's own characters, or the
+ * word encoded into *buffer (grown to fit, *room bytes). Encoding here spares
+ * the str the UTF-8 copy that PyUnicode_AsUTF8AndSize would allocate and
+ * keep on it, a malloc a word. A lone surrogate has no UTF-8: Python raises
+ * on it as it would. NULL with an error set. */
+static const uint8_t *word_utf8(PyObject *word, uint8_t **buffer, Py_ssize_t *room, uint8_t *small,
+                                Py_ssize_t *size) {
+    if (!PyUnicode_Check(word))
+        return (const uint8_t *)PyUnicode_AsUTF8AndSize(word, size); /* raises its TypeError */
+    Py_ssize_t length = PyUnicode_GET_LENGTH(word), i, at = 0;
+    if (PyUnicode_IS_ASCII(word)) {
+        *size = length;
+        return PyUnicode_DATA(word);
+    }
+    if (length * 4 > *room) {
+        uint8_t *larger = PyMem_Malloc(length * 4);
+        if (larger == NULL)
+            return (const uint8_t *)PyErr_NoMemory();
+        if (*buffer != small)
+            PyMem_Free(*buffer);
+        *buffer = larger, *room = length * 4;
+    }
+    int kind = PyUnicode_KIND(word);
+    const void *data = PyUnicode_DATA(word);
+    uint8_t *out = *buffer;
+    for (i = 0; i < length; i++) {
+        Py_UCS4 code = PyUnicode_READ(kind, data, i);
+        if (code < 0x80) {
+            out[at++] = (uint8_t)code;
+        } else if (code < 0x800) {
+            out[at++] = (uint8_t)(0xC0 | code >> 6);
+            out[at++] = (uint8_t)(0x80 | (code & 0x3F));
+        } else if (code < 0x10000) {
+            if (code >= 0xD800 && code <= 0xDFFF)
+                return (const uint8_t *)PyUnicode_AsUTF8AndSize(word, size); /* raises UnicodeEncodeError */
+            out[at++] = (uint8_t)(0xE0 | code >> 12);
+            out[at++] = (uint8_t)(0x80 | (code >> 6 & 0x3F));
+            out[at++] = (uint8_t)(0x80 | (code & 0x3F));
+        } else {
+            out[at++] = (uint8_t)(0xF0 | code >> 18);
+            out[at++] = (uint8_t)(0x80 | (code >> 12 & 0x3F));
+            out[at++] = (uint8_t)(0x80 | (code >> 6 & 0x3F));
+            out[at++] = (uint8_t)(0x80 | (code & 0x3F));
+        }
+    }
+    *size = at;
+    return out;
+}
+
 /* hash_words(word_lists, seed) -> (words: bytearray of uint32, offsets: bytearray of int64) */
 static PyObject *hash_words(PyObject *self, PyObject *args) {
     PyObject *lists;
@@ -265,17 +314,31 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
     }
     uint32_t *out = (uint32_t *)PyByteArray_AS_STRING(words);
     int64_t *ends = (int64_t *)PyByteArray_AS_STRING(offsets);
-    Py_ssize_t at = 0, room = 256;
+    Py_ssize_t at = 0, room = 256, encoded_room = 256;
     uint8_t small[256], *read = small; /* a word as its hash reads it: on the heap past 256 bytes */
+    uint8_t encoded_small[256], *encoded = encoded_small; /* a word's UTF-8, where it is not ASCII */
     ends[0] = 0;
     for (p = 0; p < posts; p++) {
         PyObject *inner = PyList_GET_ITEM(inner_lists, p);
         Py_ssize_t count = PySequence_Fast_GET_SIZE(inner);
         PyObject **word_items = PySequence_Fast_ITEMS(inner);
+        /* A batch's words are cold by now: each is asked of the memory eight
+         * words ahead of its turn, the next post's first words at this one's end. */
+        PyObject **next_items = NULL;
+        Py_ssize_t next_count = 0;
+        if (p + 1 < posts) {
+            PyObject *next = PyList_GET_ITEM(inner_lists, p + 1);
+            next_items = PySequence_Fast_ITEMS(next), next_count = PySequence_Fast_GET_SIZE(next);
+        }
         for (w = 0; w < count; w++) {
+            PyObject *ahead = w + 8 < count ? word_items[w + 8] : w + 8 - count < next_count ? next_items[w + 8 - count] : NULL;
+            if (ahead != NULL) {
+                PREFETCH(ahead);
+                PREFETCH((char *)ahead + 64);
+            }
             Py_ssize_t size;
-            const char *utf8 = PyUnicode_AsUTF8AndSize(word_items[w], &size);
-            if (utf8 != NULL && size > room) {
+            const uint8_t *word = word_utf8(word_items[w], &encoded, &encoded_room, encoded_small, &size);
+            if (word != NULL && size > room) {
                 uint8_t *larger = PyMem_Malloc(size);
                 if (larger == NULL)
                     PyErr_NoMemory();
@@ -283,14 +346,15 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
                     PyMem_Free(read);
                 read = larger, room = larger == NULL ? 0 : size;
             }
-            if (utf8 == NULL || read == NULL) {
+            if (word == NULL || read == NULL) {
                 if (read != small)
                     PyMem_Free(read);
+                if (encoded != encoded_small)
+                    PyMem_Free(encoded);
                 Py_DECREF(words);
                 Py_DECREF(offsets);
                 goto fail_lists;
             }
-            const uint8_t *word = (const uint8_t *)utf8;
             out[at++] = read_as_written(word, size) ? murmur3_32(word, size, (uint32_t)seed)
                                                     : murmur3_32(read, hashed_bytes(word, size, read), (uint32_t)seed);
         }
@@ -298,6 +362,8 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
     }
     if (read != small)
         PyMem_Free(read);
+    if (encoded != encoded_small)
+        PyMem_Free(encoded);
     Py_DECREF(inner_lists);
     Py_DECREF(outer);
     return Py_BuildValue("(NN)", words, offsets);

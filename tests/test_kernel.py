@@ -43,7 +43,10 @@ _ALPHABETS = [
     "😀🎉👍🏽❤️\u200d\U0001f9d1",
     "lmrnooçç中é11٣٣оо",  # what the word hash reads otherwise, among characters of more than a byte
 ]
-_WORD = st.one_of(*[st.text(alphabet, min_size=1, max_size=12) for alphabet in _ALPHABETS])
+# and any characters at all: the kernel encodes each of the three widths CPython stores text in
+_WORD = st.one_of(
+    *[st.text(alphabet, min_size=1, max_size=12) for alphabet in _ALPHABETS], st.text(min_size=1, max_size=12)
+)
 _POSTS = st.lists(st.lists(_WORD, max_size=40), min_size=1, max_size=30)
 
 
