@@ -19,7 +19,8 @@ the ways people, clients and spammers make them in that language:
 - ``width``: fullwidth Latin letters and digits, halfwidth katakana;
 - ``script``: what the script invites: Arabic tatweel and harakat, Thai tone
   marks dropped, Korean spacing removed or doubled, Russian ё written е,
-  Portuguese accents dropped, Hindi nukta dropped;
+  Portuguese accents dropped, Hindi nukta dropped, Chinese converted to
+  traditional characters (as a converter does, character for character);
 - ``repost``: ``RT @user:`` before the text, or Weibo's ``//@user:`` in Chinese;
 - ``combo``: two of the above.
 
@@ -32,6 +33,7 @@ Writes STREAM (Twitter v1.1-shaped statuses) and LABELS ({"id", "cluster",
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import unicodedata
@@ -198,8 +200,24 @@ def script_mutation(text: str, language: str, rng: random.Random) -> str:
     if language == "ja":
         return text.replace("。", "").replace("、", " ") + "！！"
     if language == "zh":
-        return text.replace("，", ",").replace("。", ".") + "！！"
+        traditional = text.translate(_traditional_forms())
+        return traditional if traditional != text else text.replace("，", ",").replace("。", ".") + "！！"
     return text
+
+
+@functools.cache
+def _traditional_forms() -> dict[int, str]:
+    """Simplified Chinese characters as a traditional form of each: OpenCC's
+    traditional-to-simplified table, which streamfilter ships, read backwards
+    (the first traditional form of each simplified one)."""
+    table = Path(__file__).resolve().parent.parent / "streamfilter" / "data" / "TSCharacters.txt"
+    forms: dict[int, str] = {}
+    for line in table.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            traditional, simplified = line.split("\t")[0], line.split("\t")[1].split(" ")[0]
+            if simplified != traditional:
+                forms.setdefault(ord(simplified), traditional)
+    return forms
 
 
 def main() -> None:

@@ -77,6 +77,7 @@ from ._confusables import (
     spell_spoofs,
     spoof_spelling,
 )
+from ._hanzi import simplified_forms
 from ._hashtags import before_trailing_tags
 from ._spelled import close_up_broken, close_up_emoji_joined, close_up_marked, close_up_spaced, join_spelled_out
 
@@ -95,7 +96,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 18
+NORMALIZER_VERSION = 19
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -131,7 +132,8 @@ _BLANKS = (0x115F, 0x1160, 0x3164, 0xFFA0)
 @functools.cache
 def _run_table() -> dict[int, str | None]:
     """One translation of a non-ASCII run: dressed letters become letters,
-    emoji a space, what only modifies an emoji nothing.
+    emoji a space, what only modifies an emoji nothing, a Chinese character
+    in its traditional form its simplified form (``_hanzi``).
 
     Built when first needed, not on import: it costs tens of milliseconds
     (most of it loading the emoji data), and a process may import this module and never
@@ -143,6 +145,7 @@ def _run_table() -> dict[int, str | None]:
         | dict.fromkeys(_INVISIBLE_IN_EMOJI)
         | dict.fromkeys(_BLANKS, " ")
         | _DRESSED_LETTERS
+        | simplified_forms()
     )
 
 

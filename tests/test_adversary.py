@@ -398,6 +398,18 @@ def test_a_campaign_that_joins_its_letters_by_an_emoji_is_a_duplicate_of_its_tex
     assert normalize("I❤️NY so 👏 much") == "i ny so much"
 
 
+def test_a_post_copied_into_traditional_chinese_is_a_duplicate_of_its_simplified_text() -> None:
+    # a converter maps character for character: 关注并转发 is 關注並轉發
+    simplified = "关注并转发这条微博就有机会获得最新款手机一部活动截止到本周日"
+    traditional = "關注並轉發這條微博就有機會獲得最新款手機一部活動截止到本週日"
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "simplified", "text": simplified}).is_novel
+        verdict = sf.check({"id": "copy", "text": f"@user {traditional} https://t.co/x"})
+        assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "simplified", 1.0)
+    # a compatibility ideograph reads as its unified one does: 豈 (U+F900) as 豈 (U+8C48), that is 岂
+    assert normalize("\uf900") == normalize("\u8c48") == normalize("岂") == "岂"
+
+
 def test_a_campaign_with_a_mark_inside_each_word_is_a_duplicate_of_its_text() -> None:
     # "cl.aim yo,ur": each word broken in two, a new place and mark for each copy
     rng = random.Random(7)

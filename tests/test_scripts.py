@@ -16,10 +16,11 @@ JAPANESE = "東京は今日も朝から晴れていて気持ちがいいです" 
 @pytest.mark.parametrize(
     ("text", "tokens"),
     [
-        ("東京は晴れ", "東京 京は は晴 晴れ"),
+        ("東京は晴れ", "东京 京は は晴 晴れ"),  # 東 read as 东, in Japanese too (_hanzi)
         ("ภาษาไทย", "ภา าษ ษา าไ ไท ทย"),
         ("雨", "雨"),  # a run of one character is one token
-        ("I love 東京 2024", "i love 東京 2024"),  # mixed: words stay words, the run is cut
+        ("I love 北京 2024", "i love 北京 2024"),  # mixed: words stay words, the run is cut
+        ("我愛東京", "我爱 爱东 东京"),  # Chinese in traditional characters read as simplified
         ("ﾃｽﾄ", "テス スト"),  # halfwidth katakana folded first
         ("나는 학교에 간다", "나는 는학 학교 교에 에간 간다"),  # Hangul across its spaces
     ],
