@@ -96,7 +96,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 19
+NORMALIZER_VERSION = 20
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -244,13 +244,23 @@ def has_retweet_prefix(text: str) -> bool:
 _MARK_FLOOD = regex.compile(r"(\p{M}{30})\p{M}+")
 
 
+# A decimal digit of another script (٣, ۳, ३, ๓): what NFKC leaves as it is.
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
+
+
+def _ascii_digit(match: re.Match[str]) -> str:
+    return str(unicodedata.decimal(match.group()))
+
+
 def _fold(text: str) -> str:
     if len(text) > 30:
         text = _MARK_FLOOD.sub(r"\1", text)
     text = unicodedata.normalize("NFKD", text)
     text = _ACCENTS.sub("", _FORMAT.sub("", text))
     text = text.casefold().translate(LETTER_LOOKALIKES).translate(_ARABIC_LETTERS)
-    return unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", text)
+    # a number reads alike in any script's digits: ٥٠٠٠ and ५००० are 5000
+    return _OTHER_DIGIT.sub(_ascii_digit, text) if _OTHER_DIGIT.search(text) else text
 
 
 def _tokens(words: list[str]) -> list[str]:

@@ -453,6 +453,21 @@ def test_a_campaigns_copies_share_a_words_key_and_other_texts_do_not() -> None:
     assert key("@alice @bob xƽx") == key("@carol @dave xƽx") != key("@Alice @Bob xƽx")
 
 
+@pytest.mark.parametrize(
+    ("text", "ascii"),
+    [
+        ("اربح ٥٠٠٠ ريال", "اربح 5000 ريال"),  # Arabic-Indic
+        ("جایزه ۵۰۰۰ تومان", "جایزه 5000 تومان"),  # Persian
+        ("इनाम ५००० रुपये", "इनाम 5000 रुपये"),  # Devanagari
+        ("ราคา๑๐๐บาท", "ราคา100บาท"),  # Thai, inside a run of Thai letters
+        ("১২৩ টাকা", "123 টাকা"),  # Bengali
+    ],
+)
+def test_a_number_reads_alike_in_the_digits_of_any_script(text: str, ascii: str) -> None:
+    assert normalize(text) == normalize(ascii)
+    assert not any(char.isdecimal() and not char.isascii() for char in normalize(text))
+
+
 def test_simplified_forms_are_read_once_for_all() -> None:
     # a form the table holds is itself read as a form (OpenCC's 9 such lines):
     # followed to its end, so that reading a text again changes nothing
