@@ -270,7 +270,7 @@ def _tokens(words: list[str]) -> list[str]:
     run (odd parts) and what lies between them (even parts): a run goes on
     across parts that hold only spaces."""
     joined = " ".join(words)
-    if max(joined, default=" ") < "\u0e00" and _low_unspaced().search(joined) is None:
+    if _FROM_THAI.search(joined) is None and _low_unspaced().search(joined) is None:
         return words  # no character from Thai's on, nor one of the few before: no run to cut
     parts = _UNSPACED_SPLIT.split(joined)
     if len(parts) == 1:
@@ -290,6 +290,10 @@ def _tokens(words: list[str]) -> list[str]:
     if run:
         tokens.extend(_bigrams("".join(run)))
     return tokens
+
+
+# any character from Thai's block on: a search stops at the first, where max() reads them all
+_FROM_THAI = re.compile("[\u0e00-\U0010ffff]")
 
 
 @functools.cache
