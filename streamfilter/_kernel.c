@@ -331,7 +331,9 @@ static PyObject *hash_words(PyObject *self, PyObject *args) {
             next_items = PySequence_Fast_ITEMS(next), next_count = PySequence_Fast_GET_SIZE(next);
         }
         for (w = 0; w < count; w++) {
-            PyObject *ahead = w + 8 < count ? word_items[w + 8] : w + 8 - count < next_count ? next_items[w + 8 - count] : NULL;
+            PyObject *ahead = w + 8 < count                ? word_items[w + 8]
+                              : w + 8 - count < next_count ? next_items[w + 8 - count]
+                                                           : NULL;
             if (ahead != NULL) {
                 PREFETCH(ahead);
                 PREFETCH((char *)ahead + 64);
