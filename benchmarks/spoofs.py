@@ -95,6 +95,11 @@ EVERY_LETTER = {"greek_small", "cherokee_small", "rn_for_m", *CAPITALS}
 SWAPS["cherokee_small"] = {latin.lower(): cherokee.lower() for latin, cherokee in CAPITALS["cherokee_capitals"].items()}
 
 
+# a letter, digit or sign turned half a circle, as "flip text" generators turn it
+TURNED = {
+    **dict(zip("abcdefghijklmnopqrstuvwxyz0123456789", "ɐqɔpǝɟƃɥᴉɾʞlɯuodbɹsʇnʌʍxʎz0ƖᄅƐㄣϛ9ㄥ86", strict=True)),
+    **dict(zip("!?.',&_()[]{}<>", "¡¿˙,'⅋‾)(][}{><", strict=True)),
+}
 # leetspeak: the digits read as these letters, swapped into a share of the letters they stand for
 LEET = {"o": "0", "i": "1", "e": "3", "a": "4", "s": "5", "t": "7"}
 # and the symbols
@@ -150,6 +155,10 @@ def spoof(text: str, kind: str, rng: random.Random) -> str:
     if kind == "emoji_joined":  # the letters of each word joined by one emoji: "f🔥r🔥e🔥e"
         emoji = rng.choice(["🔥", "❤️", "👉", "💰", "✨"])
         return _words_alone(text, lambda word: emoji.join(word) if word.isalpha() else word)
+    if kind == "upside_down":  # as a "flip text" generator writes it; the mentions and links it leaves
+        flipped = [word for word in text.split() if not word.startswith(("@", "http"))]
+        kept = [word for word in text.split() if word.startswith(("@", "http"))]
+        return " ".join(kept + ["".join(TURNED.get(c, c) for c in " ".join(flipped).lower())[::-1]])
     if kind == "flag_letters":
         return _words_alone(text, lambda word: "".join(_flag_letter(c) for c in word))
     if kind == "any_confusable":  # as a homoglyph generator picks them
@@ -242,6 +251,7 @@ def main() -> int:
         "elongated",
         "emoji_joined",
         "flag_letters",
+        "upside_down",
         "any_confusable",
     ]
 

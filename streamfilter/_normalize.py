@@ -80,6 +80,7 @@ from ._confusables import (
 from ._hanzi import simplified_forms
 from ._hashtags import before_trailing_tags
 from ._spelled import close_up_broken, close_up_emoji_joined, close_up_marked, close_up_spaced, join_spelled_out
+from ._turned import read_turned
 
 __all__ = [
     "NORMALIZER_VERSION",
@@ -96,7 +97,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 20
+NORMALIZER_VERSION = 21
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -467,9 +468,10 @@ def _says_something(text: str) -> bool:
 def _words_and_cut(text: str) -> tuple[list[str], bool]:
     """``words_and_cut`` of a text as a whole, in one pass."""
     if not text.isascii():
-        # a span under a bidi override as a reader sees it, boxed letters as
-        # letters; a spoof spelled by its letters' looks; letters joined by an emoji ("f🔥r🔥e🔥e")
-        text = close_up_emoji_joined(spell_spoofs(read_indicators(displayed(text))))
+        # a span under a bidi override as a reader sees it, a text written upside
+        # down the right way up, boxed letters as letters; a spoof spelled by its
+        # letters' looks; letters joined by an emoji ("f🔥r🔥e🔥e")
+        text = close_up_emoji_joined(spell_spoofs(read_indicators(read_turned(displayed(text)))))
     # letters spaced out, words set apart by wider gaps ("F R E E  M O N E Y"),
     # or a letter a line: gaps as written, before anything is taken out
     text = close_up_spaced(text)

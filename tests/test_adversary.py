@@ -18,6 +18,7 @@ import pytest
 from streamfilter import FilterConfig, MemoryStore, StreamFilter, normalize
 from streamfilter._engine import Sketcher
 from streamfilter._rules import MAX_VERIFIED, CachedPost
+from streamfilter._turned import read_turned
 from streamfilter.adapters import record_adapter
 
 from .conftest import FIXTURES, replay_command
@@ -396,6 +397,25 @@ def test_a_campaign_that_joins_its_letters_by_an_emoji_is_a_duplicate_of_its_tex
         assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
     # an emoji between words, or inside a word of more letters, is taken out as any other
     assert normalize("I❤️NY so 👏 much") == "i ny so much"
+
+
+def test_a_campaign_written_upside_down_is_a_duplicate_of_its_text() -> None:
+    # as a "flip text" generator writes it: each letter turned, the whole written backwards
+    turned = dict(zip("abcdefghijklmnopqrstuvwxyz", "ɐqɔpǝɟƃɥᴉɾʞlɯuodbɹsʇnʌʍxʎz", strict=True))
+    copy = "".join(turned.get(char, char) for char in PLAIN.lower())[::-1]
+    with StreamFilter(FilterConfig(seed=1)) as sf:
+        assert sf.check({"id": "plain", "text": PLAIN}).is_novel
+        verdict = sf.check({"id": "copy", "text": f"@user {copy} https://t.co/x"})
+        assert (verdict.kind.value, verdict.duplicate_of, verdict.similarity) == ("duplicate", "plain", 1.0), copy
+    # a text that uses some of those letters of its own is read as written
+    for text in (
+        "¿Qué pasa? ¡Hola amigo!",
+        "Ɔdɔ yɛ wo ahoɔden",
+        "/ðə kwɪk bɹaʊn fɑks/",
+        "Işık ılık süt",
+        "ɹɐʇ is a word",
+    ):
+        assert read_turned(text) == text, text
 
 
 def test_a_post_copied_into_traditional_chinese_is_a_duplicate_of_its_simplified_text() -> None:
