@@ -657,6 +657,8 @@ def test_a_members_cell_that_may_run_as_a_formula_is_written_after_a_quote(cell:
         ("Cl.aim yo,ur fr-ee cruise", ["words broken by marks"]),
         ("a front-end and/or back end", []),  # two, as honest text has them
         ("\u202eesiurc eerf a niW", ["reversed text"]),
+        ("ǝsᴉnɹɔ ǝǝɹɟ ɐ uᴉM", ["text upside down"]),
+        ("¿Quién gana el crucero? ¡Tú!", []),  # Spanish marks, no turned letter
         ("Win a freeeee cruise sooo soon", ["letters drawn out"]),
         ("Book at www.cruise.example or @zzzcruises, a good deal", []),  # a link, a handle, a double letter
         ("The Queen Mary III sails in May", []),  # a Roman numeral

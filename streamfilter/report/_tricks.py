@@ -6,6 +6,7 @@ import re
 
 from .._confusables import ascii_lookalikes, read_indicators, read_symbols
 from .._spelled import close_up_broken, marked_words
+from .._turned import read_turned
 
 __all__ = ["tricks"]
 
@@ -27,8 +28,9 @@ _ADDRESSES = ("http", "www.", "@")  # a link's www, a handle's letters: no trick
 def tricks(text: str) -> list[str]:
     """The evasion tricks in a text: letters that look like Latin ones, zero-width
     characters, full-width forms, regional indicators for letters, text shown
-    reversed, digits for letters, symbols for letters, letters spaced out,
-    letters joined by marks, words broken by marks, letters drawn out."""
+    reversed, text upside down, digits for letters, symbols for letters,
+    letters spaced out, letters joined by marks, words broken by marks,
+    letters drawn out."""
     found = []
     if not text.isascii():
         # a look-alike among Latin letters (a Cyrillic а in an English text), not Russian among Russian
@@ -45,6 +47,8 @@ def tricks(text: str) -> list[str]:
             found.append("flag letters")
         if any(override in text for override in _OVERRIDES):
             found.append("reversed text")
+        if read_turned(text) != text:  # "ʇɥƃᴉuoʇ spuǝ"
+            found.append("text upside down")
     if _DIGITS_FOR_LETTERS.search(text):
         found.append("digits for letters")
     if read_symbols(text) != text:  # "W!n", "ca$h"; not "$30" nor "great!Thanks"
