@@ -460,11 +460,17 @@ def read_leet(words: list[str]) -> list[str]:
     two spelled with letters for its digits (see the module docstring)."""
     read = words
     for index, word in enumerate(words):
-        if word.isascii() and word.isalnum() and not word.isdigit() and not word.isalpha():
-            if read is words:
-                read = list(words)
-            read[index] = _ONES.sub(lambda ones: "l" * len(ones.group()), word).translate(_LEET)
+        # most words are letters alone: one test passes them
+        if word.isalpha() or not word.isascii() or not word.isalnum() or word.isdigit():
+            continue
+        if read is words:
+            read = list(words)
+        read[index] = (_ONES.sub(_ells, word) if "11" in word else word).translate(_LEET)
     return read
+
+
+def _ells(ones: re.Match[str]) -> str:
+    return "l" * len(ones.group())
 
 
 # Symbols that stand for letters inside a word (see the module docstring).
