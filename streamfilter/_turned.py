@@ -9,13 +9,13 @@ original. ``read_turned`` turns such a text back.
 
 A text is read as turned when its words (mentions and links aside, which a
 generator's user adds after) hold at least three letters that only a turned
-text uses, these are at least a third of their letters (in turned airline
-tweets, 99 in 100 have two fifths or more), and each of their other letters
-is ASCII or turned too (a generator turns ASCII). Phonetic transcriptions use
-some of those letters (``ɹ``, ``ɐ``) among others of their own (``ə``,
-``ʊ``, ``ŋ``); Twi and Lingala write ``ɔ`` and ``ɛ``, so ``ɔ`` is read in a
-turned text but never counts as a sign of one, nor do Spanish's ``¡`` and
-``¿`` and Turkish's dotless ``ı``.
+text uses, these are at least a third of their letters (in turned English
+most letters are such), and each of their other letters is ASCII or turned
+too (a generator turns ASCII). Phonetic transcriptions use some of those
+letters (``ɹ``, ``ɐ``) among others of their own (``ə``, ``ʊ``, ``ŋ``); Twi
+and Lingala write ``ɔ`` and ``ɛ``, so ``ɔ`` is read in a turned text but
+never counts as a sign of one, nor do Spanish's ``¡`` and ``¿`` and
+Turkish's dotless ``ı``.
 """
 
 from __future__ import annotations
