@@ -207,16 +207,15 @@ def script_mutation(text: str, language: str, rng: random.Random) -> str:
 
 @functools.cache
 def _traditional_forms() -> dict[int, str]:
-    """Simplified Chinese characters as a traditional form of each: OpenCC's
-    traditional-to-simplified table, which streamfilter ships, read backwards
-    (the first traditional form of each simplified one)."""
-    table = Path(__file__).resolve().parent.parent / "streamfilter" / "data" / "TSCharacters.txt"
+    """Simplified Chinese characters as a traditional form of each: the
+    table streamfilter reads traditional characters by (``_hanzi``, OpenCC's),
+    read backwards (the first traditional form of each simplified one)."""
+    from streamfilter._hanzi import simplified_forms
+
     forms: dict[int, str] = {}
-    for line in table.read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            traditional, simplified = line.split("\t")[0], line.split("\t")[1].split(" ")[0]
-            if simplified != traditional:
-                forms.setdefault(ord(simplified), traditional)
+    for traditional, simplified in simplified_forms().items():
+        if len(simplified) == 1 and ord(simplified) != traditional:
+            forms.setdefault(ord(simplified), chr(traditional))
     return forms
 
 

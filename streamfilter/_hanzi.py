@@ -40,8 +40,7 @@ _COMPATIBILITY_IDEOGRAPHS = (*range(0xF900, 0xFB00), *range(0x2F800, 0x2FA20))
 
 def simplified_forms() -> dict[int, str]:
     """A ``str.translate`` table: each traditional character as its
-    simplified form, and each compatibility ideograph as its unified
-    ideograph's."""
+    simplified form, and each compatibility ideograph of one as that form."""
     path = os.path.join(os.path.dirname(__file__), "data", "TSCharacters.txt")
     with open(path, encoding="utf-8") as handle:
         table = dict(_FIRST_FORM.findall(handle.read()))
@@ -52,8 +51,8 @@ def simplified_forms() -> dict[int, str]:
             simplified = table[simplified]
         table[traditional] = simplified
     forms_of = {ord(traditional): simplified for traditional, simplified in table.items()}
-    for code_point in _COMPATIBILITY_IDEOGRAPHS:
+    for code_point in _COMPATIBILITY_IDEOGRAPHS:  # the rest NFKD makes unified ideographs later
         unified = unicodedata.normalize("NFKD", chr(code_point))
-        if len(unified) == 1 and unified != chr(code_point):
-            forms_of[code_point] = table.get(unified, unified)
+        if unified in table:
+            forms_of[code_point] = table[unified]
     return forms_of
