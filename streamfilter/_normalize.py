@@ -7,9 +7,9 @@ What is removed, and why:
 - URLs (``https://…``, ``www.…``, bare ``host.tld/path``): campaigns rotate t.co links.
 - @mentions and a leading ``RT @user:`` / ``MT @user:``: campaigns rotate the addressee.
 - Emoji, including ZWJ sequences, skin tones, flags, keycaps and tag sequences.
-  The character set is compiled from the ``emoji`` package's data (plus
-  ``\\p{Extended_Pictographic}`` for emoji newer than the package) into one
-  ``regex`` character class: ``emoji.replace_emoji`` per post is far slower.
+  The character set is read from Unicode's emoji properties (``regex``'s
+  ``\\p{Emoji}`` and ``\\p{Extended_Pictographic}``) into the table every
+  non-ASCII run is translated with: ``emoji.replace_emoji`` per post is far slower.
 - Format characters (zero-width spaces and joiners, bidi controls, soft
   hyphens), so ``he\\u200bllo`` reads as ``hello``; and the combining marks
   of scripts where they are accents a copy may drop or add (Latin, Greek,
@@ -101,20 +101,26 @@ NORMALIZER_VERSION = 21
 
 
 def _emoji_code_points() -> frozenset[int]:
-    import emoji  # its data is slow to load: only where posts are normalised
-
+    """Every character an emoji is made of, beyond ASCII: those Unicode's emoji
+    data (UTS #51) gives the Emoji, Emoji_Modifier or Extended_Pictographic
+    property, as the ``regex`` module holds it, read in the blocks emoji live
+    in. The ``emoji`` package's sequences hold the same characters (a test
+    compares the two), but loading its data costs each process tens of
+    milliseconds before its first post."""
+    emoji_property = regex.compile(r"[\p{Emoji}\p{Emoji_Modifier}\p{Extended_Pictographic}]")
     code_points: set[int] = set()
-    for sequence in emoji.EMOJI_DATA:
-        code_points.update(ord(char) for char in sequence)
-    # Digits, '#' and '*' only count as emoji inside keycap sequences (handled apart).
-    code_points = {cp for cp in code_points if cp >= 0x80}
-    # Pictographs newer than the emoji package's data, found in one pass per block.
-    pictographic = regex.compile(r"[\p{Extended_Pictographic}\p{Emoji_Modifier}]")
-    for block_start, block_end in ((0x2000, 0x3300), (0x1F000, 0x1FB00)):
+    for block_start, block_end in _EMOJI_BLOCKS:
         block = "".join(map(chr, range(block_start, block_end)))
-        code_points.update(map(ord, pictographic.findall(block)))
+        code_points.update(map(ord, emoji_property.findall(block)))
     code_points.update(range(0x1F1E6, 0x1F200))  # regional indicators (flags)
     return frozenset(code_points - _INVISIBLE_IN_EMOJI)
+
+
+# Where emoji are: Latin-1's two (© and ®; the ASCII digits, '#' and '*' only
+# count inside keycap sequences, handled apart), the symbol blocks from
+# General Punctuation to CJK Compatibility, and the pictographs from Mahjong
+# Tiles to Symbols and Pictographs Extended-A.
+_EMOJI_BLOCKS = ((0x80, 0x100), (0x2000, 0x3300), (0x1F000, 0x1FB00))
 
 
 # Joiners, variation selectors, skin tones, tag characters and the keycap mark
@@ -136,8 +142,8 @@ def _run_table() -> dict[int, str | None]:
     emoji a space, what only modifies an emoji nothing, a Chinese character
     in its traditional form its simplified form (``_hanzi``).
 
-    Built when first needed, not on import: it costs tens of milliseconds
-    (most of it loading the emoji data), and a process may import this module and never
+    Built when first needed, not on import: it costs milliseconds (the
+    emoji blocks read, OpenCC's table), and a process may import this module and never
     meet a non-ASCII post, or meet one only after it has started (``params``,
     an ASCII-only replay, a replay's own process whose worker sketches).
     Workers and live pipelines build it ahead with ``load_tables``."""

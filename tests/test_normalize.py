@@ -479,6 +479,23 @@ def test_simplified_forms_are_read_once_for_all() -> None:
     assert normalize("帰宅開始") == normalize("さぁ帰宅開始")[6:] == "帰宅 宅开 开始"
 
 
+def test_emoji_set_holds_every_character_of_the_emoji_packages_sequences() -> None:
+    # read from Unicode's properties rather than the emoji package's data,
+    # which costs each process tens of milliseconds to load: the same characters
+    import emoji
+
+    from_package = {ord(char) for sequence in emoji.EMOJI_DATA for char in sequence if ord(char) >= 0x80}
+    pictographs = {
+        code_point
+        for start, end in ((0x2000, 0x3300), (0x1F000, 0x1FB00))
+        for code_point in range(start, end)
+        if regex.fullmatch(r"[\p{Extended_Pictographic}\p{Emoji_Modifier}]", chr(code_point))
+    }
+    in_table = _normalize._emoji_code_points()
+    assert in_table == (from_package | pictographs | set(range(0x1F1E6, 0x1F200))) - _normalize._INVISIBLE_IN_EMOJI
+    assert {0xA9, 0x1F600, 0x1F1FA, 0x2764} <= in_table and not {0x00E9, 0x3042, 0xFE0F} & in_table
+
+
 def test_load_tables_builds_what_a_first_spoof_would() -> None:
     # a live pipeline builds these before its first record: the first post
     # with a look-alike then finds them built; a worker builds the emoji
