@@ -79,7 +79,14 @@ from ._confusables import (
 )
 from ._hanzi import simplified_forms
 from ._hashtags import before_trailing_tags
-from ._spelled import close_up_broken, close_up_emoji_joined, close_up_marked, close_up_spaced, join_spelled_out
+from ._spelled import (
+    close_up_broken,
+    close_up_emoji_joined,
+    close_up_marked,
+    close_up_spaced,
+    close_up_spelled_addresses,
+    join_spelled_out,
+)
 from ._turned import read_turned
 
 __all__ = [
@@ -97,7 +104,7 @@ __all__ = [
 
 # Bump when normalize() changes its output: indexes pin it, because old band
 # keys would silently stop matching new ones (CHANGELOG.md says what each changed).
-NORMALIZER_VERSION = 21
+NORMALIZER_VERSION = 22
 
 
 def _emoji_code_points() -> frozenset[int]:
@@ -480,7 +487,7 @@ def _words_and_cut(text: str) -> tuple[list[str], bool]:
         text = close_up_emoji_joined(spell_spoofs(read_indicators(read_turned(displayed(text)))))
     # letters spaced out, words set apart by wider gaps ("F R E E  M O N E Y"),
     # or a letter a line: gaps as written, before anything is taken out
-    text = close_up_spaced(text)
+    text = close_up_spelled_addresses(close_up_spaced(text))
     truncated = is_cut_off(text)
     cut = truncated or ends_in_a_cut(text)
     if "&" in text:

@@ -33,6 +33,10 @@ Pure functions over a post's text or words, for ``_normalize``.
   out as any other.
 - A run of three or more one-letter words left after punctuation is taken
   out (``f r e e``) is one word (``join_spelled_out``).
+- A link or a mention spelled out with the rest (``h t t p s : / / t . c o
+  / x Y 1``, ``@ u s e r``) is closed up (``close_up_spelled_addresses``),
+  so that it is taken out as a link or a mention is, where its characters
+  would otherwise stay as words of their own.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ Joined: TypeAlias = "re.Pattern[str] | regex.Pattern[str]"
 
 __all__ = [
     "close_up_broken",
+    "close_up_spelled_addresses",
     "close_up_emoji_joined",
     "close_up_marked",
     "close_up_spaced",
@@ -72,6 +77,31 @@ _MAY_BE_MARKED = re.compile(rf"{_MARK}[^\W_]{_MARK}[^\W_]")
 _ALONE = r"(?<![\w.\-*·•/@#])"
 _MARKED_WORD = re.compile(rf"{_ALONE}[^\W_]({_MARK}){_LETTER}(?:\1{_LETTER})+\1?(?![^\W_])")
 _MARKED_SHORT_WORD = re.compile(rf"{_ALONE}[^\W_]({_MARK}){_LETTER}(?:\1{_LETTER})*\1?(?![^\W_])")
+
+
+# A link's scheme or "www." spelled out one space apart, then its characters
+# one space apart, each a single character (the run ends at a longer word, a
+# wider gap or the end); and an "@" with two or more letters, digits or
+# underscores so (the last may have a reply's colon after it), a mention spelled out.
+_SPELLED_LINK = re.compile(r"(?<!\S)(?:h t t p(?: s)? : / /|w w w \.)(?: \S(?!\S))+", re.IGNORECASE)
+_SPELLED_MENTION = re.compile(r"(?<!\S)[@＠](?: \w(?![^\s:：])){2,}")
+
+
+def close_up_spelled_addresses(text: str) -> str:
+    """``text`` with each link or mention spelled out one character a space
+    (``h t t p s : / / t . c o / x``, ``@ u s e r``) closed up, to be taken
+    out as any link or mention is. A mention's run may take in a word spelled
+    out after it (``@ u s e r f r e e``): one space apart, nothing tells
+    where the one ends and the other begins."""
+    if " / / " in text or "w w w ." in text or "W W W ." in text:
+        text = _SPELLED_LINK.sub(_without_spaces, text)
+    if "@ " in text or "＠ " in text:
+        text = _SPELLED_MENTION.sub(_without_spaces, text)
+    return text
+
+
+def _without_spaces(run: re.Match[str]) -> str:
+    return run.group().replace(" ", "")
 
 
 def close_up_spaced(text: str) -> str:

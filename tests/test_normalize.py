@@ -226,6 +226,20 @@ def test_copies_a_reader_cannot_tell_apart_read_as_the_original(spoof: str, orig
     assert normalize(spoof) == normalize(original)
 
 
+def test_a_link_or_mention_spelled_out_is_taken_out_as_any_link_or_mention() -> None:
+    # a copy that spells out its words one character a space may spell out its
+    # link or its mention too: read as such, not as words of single characters
+    original = "RT @user: ficou marcado na historia da copa https://t.co/xxge7qklbt"
+    link, mention = "h t t p s : / / t . c o / x x g e 7 q k l b t", "@ u s e r"
+    assert normalize(original) == "ficou marcado na historia da copa"
+    assert normalize(f"RT {mention}: ficou marcado na historia da copa {link}") == normalize(original)
+    assert normalize(f"mira {link.upper()} and w w w . e x a m p l e . c o m / o f e r t a ya") == "mira and ya"
+    assert normalize(f"{mention} f r e e stuff") == "stuff"  # one space apart, the mention's run takes the next word
+    # an "@" before a word, or before one letter, is no mention spelled out; nor is a gap in a fraction
+    assert normalize("see you @ the gym, @ 5") == "see you the gym 5"
+    assert normalize("1 / / 2 of it") == "1 2 of it"
+
+
 def test_a_text_spelled_out_letter_by_letter_keeps_its_words_where_wider_gaps_part_them() -> None:
     plain = "win a brand new phone today"
     assert normalize("   ".join(" ".join(word) for word in plain.split())) == plain
