@@ -112,8 +112,8 @@ def _emoji_code_points() -> frozenset[int]:
     data (UTS #51) gives the Emoji, Emoji_Modifier or Extended_Pictographic
     property, as the ``regex`` module holds it, read in the blocks emoji live
     in. The ``emoji`` package's sequences hold the same characters (a test
-    compares the two), but loading its data costs each process tens of
-    milliseconds before its first post."""
+    compares the two), but its data is slow to load, and each process
+    would load it before its first post with an emoji."""
     emoji_property = regex.compile(r"[\p{Emoji}\p{Emoji_Modifier}\p{Extended_Pictographic}]")
     code_points: set[int] = set()
     for block_start, block_end in _EMOJI_BLOCKS:
@@ -149,8 +149,8 @@ def _run_table() -> dict[int, str | None]:
     emoji a space, what only modifies an emoji nothing, a Chinese character
     in its traditional form its simplified form (``_hanzi``).
 
-    Built when first needed, not on import: it costs milliseconds (the
-    emoji blocks read, OpenCC's table), and a process may import this module and never
+    Built when first needed, not on import: it reads the emoji blocks and
+    OpenCC's table, and a process may import this module and never
     meet a non-ASCII post, or meet one only after it has started (``params``,
     an ASCII-only replay, a replay's own process whose worker sketches).
     Workers and live pipelines build it ahead with ``load_tables``."""

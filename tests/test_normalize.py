@@ -495,7 +495,7 @@ def test_simplified_forms_are_read_once_for_all() -> None:
 
 def test_emoji_set_holds_every_character_of_the_emoji_packages_sequences() -> None:
     # read from Unicode's properties rather than the emoji package's data,
-    # which costs each process tens of milliseconds to load: the same characters
+    # which is slow to load: the same characters
     import emoji
 
     from_package = {ord(char) for sequence in emoji.EMOJI_DATA for char in sequence if ord(char) >= 0x80}
