@@ -51,10 +51,10 @@ Joined: TypeAlias = "re.Pattern[str] | regex.Pattern[str]"
 
 __all__ = [
     "close_up_broken",
-    "close_up_spelled_addresses",
     "close_up_emoji_joined",
     "close_up_marked",
     "close_up_spaced",
+    "close_up_spelled_addresses",
     "join_spelled_out",
     "marked_words",
 ]
