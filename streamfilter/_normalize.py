@@ -274,7 +274,7 @@ def _fold(text: str) -> str:
     text = text.casefold().translate(LETTER_LOOKALIKES).translate(_ARABIC_LETTERS)
     text = unicodedata.normalize("NFKC", text)
     # a number reads alike in any script's digits: ٥٠٠٠ and ५००० are 5000
-    return _OTHER_DIGIT.sub(_ascii_digit, text) if _OTHER_DIGIT.search(text) else text
+    return _OTHER_DIGIT.sub(_ascii_digit, text)  # the text itself where there is none
 
 
 def _tokens(words: list[str]) -> list[str]:
@@ -306,7 +306,7 @@ def _tokens(words: list[str]) -> list[str]:
     return tokens
 
 
-# any character from Thai's block on: a search stops at the first, where max() reads them all
+# any character from Thai's block on (a search stops at the first)
 _FROM_THAI = re.compile("[\u0e00-\U0010ffff]")
 
 

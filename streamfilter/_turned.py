@@ -109,11 +109,12 @@ def read_turned(text: str) -> str:
     text as it is."""
     if _TURNED_LETTER.search(text) is None:
         return text
-    tokens = text.split()
-    words = [token for token in tokens if _ADDRESS.match(token) is None]
+    words: list[str] = []
+    addresses: list[str] = []
+    for token in text.split():
+        (words if _ADDRESS.match(token) is None else addresses).append(token)
     turned = sum(len(_TURNED_LETTER.findall(word)) for word in words)
     letters = [char for word in words for char in word if char.isalpha()]
     if turned < 3 or turned * 3 < len(letters) or any(not c.isascii() and ord(c) not in _TURNED for c in letters):
         return text
-    addresses = [token for token in tokens if _ADDRESS.match(token) is not None]
     return " ".join([word[::-1].translate(_TURNED) for word in reversed(words)] + addresses)
