@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -168,6 +169,26 @@ def test_a_worker_started_early_and_never_used_is_ended() -> None:
     _workers.hand_over(*started)
     _workers.close_unused()
     assert started[0].poll() is not None and not _workers._handed_over
+
+
+def test_a_worker_whose_parent_closes_its_end_runs_its_exit_handlers_and_ends() -> None:
+    # It ends without the interpreter's teardown, which its parent would wait
+    # for; what an exit handler or a stray print leaves is still written.
+    ours, theirs = socket.socketpair()
+    code = (
+        "import atexit; atexit.register(lambda: print('handler ran')); print('buffered', end=''); "
+        f"from streamfilter._serve import serve_socket; serve_socket({theirs.fileno()})"
+    )
+    with ours, theirs:
+        process = subprocess.Popen(
+            [sys.executable, "-P", "-c", code],
+            pass_fds=(theirs.fileno(),),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert out == b"bufferedhandler ran\n"
 
 
 @pytest.mark.parametrize(
