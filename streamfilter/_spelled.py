@@ -93,7 +93,7 @@ def close_up_spelled_addresses(text: str) -> str:
     out as any link or mention is. A mention's run may take in a word spelled
     out after it (``@ u s e r f r e e``): one space apart, nothing tells
     where the one ends and the other begins."""
-    if " / / " in text or "w w w ." in text or "W W W ." in text:
+    if " / / " in text or "w ." in text or "W ." in text:  # "w w w ." in any case ends so
         text = _SPELLED_LINK.sub(_without_spaces, text)
     if "@ " in text or "＠ " in text:
         text = _SPELLED_MENTION.sub(_without_spaces, text)

@@ -234,6 +234,7 @@ def test_a_link_or_mention_spelled_out_is_taken_out_as_any_link_or_mention() -> 
     assert normalize(original) == "ficou marcado na historia da copa"
     assert normalize(f"RT {mention}: ficou marcado na historia da copa {link}") == normalize(original)
     assert normalize(f"mira {link.upper()} and w w w . e x a m p l e . c o m / o f e r t a ya") == "mira and ya"
+    assert normalize("W w w . e x a m p l e . c o m / o f e r t a ya") == "ya"  # a sentence's capital
     assert normalize(f"{mention} f r e e stuff") == "stuff"  # one space apart, the mention's run takes the next word
     # an "@" before a word, or before one letter, is no mention spelled out; nor is a gap in a fraction
     assert normalize("see you @ the gym, @ 5") == "see you the gym 5"
