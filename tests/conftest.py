@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from streamfilter.cli._console import set_quiet
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SHARED_PAYLOADS = ROOT.parent / "shared" / "data" / "payloads"
@@ -15,6 +17,15 @@ SHARED_PAYLOADS = ROOT.parent / "shared" / "data" / "payloads"
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _commands_not_quiet() -> None:
+    """Each test starts as a new process does: a command run in this process
+    with ``-q`` silences the commands' notices and progress line, and the
+    library's warnings below errors, until the next command says otherwise
+    (``cli._console.set_quiet``)."""
+    set_quiet(False)
 
 
 def shared_payload(relative: str) -> Path:
