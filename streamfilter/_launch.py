@@ -12,18 +12,16 @@ ends. Only the standard library is imported here.
 
 from __future__ import annotations
 
-import atexit
 import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
-from typing import NoReturn
 
 from ._early import catch_early_sigterm
 from ._protocol import (
     default_sketch_processes,
+    exit_without_teardown,
     pace_collector_for_batches,
     single_threaded_blas,
     small_input,
@@ -61,34 +59,7 @@ def run() -> None:
         code = main()
     finally:
         _workers.close_unused()
-    _exit_without_teardown(code)
-
-
-def _exit_without_teardown(code: int) -> NoReturn:
-    """End the process once the command has returned, without the
-    interpreter's teardown.
-
-    The command has closed its outputs and its index by then. What is left
-    of a normal exit is joining other threads, the exit handlers (a test's,
-    coverage's, logging's), which run here as they would, and freeing every
-    module and object one by one, which is skipped. With a thread that is not a daemon still
-    running, or without CPython's hook for the handlers, the exit is normal; but not after a
-    signal stopped the command (``code`` 128 + its number): a thread still blocked reading an
-    idle stdin would hold the process until the writer closed it.
-    """
-    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    main_thread = threading.main_thread()
-    stopped_by_signal = code > 128
-    others = any(not t.daemon for t in threading.enumerate() if t is not main_thread)
-    if run_exit_handlers is None or (others and not stopped_by_signal):
-        sys.exit(code)
-    run_exit_handlers()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: what was left to write is lost
-            code = code or 1
-    os._exit(code)
+    exit_without_teardown(code)
 
 
 def _wants_worker(argv: Sequence[str]) -> bool:

@@ -1,10 +1,12 @@
 """What a replay and its sketch workers share: the frame format, the worker's
-environment, and when a worker is worth starting. Standard library only, so
+environment, when a worker is worth starting, and how either process ends.
+Standard library only, so
 the command's entry point (``_launch``) can use it before importing anything
 heavy."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import io
@@ -15,9 +17,10 @@ import stat
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ._compiled import PURE_VARIABLE, kernel_mode
 
@@ -27,6 +30,7 @@ __all__ = [
     "FRAME_HEADER",
     "SMALL_INPUT_BYTES",
     "default_sketch_processes",
+    "exit_without_teardown",
     "frame",
     "from_frame",
     "most_sketch_processes",
@@ -207,3 +211,33 @@ def spawn_worker() -> tuple[subprocess.Popen[bytes], socket.socket] | None:
     finally:
         theirs.close()
     return process, ours
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the process once its work is done (the command's, ``_launch``; a
+    worker's, ``_serve``), without the interpreter's teardown.
+
+    Its outputs and its index are closed by then. What is left of a normal
+    exit is joining other threads, the exit handlers (a test's, coverage's,
+    logging's), which run here as they would, and freeing every module and
+    object one by one, which is skipped: multiprocessing ends its children
+    so. A replay waits for its workers to end before it ends itself.
+
+    With a thread that is not a daemon still running, or without CPython's
+    hook for the handlers, the exit is normal; but not after a signal
+    stopped the command (``code`` 128 + its number): a thread still blocked
+    reading an idle stdin would hold the process until the writer closed it.
+    """
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    main_thread = threading.main_thread()
+    stopped_by_signal = code > 128
+    others = any(not t.daemon for t in threading.enumerate() if t is not main_thread)
+    if run_exit_handlers is None or (others and not stopped_by_signal):
+        sys.exit(code)
+    run_exit_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: what was left to write is lost
+            code = code or 1
+    os._exit(code)

@@ -13,16 +13,20 @@ later frame is a list of (line number, raw line) and the answer is
 
 from __future__ import annotations
 
-import atexit
-import os
 import signal
 import socket
-import sys
 from typing import IO, NoReturn
 
 from ._engine import Sketcher
 from ._normalize import load_tables
-from ._protocol import FRAME_BYTES, FRAME_HEADER, frame, from_frame, pace_collector_for_batches
+from ._protocol import (
+    FRAME_BYTES,
+    FRAME_HEADER,
+    exit_without_teardown,
+    frame,
+    from_frame,
+    pace_collector_for_batches,
+)
 
 __all__ = ["serve_socket"]
 
@@ -71,7 +75,8 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 def serve_socket(descriptor: int) -> NoReturn:
     """A worker's entry point (``_protocol.spawn_worker``): frames on a socket
     (one end of a socketpair) until the parent closes its end; then the
-    process ends."""
+    process ends, without the interpreter's teardown, which the parent would
+    wait for."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     connection = socket.socket(fileno=descriptor)
     for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):  # room for a whole frame, as with pipes
@@ -83,24 +88,4 @@ def serve_socket(descriptor: int) -> NoReturn:
     answers = connection.makefile("wb")
     pace_collector_for_batches()
     _serve(requests, answers)
-    _exit_without_teardown()
-
-
-def _exit_without_teardown() -> NoReturn:
-    """End the worker as multiprocessing ends its children: the exit handlers
-    run and the standard streams are flushed, but the interpreter does not
-    free every module and object one by one. Its parent waits for it to end
-    before it ends itself, so that teardown (numpy's modules, the
-    normaliser's caches) would delay the end of every replay. Every answer
-    was flushed when it was written, and the worker holds no other file.
-    Without CPython's hook for the handlers, the exit is normal."""
-    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_handlers is None:
-        sys.exit(0)
-    run_exit_handlers()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: what a stray print left is lost
-            pass
-    os._exit(0)
+    exit_without_teardown(0)
