@@ -1,8 +1,7 @@
 """What a replay and its sketch workers share: the frame format, the worker's
 environment, when a worker is worth starting, and how either process ends.
-Standard library only, so
-the command's entry point (``_launch``) can use it before importing anything
-heavy."""
+Standard library only, so the command's entry point (``_launch``) can use it
+before importing anything heavy."""
 
 from __future__ import annotations
 
@@ -217,11 +216,12 @@ def exit_without_teardown(code: int) -> NoReturn:
     """End the process once its work is done (the command's, ``_launch``; a
     worker's, ``_serve``), without the interpreter's teardown.
 
-    Its outputs and its index are closed by then. What is left of a normal
-    exit is joining other threads, the exit handlers (a test's, coverage's,
-    logging's), which run here as they would, and freeing every module and
-    object one by one, which is skipped: multiprocessing ends its children
-    so. A replay waits for its workers to end before it ends itself.
+    Its outputs (and the command's index) are closed by then. What is left
+    of a normal exit is joining other threads, the exit handlers (a test's,
+    coverage's, logging's), which run here as they would, and freeing every
+    module and object one by one, which is skipped, as multiprocessing's
+    children skip it. A replay waits for its workers to end before it ends
+    itself, so a worker's teardown would delay the replay's end as well.
 
     With a thread that is not a daemon still running, or without CPython's
     hook for the handlers, the exit is normal; but not after a signal
